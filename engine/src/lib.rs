@@ -1,0 +1,1 @@
+//! quorum-engine

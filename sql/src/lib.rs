@@ -1,0 +1,6 @@
+//! quorum-sql: everything about SQL and databases that the text-to-SQL method needs, with no model
+//! code: schema introspection, prompt rendering, the execution sandbox, result comparison with
+//! Spider semantics, Spider hardness, SQL skeletons, schema linking and voting.
+//!
+//! Deterministic by design: no candle, tokio or tonic. The pipeline reaches models through a
+//! small trait that the server implements with the engine.
