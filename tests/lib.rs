@@ -1,1 +1,131 @@
-//! tests
+//! Shared helpers for the integration tests and benches: where the real models are, and the
+//! candle-transformers reference implementations Quorum is checked against.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use candle_core::quantized::gguf_file;
+use candle_core::{D, Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2};
+
+pub const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+pub const SMOLLM2: &str = "smollm2-135m-instruct-q4_1.gguf";
+pub const MINILM: &str = "all-minilm-l6-v2";
+
+/// The models directory, as `scripts/fetch-models.sh` fills it.
+pub fn models_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("QUORUM_MODELS_DIR") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".cache"))
+        .join("quorum/models")
+}
+
+/// Path of a fetched model. Panics with instructions when it is missing: tests never skip.
+pub fn model_path(name: &str) -> PathBuf {
+    let p = models_dir().join(name);
+    assert!(
+        p.exists(),
+        "model {} is missing: run scripts/fetch-models.sh (CI does this before the tests)",
+        p.display()
+    );
+    p
+}
+
+/// The Spider data shipped beside the repository.
+pub fn spider_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("QUORUM_SPIDER_DIR") {
+        return PathBuf::from(d);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/spider")
+}
+
+/// A copy of a GGUF file with slow quantizations re-encoded to Q8_0, written once next to the
+/// original: the reference models load this file, so both sides run identical weights.
+pub fn reencoded_copy(name: &str) -> Result<PathBuf> {
+    let src = model_path(name);
+    let dst = src.with_extension("reencoded-q8_0.gguf");
+    if !dst.exists() {
+        quorum_weights::reencode_gguf_file(&src, &dst)?;
+    }
+    Ok(dst)
+}
+
+/// candle-transformers' own GGUF models.
+pub enum ReferenceModel {
+    Qwen2(quantized_qwen2::ModelWeights),
+    Llama(quantized_llama::ModelWeights),
+}
+
+impl ReferenceModel {
+    pub fn load(path: &Path) -> Result<Self> {
+        let mut file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+        let ct = gguf_file::Content::read(&mut file)?;
+        let arch = ct
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        Ok(match arch.as_str() {
+            "qwen2" => Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(
+                ct,
+                &mut file,
+                &Device::Cpu,
+            )?),
+            "llama" => Self::Llama(quantized_llama::ModelWeights::from_gguf(
+                ct,
+                &mut file,
+                &Device::Cpu,
+            )?),
+            other => anyhow::bail!("no reference for architecture {other}"),
+        })
+    }
+
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+        let x = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let logits = match self {
+            Self::Qwen2(m) => m.forward(&x, pos)?,
+            Self::Llama(m) => m.forward(&x, pos)?,
+        };
+        Ok(logits.squeeze(0)?)
+    }
+
+    /// The reference greedy loop: returns the new tokens and the last prompt position's logits.
+    pub fn greedy(
+        &mut self,
+        prompt: &[u32],
+        max_new: usize,
+        stop: &[u32],
+    ) -> Result<(Vec<u32>, Tensor)> {
+        if let Self::Qwen2(m) = self {
+            m.clear_kv_cache();
+        }
+        let prompt_logits = self.forward(prompt, 0)?;
+        let mut next = prompt_logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
+        let mut out = Vec::new();
+        let mut pos = prompt.len();
+        while out.len() < max_new {
+            out.push(next);
+            if stop.contains(&next) || out.len() == max_new {
+                break;
+            }
+            let logits = self.forward(&[next], pos)?;
+            next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
+            pos += 1;
+        }
+        Ok((out, prompt_logits))
+    }
+}
+
+/// Largest absolute difference between two logit vectors, and the scale it is relative to.
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<(f32, f32)> {
+    let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+    let scale = a.abs()?.max_all()?.to_scalar::<f32>()?;
+    Ok((diff, scale))
+}

@@ -1,1 +1,31 @@
-//! quorum-models
+//! quorum-models: the networks. Qwen2 and Llama decoders (one implementation: they differ only in
+//! flags), and a BERT sentence embedder.
+//!
+//! The decoder keeps no state between calls: the KV cache lives behind the [`Attention`] trait,
+//! which the engine implements with its paged block pool and tests implement with
+//! [`DenseKvCache`]. A forward pass takes a packed batch of variable-length chunks with explicit
+//! positions ([`BatchLayout`]), so one call can mix prefill chunks and decode tokens of many
+//! sequences.
+
+mod attention;
+mod batch;
+mod bert;
+mod config;
+mod decoder;
+mod dense_cache;
+mod device;
+mod error;
+mod greedy;
+mod linear;
+mod rotary;
+
+pub use attention::{Attention, causal_attention};
+pub use batch::{BatchLayout, ChunkLayout};
+pub use bert::{BertEmbedder, cosine};
+pub use config::{DecoderArch, DecoderConfig};
+pub use decoder::{DecoderModel, LoadOptions};
+pub use dense_cache::DenseKvCache;
+pub use device::parse_device;
+pub use error::{ModelError, ModelResult};
+pub use greedy::{GreedyOutput, greedy_generate};
+pub use linear::{Linear, MatmulPolicy};

@@ -1,0 +1,64 @@
+//! The attention interface between a model and whoever owns the KV cache.
+
+use candle_core::{Result, Tensor};
+
+use crate::batch::BatchLayout;
+
+/// Stores the new keys/values of a packed batch and attends over each sequence's whole context.
+///
+/// Shapes (head-major): `q` `[num_heads, tokens, head_dim]`, `k`/`v`
+/// `[num_kv_heads, tokens, head_dim]`, rotary already applied. Returns `[tokens, num_heads *
+/// head_dim]`. Implementations: [`crate::DenseKvCache`] (one growing tensor per sequence and
+/// layer) and the engine's paged cache.
+pub trait Attention {
+    fn attend(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor>;
+}
+
+/// Repeats each kv head `n_rep` times so grouped-query heads line up with query heads
+/// (query head h reads kv head h / n_rep).
+pub fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
+    if n_rep == 1 {
+        return Ok(x.clone());
+    }
+    let (h, s, d) = x.dims3()?;
+    x.unsqueeze(1)?
+        .broadcast_as((h, n_rep, s, d))?
+        .reshape((h * n_rep, s, d))
+}
+
+/// Plain attention of one chunk over its full context: `q` `[num_heads, len, head_dim]` at
+/// positions `start..start+len`, `k`/`v` `[num_kv_heads, start+len, head_dim]`. Query i sees keys
+/// `0..=start+i`. Returns `[len, num_heads * head_dim]`. This is the reference every other
+/// attention path is tested against.
+pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+    let (n_heads, len, head_dim) = q.dims3()?;
+    let n_kv = k.dim(0)?;
+    let ctx = k.dim(1)?;
+    let k = repeat_kv(k, n_heads / n_kv)?;
+    let v = repeat_kv(v, n_heads / n_kv)?.contiguous()?;
+    let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?;
+    let scores = if len > 1 {
+        let mask: Vec<u8> = (0..len)
+            .flat_map(|i| (0..ctx).map(move |j| u8::from(j > start + i)))
+            .collect();
+        let mask = Tensor::from_vec(mask, (len, ctx), q.device())?.broadcast_as(scores.shape())?;
+        let neg_inf = Tensor::new(f32::NEG_INFINITY, q.device())?
+            .to_dtype(scores.dtype())?
+            .broadcast_as(scores.shape())?;
+        mask.where_cond(&neg_inf, &scores)?
+    } else {
+        scores
+    };
+    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    probs
+        .matmul(&v)?
+        .transpose(0, 1)?
+        .reshape((len, n_heads * head_dim))
+}

@@ -1,0 +1,104 @@
+//! The shape of one forward pass: a packed run of tokens cut into chunks, one chunk per sequence.
+
+use crate::error::{ModelError, ModelResult};
+
+/// One sequence's slice of a packed batch: `len` new tokens at positions
+/// `start_position..start_position + len`, stored at `offset..offset + len` of the packed tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkLayout {
+    /// The attention backend's handle for the sequence's KV storage.
+    pub seq_slot: usize,
+    pub offset: usize,
+    pub start_position: usize,
+    pub len: usize,
+    /// Whether the caller wants logits for the chunk's last token.
+    pub wants_logits: bool,
+}
+
+impl ChunkLayout {
+    /// Total context the chunk's last token attends to (cached tokens plus this chunk).
+    pub fn context_len(&self) -> usize {
+        self.start_position + self.len
+    }
+}
+
+/// A packed batch. Chunks are contiguous and in order: chunk i starts where chunk i-1 ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchLayout {
+    pub chunks: Vec<ChunkLayout>,
+}
+
+impl BatchLayout {
+    /// Builds a layout from `(seq_slot, start_position, len, wants_logits)` tuples in order.
+    pub fn from_chunks(chunks: impl IntoIterator<Item = (usize, usize, usize, bool)>) -> Self {
+        let mut offset = 0;
+        let chunks = chunks
+            .into_iter()
+            .map(|(seq_slot, start_position, len, wants_logits)| {
+                let c = ChunkLayout {
+                    seq_slot,
+                    offset,
+                    start_position,
+                    len,
+                    wants_logits,
+                };
+                offset += len;
+                c
+            })
+            .collect();
+        Self { chunks }
+    }
+
+    pub fn n_tokens(&self) -> usize {
+        self.chunks.iter().map(|c| c.len).sum()
+    }
+
+    /// Position of every packed token, for the rotary embedding.
+    pub fn positions(&self) -> Vec<u32> {
+        self.chunks
+            .iter()
+            .flat_map(|c| (c.start_position..c.start_position + c.len).map(|p| p as u32))
+            .collect()
+    }
+
+    /// Packed indices of the tokens whose logits are wanted, in chunk order.
+    pub fn logit_rows(&self) -> Vec<u32> {
+        self.chunks
+            .iter()
+            .filter(|c| c.wants_logits)
+            .map(|c| (c.offset + c.len - 1) as u32)
+            .collect()
+    }
+
+    pub fn validate(&self, n_tokens: usize) -> ModelResult<()> {
+        let mut expected = 0;
+        for c in &self.chunks {
+            if c.offset != expected || c.len == 0 {
+                return Err(ModelError::Batch {
+                    detail: format!("chunk {c:?} is empty or not contiguous with the previous one"),
+                });
+            }
+            expected += c.len;
+        }
+        if expected != n_tokens {
+            return Err(ModelError::Batch {
+                detail: format!("chunks cover {expected} tokens but {n_tokens} were given"),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_and_logit_rows() {
+        let b = BatchLayout::from_chunks([(0, 0, 3, true), (1, 5, 1, true), (2, 2, 2, false)]);
+        assert_eq!(b.positions(), vec![0, 1, 2, 5, 2, 3]);
+        assert_eq!(b.logit_rows(), vec![2, 3]);
+        assert!(b.validate(6).is_ok());
+        assert!(b.validate(7).is_err());
+    }
+}

@@ -1,0 +1,261 @@
+//! Qwen2 and Llama decoders over a packed batch, with attention delegated to an [`Attention`].
+
+use candle_core::{DType, Device, Tensor};
+use quorum_weights::{Checkpoint, StoredTensor};
+
+use crate::attention::Attention;
+use crate::batch::BatchLayout;
+use crate::config::DecoderConfig;
+use crate::error::{ModelError, ModelResult};
+use crate::linear::{Linear, MatmulPolicy};
+use crate::rotary::RotaryEmbedding;
+
+#[derive(Debug, Clone)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn load(
+        ckpt: &Checkpoint,
+        name: &str,
+        size: usize,
+        eps: f64,
+        dtype: DType,
+    ) -> ModelResult<Self> {
+        let weight = ckpt
+            .tensors
+            .get_checked(name, &[size])?
+            .to_dense()?
+            .to_dtype(dtype)?;
+        Ok(Self {
+            weight,
+            eps: eps as f32,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        candle_nn::ops::rms_norm(x, &self.weight, self.eps)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct DecoderLayer {
+    input_norm: RmsNorm,
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    post_attention_norm: RmsNorm,
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl DecoderLayer {
+    fn load(
+        ckpt: &Checkpoint,
+        cfg: &DecoderConfig,
+        i: usize,
+        opts: &LoadOptions,
+    ) -> ModelResult<Self> {
+        let p = format!("model.layers.{i}");
+        let (h, q_out, kv_out) = (
+            cfg.hidden_size,
+            cfg.num_heads * cfg.head_dim,
+            cfg.num_kv_heads * cfg.head_dim,
+        );
+        let lin = |name: &str, shape| {
+            Linear::load(
+                &ckpt.tensors,
+                &format!("{p}.{name}"),
+                shape,
+                opts.policy,
+                opts.dtype,
+            )
+        };
+        let norm = |name: &str| {
+            RmsNorm::load(
+                ckpt,
+                &format!("{p}.{name}.weight"),
+                h,
+                cfg.rms_norm_eps,
+                opts.dtype,
+            )
+        };
+        Ok(Self {
+            input_norm: norm("input_layernorm")?,
+            q_proj: lin("self_attn.q_proj", (q_out, h))?,
+            k_proj: lin("self_attn.k_proj", (kv_out, h))?,
+            v_proj: lin("self_attn.v_proj", (kv_out, h))?,
+            o_proj: lin("self_attn.o_proj", (h, q_out))?,
+            post_attention_norm: norm("post_attention_layernorm")?,
+            gate_proj: lin("mlp.gate_proj", (cfg.intermediate_size, h))?,
+            up_proj: lin("mlp.up_proj", (cfg.intermediate_size, h))?,
+            down_proj: lin("mlp.down_proj", (h, cfg.intermediate_size))?,
+        })
+    }
+}
+
+/// How to materialize the weights.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub policy: MatmulPolicy,
+    /// Activation dtype (f32 on CPU).
+    pub dtype: DType,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            policy: MatmulPolicy::QuantizedOnly,
+            dtype: DType::F32,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DecoderModel {
+    config: DecoderConfig,
+    embed_tokens: Tensor,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    lm_head: Linear,
+    rotary: RotaryEmbedding,
+    device: Device,
+    dtype: DType,
+}
+
+impl DecoderModel {
+    pub fn load(ckpt: &Checkpoint, device: &Device, policy: MatmulPolicy) -> ModelResult<Self> {
+        let config = DecoderConfig::from_checkpoint(ckpt)?;
+        let opts = LoadOptions {
+            policy,
+            dtype: DType::F32,
+        };
+        let embed = ckpt.tensors.get_checked(
+            "model.embed_tokens.weight",
+            &[config.vocab_size, config.hidden_size],
+        )?;
+        let embed_tokens = embed.to_dense()?.to_dtype(opts.dtype)?.to_device(device)?;
+        let layers = (0..config.num_layers)
+            .map(|i| DecoderLayer::load(ckpt, &config, i, &opts))
+            .collect::<ModelResult<Vec<_>>>()?;
+        // Tied embeddings: no `lm_head.weight`, the output projection reuses the embedding matrix
+        // (quantized, as candle's GGUF models do).
+        let head: &StoredTensor = if ckpt.tensors.contains("lm_head.weight") {
+            ckpt.tensors
+                .get_checked("lm_head.weight", &[config.vocab_size, config.hidden_size])?
+        } else {
+            embed
+        };
+        // The output projection only ever sees a few rows (one per sequence), so it stays quantized.
+        let lm_head = Linear::from_stored(head, None, MatmulPolicy::QuantizedOnly, opts.dtype)?;
+        let rotary = RotaryEmbedding::new(
+            config.head_dim,
+            config.rope_theta,
+            config.max_position,
+            config.rope_interleaved,
+            device,
+        )?;
+        Ok(Self {
+            norm: RmsNorm::load(
+                ckpt,
+                "model.norm.weight",
+                config.hidden_size,
+                config.rms_norm_eps,
+                opts.dtype,
+            )?,
+            embed_tokens,
+            layers,
+            lm_head,
+            rotary,
+            device: device.clone(),
+            dtype: opts.dtype,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &DecoderConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Runs the packed batch and returns logits `[rows, vocab]` for the chunks that want them, in
+    /// chunk order.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        attention: &mut dyn Attention,
+    ) -> ModelResult<Tensor> {
+        batch.validate(tokens.len())?;
+        if let Some(c) = batch
+            .chunks
+            .iter()
+            .find(|c| c.context_len() > self.rotary.max_position())
+        {
+            return Err(ModelError::Batch {
+                detail: format!(
+                    "sequence {} reaches position {}, beyond the model's {} positions",
+                    c.seq_slot,
+                    c.context_len(),
+                    self.rotary.max_position()
+                ),
+            });
+        }
+        let n = tokens.len();
+        let ids = Tensor::from_slice(tokens, n, &self.device)?;
+        let positions = Tensor::from_vec(batch.positions(), n, &self.device)?;
+        let mut x = self.embed_tokens.index_select(&ids, 0)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = self.layer_forward(i, layer, &x, &positions, batch, attention)?;
+        }
+        let rows = batch.logit_rows();
+        let rows = Tensor::from_vec(rows.clone(), rows.len(), &self.device)?;
+        let x = self.norm.forward(&x.index_select(&rows, 0)?)?;
+        Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
+    }
+
+    fn layer_forward(
+        &self,
+        index: usize,
+        layer: &DecoderLayer,
+        x: &Tensor,
+        positions: &Tensor,
+        batch: &BatchLayout,
+        attention: &mut dyn Attention,
+    ) -> ModelResult<Tensor> {
+        let cfg = &self.config;
+        let n = x.dim(0)?;
+        let h = layer.input_norm.forward(x)?;
+        // [tokens, heads*dim] -> [heads, tokens, dim]
+        let heads = |t: Tensor, nh: usize| -> candle_core::Result<Tensor> {
+            t.reshape((n, nh, cfg.head_dim))?
+                .transpose(0, 1)?
+                .contiguous()
+        };
+        let q = heads(layer.q_proj.forward(&h)?, cfg.num_heads)?;
+        let k = heads(layer.k_proj.forward(&h)?, cfg.num_kv_heads)?;
+        let v = heads(layer.v_proj.forward(&h)?, cfg.num_kv_heads)?;
+        let q = self.rotary.apply(&q, positions)?;
+        let k = self.rotary.apply(&k, positions)?;
+        let attn = attention.attend(index, batch, &q, &k, &v)?;
+        let x = (layer.o_proj.forward(&attn)? + x)?;
+        let h = layer.post_attention_norm.forward(&x)?;
+        let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h)?)?;
+        let mlp = layer
+            .down_proj
+            .forward(&(gate * layer.up_proj.forward(&h)?)?)?;
+        Ok((mlp + x)?)
+    }
+
+    /// The activation dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+}

@@ -1,0 +1,136 @@
+//! Greedy output and logits of Quorum's decoder on real GGUF checkpoints against
+//! candle-transformers' `quantized_qwen2` / `quantized_llama` on the same (re-encoded) weights.
+
+use candle_core::Device;
+use quorum_models::{DecoderModel, MatmulPolicy, greedy_generate};
+use quorum_tests::{QWEN_05B, ReferenceModel, SMOLLM2, max_abs_diff, model_path, reencoded_copy};
+use quorum_weights::{ChatMessage, load_checkpoint};
+
+const NEW_TOKENS: usize = 64;
+
+fn prompts() -> Vec<(String, bool)> {
+    vec![
+        ("What is the capital of France?".into(), true),
+        (
+            "Write a SQL query that lists all singers older than 30.".into(),
+            true,
+        ),
+        ("def fibonacci(n):".into(), false),
+        (
+            "Translate to French: the database has three tables.".into(),
+            true,
+        ),
+        (long_schema_prompt(), true),
+    ]
+}
+
+/// A real Spider schema prompt in the RE_p style (schema, then the first three rows of every
+/// table as cell values) on the largest dev database: ~900 tokens with Qwen's tokenizer.
+fn long_schema_prompt() -> String {
+    let db = "student_transcripts_tracking";
+    let path = quorum_tests::spider_dir().join(format!("database/{db}/{db}.sqlite"));
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open Spider database");
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .expect("list tables");
+    let tables: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let (mut schema, mut values) = (Vec::new(), Vec::new());
+    for t in &tables {
+        let mut q = conn
+            .prepare(&format!("SELECT * FROM \"{t}\" LIMIT 3"))
+            .expect("select");
+        let cols: Vec<String> = q.column_names().map(|c| c.to_string()).collect();
+        let n = cols.len();
+        let rows: Vec<Vec<String>> = q
+            .query_map([], |r| {
+                (0..n)
+                    .map(|i| {
+                        let v: rusqlite::types::Value = r.get(i)?;
+                        Ok(match v {
+                            rusqlite::types::Value::Null => "None".to_string(),
+                            rusqlite::types::Value::Integer(x) => x.to_string(),
+                            rusqlite::types::Value::Real(x) => x.to_string(),
+                            rusqlite::types::Value::Text(x) => x,
+                            rusqlite::types::Value::Blob(_) => "<blob>".to_string(),
+                        })
+                    })
+                    .collect()
+            })
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("values");
+        schema.push(format!("# {t}({});", cols.join(", ")));
+        let cells: Vec<String> = (0..n)
+            .map(|i| {
+                let vs: Vec<&str> = rows.iter().map(|r| r[i].as_str()).collect();
+                format!("{}[{}]", cols[i], vs.join(","))
+            })
+            .collect();
+        values.push(format!("# {t}({});", cells.join(",")));
+    }
+    format!(
+        "### Answer the question by sqlite SQL query only and with no explanation\n### Sqlite SQL tables, with their properties:\n#\n{}\n#\n### Here are some data information about database references.\n#\n{}\n#\n### Question: What are the first, middle and last names of all students who enrolled in the Bachelor degree program and graduated before 2019, ordered by last name?\n### SQL:",
+        schema.join("\n"),
+        values.join("\n")
+    )
+}
+
+fn check_parity(model_file: &str, min_long_prompt: usize) {
+    let reencoded = reencoded_copy(model_file).expect("re-encoded copy");
+    let ckpt = load_checkpoint(
+        &model_path(model_file),
+        &Device::Cpu,
+        candle_core::DType::F32,
+    )
+    .expect("load checkpoint");
+    let ours =
+        DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("load model");
+    let mut reference = ReferenceModel::load(&reencoded).expect("load reference");
+    let template = ckpt.chat_template.as_ref().expect("chat template");
+    let mut longest = 0;
+    for (prompt, chat) in prompts() {
+        let text = if chat {
+            template
+                .render(&[ChatMessage::new("user", &prompt)], true)
+                .expect("render")
+        } else {
+            prompt.clone()
+        };
+        let ids = ckpt.tokenizer.encode(text.as_str(), false).expect("encode");
+        let ids = ids.get_ids();
+        longest = longest.max(ids.len());
+        // No stop tokens: compare all 64 tokens even past an end-of-turn.
+        let ours_out = greedy_generate(&ours, ids, NEW_TOKENS, &[], |_| {}).expect("ours");
+        let (ref_tokens, ref_logits) = reference.greedy(ids, NEW_TOKENS, &[]).expect("reference");
+        let (diff, scale) = max_abs_diff(&ours_out.prompt_logits, &ref_logits).expect("diff");
+        assert!(
+            diff <= 1e-3 * scale.max(1.0),
+            "{model_file}: last-position logits differ by {diff} (scale {scale}) on {prompt:?}"
+        );
+        assert_eq!(
+            ours_out.tokens, ref_tokens,
+            "{model_file}: greedy tokens differ on {prompt:?}"
+        );
+        assert_eq!(ours_out.tokens.len(), NEW_TOKENS);
+    }
+    assert!(
+        longest >= min_long_prompt,
+        "the long prompt has only {longest} tokens"
+    );
+}
+
+#[test]
+fn qwen2_gguf_matches_candle_reference() {
+    check_parity(QWEN_05B, 700);
+}
+
+#[test]
+fn llama_gguf_matches_candle_reference() {
+    check_parity(SMOLLM2, 700);
+}
