@@ -11,6 +11,8 @@
 //! - The aggregate count tests element 0 of each unit: for WHERE conditions that is the NOT
 //!   flag, for HAVING every connector string counts too; real aggregates in WHERE and HAVING are
 //!   not counted.
+//! - A column-valued condition (`a = b`) swallows the `or`-joined conditions after it up to the
+//!   next `and`: Spider's value parser scans ahead and keeps only the first column.
 //! - A SELECT item is aggregated when it begins with an aggregate call (`max(a) - min(a)` counts
 //!   once, `a - min(b)` not at all), because Spider reads the aggregate keyword before the value.
 
@@ -281,39 +283,83 @@ struct Conditions<'q> {
     ors: usize,
 }
 
+/// A condition unit and the connector before it (`None` for the first).
+type Link<'q> = (Option<BinaryOperator>, &'q Expr);
+
 impl<'q> Conditions<'q> {
     fn of_all(exprs: impl IntoIterator<Item = &'q Expr>) -> Conditions<'q> {
-        let mut out = Conditions::default();
-        for (i, e) in exprs.into_iter().enumerate() {
+        let mut links = Vec::new();
+        for e in exprs {
             // Spider joins the ON conditions of successive joins with `and`.
-            if i > 0 {
-                out.ands += 1;
+            let first = if links.is_empty() {
+                None
+            } else {
+                Some(BinaryOperator::And)
+            };
+            flatten(e, first, &mut links);
+        }
+        let mut out = Conditions::default();
+        let mut i = 0;
+        while i < links.len() {
+            let (connector, unit) = &links[i];
+            match connector {
+                Some(BinaryOperator::Or) => out.ors += 1,
+                Some(_) => out.ands += 1,
+                None => {}
             }
-            out.flatten(e);
+            out.units.push(unit);
+            i += 1;
+            // Spider's parse_value reads a column-valued operand by scanning to the next `and`,
+            // `,`, `)`, clause or join keyword and keeping only the first column: everything
+            // joined by `or` after a column value disappears (e.g. `ON a = b OR a = c`).
+            if column_valued(unit) {
+                while links
+                    .get(i)
+                    .is_some_and(|(c, _)| *c == Some(BinaryOperator::Or))
+                {
+                    i += 1;
+                }
+            }
         }
         out
     }
+}
 
-    fn flatten(&mut self, e: &'q Expr) {
-        match e {
-            Expr::BinaryOp {
-                left,
-                op: op @ (BinaryOperator::And | BinaryOperator::Or),
-                right,
-            } => {
-                self.flatten(left);
-                if *op == BinaryOperator::And {
-                    self.ands += 1;
-                } else {
-                    self.ors += 1;
-                }
-                self.flatten(right);
-            }
-            // Spider cannot parse parenthesised conditions; reading through them gives the
-            // closest count for predictions that use them.
-            Expr::Nested(inner) if is_connective(inner) => self.flatten(inner),
-            other => self.units.push(other),
+fn flatten<'q>(e: &'q Expr, connector: Option<BinaryOperator>, out: &mut Vec<Link<'q>>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: op @ (BinaryOperator::And | BinaryOperator::Or),
+            right,
+        } => {
+            flatten(left, connector, out);
+            flatten(right, Some(op.clone()), out);
         }
+        // Spider cannot parse parenthesised conditions; reading through them gives the
+        // closest count for predictions that use them.
+        Expr::Nested(inner) if is_connective(inner) => flatten(inner, connector, out),
+        other => out.push((connector, other)),
+    }
+}
+
+/// Whether the last value of a condition unit is what Spider's parse_value reads as a column
+/// (neither a number, a string nor a subquery).
+fn column_valued(unit: &Expr) -> bool {
+    let value = match strip_parens(unit) {
+        Expr::BinaryOp { right, .. } => right,
+        Expr::Like { pattern, .. } | Expr::ILike { pattern, .. } => pattern,
+        Expr::Between { high, .. } => high,
+        _ => return false,
+    };
+    match strip_parens(value) {
+        Expr::Value(_) | Expr::Subquery(_) => false,
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus | UnaryOperator::Plus,
+            expr,
+        } => !matches!(strip_parens(expr), Expr::Value(_)),
+        // Spider's tokenizer reads "…" as a string; the SQLite dialect as an identifier.
+        Expr::Identifier(ident) => ident.quote_style != Some('"'),
+        _ => true,
     }
 }
 
