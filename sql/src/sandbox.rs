@@ -138,6 +138,9 @@ impl ExecError {
 /// that rate costs well under 1% of execution time.
 const PROGRESS_PERIOD_OPS: i32 = 1000;
 
+/// The smallest SQLite length limit the sandbox sets, whatever the result cap (1 MiB).
+const MIN_VALUE_CAP: usize = 1 << 20;
+
 /// Pragmas that only describe the schema. Anything else (`writable_schema`, `journal_mode`,
 /// `query_only = 0`, …) could change state or weaken the sandbox, so it is denied.
 const READ_ONLY_PRAGMAS: &[&str] = &[
@@ -244,6 +247,15 @@ impl Sandbox {
         if sql.trim().trim_end_matches(';').trim().is_empty() {
             return Err(ExecError::Empty);
         }
+        // SQLite's own cap on one string, blob or row keeps a single expression such as
+        // `randomblob(1e9)` from allocating far beyond the result cap before any row is seen.
+        // The floor keeps tiny result caps from rejecting ordinary values outright.
+        let value_cap = limits.max_bytes.clamp(MIN_VALUE_CAP, i32::MAX as usize);
+        self.conn
+            .set_limit(Limit::SQLITE_LIMIT_LENGTH, value_cap as i32)
+            .map_err(|e| ExecError::Sqlite {
+                message: e.to_string(),
+            })?;
         let start = Instant::now();
         {
             let mut shared = lock(&self.shared);
@@ -258,7 +270,7 @@ impl Sandbox {
         };
         outcome.map_err(|e| match e {
             RunError::Exec(e) => e,
-            RunError::Sqlite(e) => classify(e, denied, limits.timeout, start),
+            RunError::Sqlite(e) => classify(e, denied, limits, start),
         })
     }
 
@@ -319,9 +331,10 @@ impl From<rusqlite::Error> for RunError {
 fn classify(
     e: rusqlite::Error,
     denied: Option<String>,
-    limit: Duration,
+    limits: Limits,
     start: Instant,
 ) -> ExecError {
+    let limit = limits.timeout;
     // A denial surfaces as a generic "not authorized" error (or, for a denied second
     // statement, as whatever the tail check reports): the authorizer's record is the truth.
     if let Some(what) = denied {
@@ -334,6 +347,12 @@ fn classify(
             if f.code == rusqlite::ErrorCode::OperationInterrupted && start.elapsed() >= limit =>
         {
             ExecError::Timeout { limit }
+        }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::TooBig => {
+            ExecError::TooLarge {
+                max_rows: limits.max_rows,
+                max_bytes: limits.max_bytes,
+            }
         }
         rusqlite::Error::SqliteFailure(f, Some(msg)) if f.code == rusqlite::ErrorCode::Unknown => {
             // SQLITE_ERROR at prepare time is how SQLite reports syntax and name errors.
@@ -597,6 +616,24 @@ mod tests {
             .expect("fits");
         assert_eq!(r.rows.len(), 6);
         assert!(!r.truncated);
+    }
+
+    #[test]
+    fn oversized_values_are_stopped_by_sqlite() {
+        let sandbox =
+            Sandbox::open(&copy_db("concert_singer", "toobig"), limits(5000)).expect("open");
+        let small = Limits {
+            max_bytes: 2 << 20,
+            ..limits(5000)
+        };
+        let err = sandbox
+            .execute_with("SELECT length(randomblob(50000000))", small)
+            .expect_err("value over the length limit");
+        assert_eq!(err.kind(), "too_large");
+        let r = sandbox
+            .execute_with("SELECT length(randomblob(1000000))", small)
+            .expect("under the limit");
+        assert_eq!(r.rows, vec![vec![Value::Integer(1_000_000)]]);
     }
 
     #[test]
