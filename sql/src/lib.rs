@@ -4,3 +4,9 @@
 //!
 //! Deterministic by design: no candle, tokio or tonic. The pipeline reaches models through a
 //! small trait that the server implements with the engine.
+
+pub mod compare;
+pub mod distinct;
+pub mod hardness;
+pub mod sandbox;
+pub mod vote;

@@ -1,0 +1,135 @@
+//! Spider EX's query preparation: DISTINCT removal and operator repair.
+//!
+//! test-suite-sql-eval executes both queries with every `DISTINCT` keyword removed unless
+//! `--keep_distinct` is given (also inside `count(DISTINCT x)`), so that a prediction is not
+//! penalised for a redundant or missing DISTINCT. It drops the keyword token and keeps the text
+//! around it. Before that it repairs operators that tokenised predictions split (`> =`).
+//!
+//! The keyword is found with a small scanner instead of a full parse: removal must also work on
+//! SQL that no parser accepts (the database then reports the error), and only bare words count,
+//! never the contents of string literals, quoted identifiers or comments.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether Spider EX keeps DISTINCT (the official `--keep_distinct` switch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum DistinctMode {
+    /// The official default: remove every DISTINCT keyword.
+    #[default]
+    Strip,
+    Keep,
+}
+
+/// The SQL text that Spider EX actually executes for `sql`.
+pub fn prepare_for_spider_ex(sql: &str, mode: DistinctMode) -> String {
+    // The official replacements are plain text substitutions, applied before DISTINCT removal.
+    let sql = sql
+        .replace("> =", ">=")
+        .replace("< =", "<=")
+        .replace("! =", "!=");
+    match mode {
+        DistinctMode::Strip => strip_distinct(&sql),
+        DistinctMode::Keep => sql,
+    }
+}
+
+/// Removes every bare `DISTINCT` keyword (any case), leaving the surrounding text as it was.
+pub fn strip_distinct(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut rest = sql;
+    while let Some(c) = rest.chars().next() {
+        let len = match c {
+            '\'' | '"' | '`' => quoted_len(rest, c),
+            '[' => quoted_len(rest, ']'),
+            '-' if rest.starts_with("--") => rest.find('\n').unwrap_or(rest.len()),
+            '/' if rest.starts_with("/*") => rest.find("*/").map_or(rest.len(), |e| e + 2),
+            c if is_word_char(c) => {
+                let len = rest
+                    .find(|ch: char| !is_word_char(ch))
+                    .unwrap_or(rest.len());
+                if rest[..len].eq_ignore_ascii_case("distinct") {
+                    rest = &rest[len..];
+                    continue;
+                }
+                len
+            }
+            c => c.len_utf8(),
+        };
+        out.push_str(&rest[..len]);
+        rest = &rest[len..];
+    }
+    out
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// Byte length of the quoted token at the start of `s` (which begins with its opening quote),
+/// up to and including the closing `close`. SQL escapes a quote by doubling it, which this
+/// handles for free: the doubled quote closes and immediately reopens a token. An unterminated
+/// token runs to the end.
+fn quoted_len(s: &str, close: char) -> usize {
+    let open_len = s.chars().next().map_or(0, char::len_utf8);
+    match s[open_len..].find(close) {
+        Some(end) => open_len + end + close.len_utf8(),
+        None => s.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_keyword_everywhere_but_quotes_and_comments() {
+        let cases = [
+            ("SELECT DISTINCT name FROM t", "SELECT  name FROM t"),
+            (
+                "select count(distinct name) from t",
+                "select count( name) from t",
+            ),
+            ("SELECT Distinct(a), b FROM t", "SELECT (a), b FROM t"),
+            (
+                "SELECT a FROM t WHERE b = 'distinct'",
+                "SELECT a FROM t WHERE b = 'distinct'",
+            ),
+            ("SELECT \"distinct\" FROM t", "SELECT \"distinct\" FROM t"),
+            (
+                "SELECT [distinct], `distinct` FROM t",
+                "SELECT [distinct], `distinct` FROM t",
+            ),
+            ("SELECT distinct_id FROM t", "SELECT distinct_id FROM t"),
+            (
+                "SELECT a -- distinct\nFROM t",
+                "SELECT a -- distinct\nFROM t",
+            ),
+            ("SELECT /* distinct */ a", "SELECT /* distinct */ a"),
+            (
+                "SELECT 'it''s distinct' , DISTINCT x",
+                "SELECT 'it''s distinct' ,  x",
+            ),
+            (
+                "SELECT 'unterminated distinct",
+                "SELECT 'unterminated distinct",
+            ),
+            ("SELECT DISTINCT é FROM t", "SELECT  é FROM t"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(strip_distinct(input), want, "input: {input}");
+        }
+    }
+
+    #[test]
+    fn preparation_repairs_operators_and_honours_the_switch() {
+        let sql = "SELECT DISTINCT a FROM t WHERE b > = 3 AND c ! = 2";
+        assert_eq!(
+            prepare_for_spider_ex(sql, DistinctMode::Strip),
+            "SELECT  a FROM t WHERE b >= 3 AND c != 2"
+        );
+        assert_eq!(
+            prepare_for_spider_ex(sql, DistinctMode::Keep),
+            "SELECT DISTINCT a FROM t WHERE b >= 3 AND c != 2"
+        );
+    }
+}
