@@ -4,3 +4,8 @@
 //!
 //! Deterministic by design: no candle, tokio or tonic. The pipeline reaches models through a
 //! small trait that the server implements with the engine.
+
+pub mod dataset;
+pub mod schema;
+#[cfg(test)]
+mod spider_fixture;
