@@ -6,6 +6,7 @@
 //! small trait that the server implements with the engine.
 
 pub mod dataset;
+pub mod linking;
 pub mod postprocess;
 pub mod prompt;
 pub mod schema;
