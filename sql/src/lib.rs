@@ -10,5 +10,6 @@ pub mod linking;
 pub mod postprocess;
 pub mod prompt;
 pub mod schema;
+pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
