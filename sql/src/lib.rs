@@ -7,6 +7,7 @@
 
 pub mod dataset;
 pub mod linking;
+pub mod mask;
 pub mod postprocess;
 pub mod prompt;
 pub mod schema;
