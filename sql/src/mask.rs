@@ -132,8 +132,17 @@ fn tokenize(question: &str) -> Vec<Token<'_>> {
 /// Plural stripping, enough to meet schema names, which are mostly singular nouns.
 fn lemmatize(word: &str) -> String {
     let len = word.chars().count();
-    if len <= 3 || !word.is_ascii() {
+    if !word.is_ascii() || len < 3 {
         return word.to_owned();
+    }
+    if len == 3 {
+        // "ids" → "id", but not "has", "yes", "bus", "his".
+        let bytes = word.as_bytes();
+        return if bytes[2] == b's' && !b"aeiosu".contains(&bytes[1]) {
+            word[..2].to_owned()
+        } else {
+            word.to_owned()
+        };
     }
     if let Some(stem) = word.strip_suffix("ies")
         && len > 4
@@ -410,6 +419,8 @@ mod tests {
             ("boxes", "box"),
             ("status", "status"),
             ("has", "has"),
+            ("ids", "id"),
+            ("yes", "yes"),
             ("pets", "pet"),
         ];
         for (word, lemma) in lemmas {

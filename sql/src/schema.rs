@@ -532,6 +532,33 @@ mod tests {
         );
     }
 
+    /// Every Spider database introspects, and its foreign keys point at existing columns.
+    #[test]
+    fn all_spider_databases_introspect() {
+        let dir = crate::spider_fixture::spider().database_dir();
+        let mut count = 0;
+        for entry in std::fs::read_dir(&dir).expect("database dir") {
+            let db_id = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let path = crate::dataset::database_path(&dir, &db_id);
+            if !path.exists() {
+                continue;
+            }
+            let schema = Schema::from_sqlite(&path, &db_id, IntrospectOptions::default())
+                .unwrap_or_else(|e| panic!("{db_id}: {e}"));
+            assert!(!schema.tables.is_empty(), "{db_id} has tables");
+            for fk in &schema.foreign_keys {
+                let target = schema.table(&fk.to_table).expect("target table");
+                assert!(target.column(&fk.to_column).is_some(), "{db_id}: {fk:?}");
+            }
+            count += 1;
+        }
+        assert!(count >= 160, "found {count} databases");
+    }
+
     #[test]
     fn missing_database_is_an_open_error() {
         let err = Schema::from_sqlite(

@@ -443,6 +443,42 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    /// Every usable dev gold query gets a skeleton that starts like a query and keeps no
+    /// quote of a literal.
+    #[test]
+    fn dev_gold_skeletons() {
+        let data = crate::spider_fixture::spider();
+        let dev = data.dev().expect("dev.json");
+        let slices = data.slices().expect("slices.json");
+        let mut schemas = std::collections::HashMap::new();
+        for &i in slices.get("usable").expect("usable") {
+            let example = &dev[i];
+            let s = schemas
+                .entry(example.db_id.clone())
+                .or_insert_with(|| schema(&example.db_id));
+            let skeleton = sql_skeleton(&example.query, s);
+            assert!(
+                skeleton.starts_with("select") || skeleton.starts_with("( select"),
+                "{i}: {skeleton}"
+            );
+            assert!(!skeleton.contains(['\'', '"', ';']), "{i}: {skeleton}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn jaccard_is_a_bounded_symmetric_similarity(
+            a in proptest::collection::vec("[_a-c]", 0..8),
+            b in proptest::collection::vec("[_a-c]", 0..8),
+        ) {
+            let (a, b) = (a.join(" "), b.join(" "));
+            let ab = skeleton_jaccard(&a, &b);
+            proptest::prop_assert!((0.0..=1.0).contains(&ab));
+            proptest::prop_assert_eq!(ab, skeleton_jaccard(&b, &a));
+            proptest::prop_assert_eq!(skeleton_jaccard(&a, &a), 1.0);
+        }
+    }
+
     #[test]
     fn jaccard_is_multiset() {
         assert_eq!(skeleton_jaccard("a b c", "a b c"), 1.0);
