@@ -127,7 +127,7 @@ mod tests {
 
     const Q: &str = "How many singers are from France?";
 
-    fn all_off_but(f: impl FnOnce(&mut RepOptions)) -> RepOptions {
+    fn one_switch_off(f: impl FnOnce(&mut RepOptions)) -> RepOptions {
         let mut options = RepOptions::default();
         f(&mut options);
         options
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn rep_without_optimization_rule() {
-        let options = all_off_but(|o| o.optimization_rule = false);
+        let options = one_switch_off(|o| o.optimization_rule = false);
         let prompt = render_rep(&schema("concert_singer"), Q, &[], options);
         expect![[r#"
             ### Answer the question by sqlite SQL query only and with no explanation
@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn rep_without_cell_values() {
-        let options = all_off_but(|o| o.cell_values = false);
+        let options = one_switch_off(|o| o.cell_values = false);
         let prompt = render_rep(&schema("concert_singer"), Q, &[], options);
         expect![[r#"
             ### Answer the question by sqlite SQL query only and with no explanation. You must minimize SQL execution time while ensuring correctness.
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn rep_without_foreign_keys() {
-        let options = all_off_but(|o| o.foreign_keys = false);
+        let options = one_switch_off(|o| o.foreign_keys = false);
         let prompt = render_rep(&schema("concert_singer"), Q, &[], options);
         expect![[r#"
             ### Answer the question by sqlite SQL query only and with no explanation. You must minimize SQL execution time while ensuring correctness.
