@@ -6,7 +6,16 @@
 //! small trait that the server implements with the engine.
 
 pub mod compare;
+pub mod dataset;
 pub mod distinct;
 pub mod hardness;
+pub mod linking;
+pub mod mask;
+pub mod postprocess;
+pub mod prompt;
 pub mod sandbox;
+pub mod schema;
+pub mod skeleton;
+#[cfg(test)]
+mod spider_fixture;
 pub mod vote;

@@ -1,0 +1,387 @@
+//! Table linking from a preliminary SQL (PET-SQL's PreSQL): the real tables a query reads,
+//! mapped onto the schema's spelling. Only tables are linked: column linking is too brittle
+//! for weak models, and a missing column costs more than an extra one.
+//!
+//! The query is parsed with sqlparser's SQLite dialect and walked through CTEs, set
+//! operations, joins, derived tables and subqueries in expressions; aliases never appear (the
+//! walk reads table names, not qualifiers) and CTE names are excluded. SQL that does not parse
+//! falls back to the tokens of the text that name schema tables, which keeps round 2 usable
+//! when the model writes almost-SQL.
+
+use std::collections::HashSet;
+
+use sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinConstraint,
+    JoinOperator, ObjectName, OrderByKind, Query, Select, SelectItem, SetExpr, Statement,
+    TableFactor, TableWithJoins,
+};
+use sqlparser::dialect::SQLiteDialect;
+use sqlparser::parser::Parser;
+
+use crate::schema::Schema;
+
+/// The tables linked to a SQL query, in schema order, spelled as in the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedTables {
+    pub tables: Vec<String>,
+    /// False when the SQL did not parse and the token fallback produced the tables.
+    pub parsed: bool,
+}
+
+/// Links `sql` to the tables of `schema`. Names that are not schema tables are dropped.
+pub fn link_tables(sql: &str, schema: &Schema) -> LinkedTables {
+    let (names, parsed) = match referenced_tables(sql) {
+        Ok(names) => (names, true),
+        Err(_) => (word_tokens(sql), false),
+    };
+    let wanted: HashSet<String> = names.iter().map(|n| n.to_lowercase()).collect();
+    LinkedTables {
+        tables: schema
+            .table_names()
+            .filter(|t| wanted.contains(&t.to_lowercase()))
+            .map(str::to_owned)
+            .collect(),
+        parsed,
+    }
+}
+
+/// The unquoted names of the tables `sql` reads, in order of appearance and without
+/// duplicates (compared case-insensitively), CTE names excluded. A schema-qualified name
+/// (`main.t`) gives its last part.
+pub fn referenced_tables(sql: &str) -> Result<Vec<String>, sqlparser::parser::ParserError> {
+    let statements = Parser::parse_sql(&SQLiteDialect {}, sql)?;
+    let mut walk = Walk::default();
+    for statement in &statements {
+        if let Statement::Query(query) = statement {
+            walk.query(query);
+        }
+    }
+    let mut seen = HashSet::new();
+    Ok(walk
+        .tables
+        .into_iter()
+        .filter(|t| !walk.ctes.contains(&t.to_lowercase()))
+        .filter(|t| seen.insert(t.to_lowercase()))
+        .collect())
+}
+
+/// Runs of word characters: the fallback for SQL that does not parse.
+fn word_tokens(sql: &str) -> Vec<String> {
+    sql.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[derive(Default)]
+struct Walk {
+    tables: Vec<String>,
+    /// Lower-cased CTE names; excluded at the end, so that a reference met before its
+    /// definition in the walk is excluded too.
+    ctes: HashSet<String>,
+}
+
+impl Walk {
+    fn query(&mut self, query: &Query) {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.ctes.insert(cte.alias.name.value.to_lowercase());
+                self.query(&cte.query);
+            }
+        }
+        self.set_expr(&query.body);
+        if let Some(order_by) = &query.order_by
+            && let OrderByKind::Expressions(items) = &order_by.kind
+        {
+            for item in items {
+                self.expr(&item.expr);
+            }
+        }
+    }
+
+    fn set_expr(&mut self, body: &SetExpr) {
+        match body {
+            SetExpr::Select(select) => self.select(select),
+            SetExpr::Query(query) => self.query(query),
+            SetExpr::SetOperation { left, right, .. } => {
+                self.set_expr(left);
+                self.set_expr(right);
+            }
+            SetExpr::Table(table) => {
+                if let Some(name) = &table.table_name {
+                    self.tables.push(name.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn select(&mut self, select: &Select) {
+        for from in &select.from {
+            self.table_with_joins(from);
+        }
+        for item in &select.projection {
+            match item {
+                SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                    self.expr(expr);
+                }
+                _ => {}
+            }
+        }
+        let groups = match &select.group_by {
+            GroupByExpr::Expressions(exprs, _) => exprs.as_slice(),
+            GroupByExpr::All(_) => &[],
+        };
+        let clauses = select.selection.iter().chain(select.having.iter());
+        for expr in clauses.chain(groups) {
+            self.expr(expr);
+        }
+    }
+
+    fn table_with_joins(&mut self, from: &TableWithJoins) {
+        self.table_factor(&from.relation);
+        for join in &from.joins {
+            self.table_factor(&join.relation);
+            if let JoinOperator::Join(JoinConstraint::On(on))
+            | JoinOperator::Inner(JoinConstraint::On(on))
+            | JoinOperator::Left(JoinConstraint::On(on))
+            | JoinOperator::LeftOuter(JoinConstraint::On(on))
+            | JoinOperator::Right(JoinConstraint::On(on))
+            | JoinOperator::RightOuter(JoinConstraint::On(on))
+            | JoinOperator::FullOuter(JoinConstraint::On(on))
+            | JoinOperator::CrossJoin(JoinConstraint::On(on)) = &join.join_operator
+            {
+                self.expr(on);
+            }
+        }
+    }
+
+    fn table_factor(&mut self, factor: &TableFactor) {
+        match factor {
+            TableFactor::Table { name, .. } => self.push_name(name),
+            TableFactor::Derived { subquery, .. } => self.query(subquery),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => self.table_with_joins(table_with_joins),
+            _ => {}
+        }
+    }
+
+    fn push_name(&mut self, name: &ObjectName) {
+        if let Some(ident) = name.0.last().and_then(|part| part.as_ident()) {
+            self.tables.push(ident.value.clone());
+        }
+    }
+
+    /// Follows the expressions that can hold a subquery; the rest cannot read a table.
+    fn expr(&mut self, expr: &Expr) {
+        match expr {
+            Expr::Subquery(query)
+            | Expr::Exists {
+                subquery: query, ..
+            } => self.query(query),
+            Expr::InSubquery { expr, subquery, .. } => {
+                self.expr(expr);
+                self.query(subquery);
+            }
+            Expr::BinaryOp { left, right, .. }
+            | Expr::AnyOp { left, right, .. }
+            | Expr::AllOp { left, right, .. }
+            | Expr::IsDistinctFrom(left, right)
+            | Expr::IsNotDistinctFrom(left, right) => {
+                self.expr(left);
+                self.expr(right);
+            }
+            Expr::Like { expr, pattern, .. }
+            | Expr::ILike { expr, pattern, .. }
+            | Expr::SimilarTo { expr, pattern, .. }
+            | Expr::RLike { expr, pattern, .. } => {
+                self.expr(expr);
+                self.expr(pattern);
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                for e in [expr, low, high] {
+                    self.expr(e);
+                }
+            }
+            Expr::InList { expr, list, .. } => {
+                self.expr(expr);
+                list.iter().for_each(|e| self.expr(e));
+            }
+            Expr::Tuple(items) => items.iter().for_each(|e| self.expr(e)),
+            Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => {
+                operand
+                    .iter()
+                    .chain(else_result.iter())
+                    .for_each(|e| self.expr(e));
+                for when in conditions {
+                    self.expr(&when.condition);
+                    self.expr(&when.result);
+                }
+            }
+            Expr::Function(function) => self.function_args(&function.args),
+            Expr::UnaryOp { expr, .. }
+            | Expr::Nested(expr)
+            | Expr::Cast { expr, .. }
+            | Expr::Collate { expr, .. }
+            | Expr::IsNull(expr)
+            | Expr::IsNotNull(expr)
+            | Expr::IsTrue(expr)
+            | Expr::IsFalse(expr)
+            | Expr::IsNotTrue(expr)
+            | Expr::IsNotFalse(expr) => self.expr(expr),
+            _ => {}
+        }
+    }
+
+    fn function_args(&mut self, args: &FunctionArguments) {
+        match args {
+            FunctionArguments::Subquery(query) => self.query(query),
+            FunctionArguments::List(list) => {
+                for arg in &list.args {
+                    let (FunctionArg::Named { arg, .. }
+                    | FunctionArg::ExprNamed { arg, .. }
+                    | FunctionArg::Unnamed(arg)) = arg;
+                    if let FunctionArgExpr::Expr(expr) = arg {
+                        self.expr(expr);
+                    }
+                }
+            }
+            FunctionArguments::None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::prompt::fixture::schema;
+    use crate::schema::IntrospectOptions;
+    use crate::spider_fixture::spider;
+
+    fn linked(sql: &str, db: &str) -> (Vec<String>, bool) {
+        let result = link_tables(sql, &schema(db));
+        (result.tables, result.parsed)
+    }
+
+    #[test]
+    fn aliases_and_joins() {
+        let sql = "SELECT T2.name FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.singer_id = T2.singer_id JOIN concert c ON c.concert_id = T1.concert_id";
+        let (tables, parsed) = linked(sql, "concert_singer");
+        assert!(parsed);
+        assert_eq!(tables, ["singer", "concert", "singer_in_concert"]);
+    }
+
+    #[test]
+    fn ctes_are_not_tables() {
+        let sql = "WITH stadium AS (SELECT * FROM concert), big AS (SELECT * FROM stadium) SELECT count(*) FROM big";
+        assert_eq!(referenced_tables(sql).expect("parses"), ["concert"]);
+        let (tables, _) = linked(sql, "concert_singer");
+        assert_eq!(tables, ["concert"]);
+    }
+
+    #[test]
+    fn nested_subqueries_and_set_operations() {
+        let sql = "SELECT name FROM stadium WHERE stadium_id NOT IN (SELECT stadium_id FROM concert WHERE year = 2014 AND concert_id IN (SELECT concert_id FROM singer_in_concert)) \
+                   UNION SELECT name FROM (SELECT name FROM singer) WHERE EXISTS (SELECT 1 FROM singer WHERE age > (SELECT avg(age) FROM singer))";
+        let (tables, parsed) = linked(sql, "concert_singer");
+        assert!(parsed);
+        assert_eq!(
+            tables,
+            ["stadium", "singer", "concert", "singer_in_concert"]
+        );
+        let in_function = "SELECT max((SELECT count(*) FROM concert)) FROM stadium ORDER BY (SELECT 1 FROM singer)";
+        assert_eq!(
+            referenced_tables(in_function).expect("parses"),
+            ["stadium", "concert", "singer"]
+        );
+    }
+
+    #[test]
+    fn quoted_names_and_case() {
+        let sql = "SELECT \"Name\" FROM `SINGER` JOIN [singer_in_concert] ON 1 = 1 JOIN main.\"Concert\" ON 1 = 1";
+        let (tables, parsed) = linked(sql, "concert_singer");
+        assert!(parsed);
+        assert_eq!(tables, ["singer", "concert", "singer_in_concert"]);
+        let (pets, _) = linked("select count(*) from pets join has_pet", "pets_1");
+        assert_eq!(pets, ["Has_Pet", "Pets"]);
+    }
+
+    #[test]
+    fn broken_sql_falls_back_to_tokens() {
+        let sql = "SELECT name FROM singer WHERE (age > AND concert.year = 2014 FROM stadiums";
+        let (tables, parsed) = linked(sql, "concert_singer");
+        assert!(!parsed);
+        // `stadiums` is not a table name; `concert` appears as a qualifier.
+        assert_eq!(tables, ["singer", "concert"]);
+        let (none, parsed) = linked("not sql at all", "concert_singer");
+        assert!(!parsed);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn unknown_tables_are_dropped() {
+        let (tables, parsed) = linked("SELECT * FROM farm JOIN singer", "concert_singer");
+        assert!(parsed);
+        assert_eq!(tables, ["singer"]);
+    }
+
+    /// Every usable dev question's gold SQL parses and links only to tables that tables.json
+    /// lists for its database, and to at least one.
+    #[test]
+    fn gold_sql_links_to_existing_tables() {
+        let data = spider();
+        let dev = data.dev().expect("dev.json");
+        let usable = data.slices().expect("slices.json");
+        let usable = usable.get("usable").expect("usable slice");
+        let tables: BTreeMap<String, Vec<String>> = data
+            .tables()
+            .expect("tables.json")
+            .into_iter()
+            .map(|t| (t.db_id, t.table_names_original))
+            .collect();
+        let mut schemas: BTreeMap<String, Schema> = BTreeMap::new();
+        for &index in usable {
+            let example = &dev[index];
+            let schema = schemas.entry(example.db_id.clone()).or_insert_with(|| {
+                Schema::from_sqlite(
+                    &data.database_path(&example.db_id),
+                    &example.db_id,
+                    IntrospectOptions {
+                        sample_rows: 0,
+                        distinct_examples: 0,
+                    },
+                )
+                .expect("dev database introspects")
+            });
+            let result = link_tables(&example.query, schema);
+            assert!(
+                result.parsed,
+                "gold SQL {index} does not parse: {}",
+                example.query
+            );
+            assert!(
+                !result.tables.is_empty(),
+                "no table for {index}: {}",
+                example.query
+            );
+            let known = &tables[&example.db_id];
+            for table in &result.tables {
+                assert!(
+                    known.iter().any(|k| k.eq_ignore_ascii_case(table)),
+                    "{table} of question {index} not in tables.json for {}",
+                    example.db_id
+                );
+            }
+        }
+    }
+}
