@@ -1,1 +1,97 @@
-fn main() {}
+//! Single-stream prefill and decode speed of Quorum's decoder against candle-transformers'
+//! reference GGUF model on the same weights, measured side by side in one process.
+//!
+//! `cargo run --release -p quorum-benches --bin quorum-bench-runtime -- --runs 3`
+//! Prints one JSON object per configuration and a summary with ratios to the reference.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use candle_core::Device;
+use clap::Parser;
+use quorum_models::{DecoderModel, MatmulPolicy, greedy_generate};
+use quorum_tests::{QWEN_05B, ReferenceModel, long_schema_prompt, model_path, reencoded_copy};
+use quorum_weights::{ChatMessage, load_checkpoint};
+
+#[derive(Parser, Debug)]
+struct Args {
+    #[arg(long, default_value = QWEN_05B)]
+    model: String,
+    /// Repetitions; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    #[arg(long, default_value_t = 64)]
+    new_tokens: usize,
+    /// Row threshold for the dense-prefill configuration.
+    #[arg(long, default_value_t = 32)]
+    dense_from_rows: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Speed {
+    prefill_tps: f64,
+    decode_tps: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn summarize(name: &str, runs: &[Speed], prompt_len: usize) -> Speed {
+    let s = Speed {
+        prefill_tps: median(runs.iter().map(|r| r.prefill_tps).collect()),
+        decode_tps: median(runs.iter().map(|r| r.decode_tps).collect()),
+    };
+    println!(
+        "{}",
+        serde_json::json!({"config": name, "prompt_tokens": prompt_len, "runs": runs.len(),
+            "prefill_tok_s": s.prefill_tps, "decode_tok_s": s.decode_tps})
+    );
+    s
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let path = model_path(&args.model);
+    let ckpt = load_checkpoint(&path, &Device::Cpu, candle_core::DType::F32)?;
+    let template = ckpt.chat_template.as_ref().expect("chat template");
+    let text = template.render(&[ChatMessage::new("user", &long_schema_prompt())], true)?;
+    let ids = ckpt.tokenizer.encode(text.as_str(), false).map_err(anyhow::Error::msg)?;
+    let ids = ids.get_ids().to_vec();
+    let n = args.new_tokens;
+
+    let mut reference = ReferenceModel::load(&reencoded_copy(&args.model)?)?;
+    let quantized = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly)?;
+    let dense = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::DenseFromRows(args.dense_from_rows))?;
+
+    let (mut r_ref, mut r_q, mut r_d) = (Vec::new(), Vec::new(), Vec::new());
+    // Interleave configurations so that machine noise hits all of them alike.
+    for _ in 0..args.runs {
+        let t = Instant::now();
+        let (toks, _, prefill) = reference.greedy_timed(&ids, n)?;
+        let total = t.elapsed().as_secs_f64();
+        r_ref.push(Speed {
+            prefill_tps: ids.len() as f64 / prefill,
+            decode_tps: (toks.len() - 1) as f64 / (total - prefill),
+        });
+        for (model, out) in [(&quantized, &mut r_q), (&dense, &mut r_d)] {
+            let g = greedy_generate(model, &ids, n, &[], |_| {})?;
+            out.push(Speed {
+                prefill_tps: ids.len() as f64 / g.prefill_secs,
+                decode_tps: (g.tokens.len() - 1) as f64 / g.decode_secs,
+            });
+        }
+    }
+    let base = summarize("candle-transformers quantized reference", &r_ref, ids.len());
+    let q = summarize("quorum quantized", &r_q, ids.len());
+    let d = summarize("quorum dense-prefill", &r_d, ids.len());
+    for (name, s) in [("quorum quantized", q), ("quorum dense-prefill", d)] {
+        println!(
+            "{name}: prefill {:.2}x, decode {:.2}x the reference",
+            s.prefill_tps / base.prefill_tps,
+            s.decode_tps / base.decode_tps
+        );
+    }
+    Ok(())
+}

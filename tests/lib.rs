@@ -123,9 +123,89 @@ impl ReferenceModel {
     }
 }
 
+impl ReferenceModel {
+    /// The reference greedy loop with its prefill time in seconds: (tokens, logits, prefill secs).
+    pub fn greedy_timed(&mut self, prompt: &[u32], max_new: usize) -> Result<(Vec<u32>, Tensor, f64)> {
+        if let Self::Qwen2(m) = self {
+            m.clear_kv_cache();
+        }
+        let t = std::time::Instant::now();
+        let prompt_logits = self.forward(prompt, 0)?;
+        let mut next = prompt_logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
+        let prefill = t.elapsed().as_secs_f64();
+        let mut out = vec![next];
+        let mut pos = prompt.len();
+        while out.len() < max_new {
+            let logits = self.forward(&[next], pos)?;
+            next = logits.argmax(D::Minus1)?.to_scalar::<u32>()?;
+            out.push(next);
+            pos += 1;
+        }
+        Ok((out, prompt_logits, prefill))
+    }
+}
+
 /// Largest absolute difference between two logit vectors, and the scale it is relative to.
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<(f32, f32)> {
     let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
     let scale = a.abs()?.max_all()?.to_scalar::<f32>()?;
     Ok((diff, scale))
 }
+
+/// A real Spider schema prompt in the RE_p style (schema, then the first three rows of every
+/// table as cell values) on the largest dev database: ~900 tokens with Qwen's tokenizer.
+pub fn long_schema_prompt() -> String {
+    let db = "student_transcripts_tracking";
+    let path = spider_dir().join(format!("database/{db}/{db}.sqlite"));
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open Spider database");
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .expect("list tables");
+    let tables: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let (mut schema, mut values) = (Vec::new(), Vec::new());
+    for t in &tables {
+        let mut q = conn
+            .prepare(&format!("SELECT * FROM \"{t}\" LIMIT 3"))
+            .expect("select");
+        let cols: Vec<String> = q.column_names().map(|c| c.to_string()).collect();
+        let n = cols.len();
+        let rows: Vec<Vec<String>> = q
+            .query_map([], |r| {
+                (0..n)
+                    .map(|i| {
+                        let v: rusqlite::types::Value = r.get(i)?;
+                        Ok(match v {
+                            rusqlite::types::Value::Null => "None".to_string(),
+                            rusqlite::types::Value::Integer(x) => x.to_string(),
+                            rusqlite::types::Value::Real(x) => x.to_string(),
+                            rusqlite::types::Value::Text(x) => x,
+                            rusqlite::types::Value::Blob(_) => "<blob>".to_string(),
+                        })
+                    })
+                    .collect()
+            })
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("values");
+        schema.push(format!("# {t}({});", cols.join(", ")));
+        let cells: Vec<String> = (0..n)
+            .map(|i| {
+                let vs: Vec<&str> = rows.iter().map(|r| r[i].as_str()).collect();
+                format!("{}[{}]", cols[i], vs.join(","))
+            })
+            .collect();
+        values.push(format!("# {t}({});", cells.join(",")));
+    }
+    format!(
+        "### Answer the question by sqlite SQL query only and with no explanation\n### Sqlite SQL tables, with their properties:\n#\n{}\n#\n### Here are some data information about database references.\n#\n{}\n#\n### Question: What are the first, middle and last names of all students who enrolled in the Bachelor degree program and graduated before 2019, ordered by last name?\n### SQL:",
+        schema.join("\n"),
+        values.join("\n")
+    )
+}
+
