@@ -2,6 +2,10 @@
 
 pub mod block_pool;
 pub mod ids;
+pub mod prefix_cache;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use ids::{BlockId, RequestId, SeqId};
+pub use prefix_cache::{
+    BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
+};
