@@ -1,10 +1,12 @@
 //! quorum-engine
 
 pub mod block_pool;
+pub mod block_table;
 pub mod ids;
 pub mod prefix_cache;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
+pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
 pub use ids::{BlockId, RequestId, SeqId};
 pub use prefix_cache::{
     BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
