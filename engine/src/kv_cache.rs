@@ -130,14 +130,15 @@ impl KvCache {
         if self.seqs.contains_key(&seq) {
             return Err(KvCacheError::DuplicateSeq { seq });
         }
-        let mut table = BlockTable::with_blocks(self.block_size(), Vec::new());
-        for &block in &hit.blocks {
+        for (i, &block) in hit.blocks.iter().enumerate() {
             if let Err(e) = self.pool.share(block) {
-                table.release_all(&mut self.pool)?;
+                for &taken in &hit.blocks[..i] {
+                    self.pool.release(taken)?;
+                }
                 return Err(e.into());
             }
-            table = BlockTable::with_blocks(self.block_size(), [table.blocks(), &[block]].concat());
         }
+        let table = BlockTable::with_blocks(self.block_size(), hit.blocks);
         self.seqs.insert(
             seq,
             SeqKv {
