@@ -1,7 +1,9 @@
 //! quorum-engine
 
+mod logits_constraint;
 mod sampling_params;
 
+pub use logits_constraint::{AllowedTokens, LogitsConstraint};
 pub use sampling_params::{
     DEFAULT_MAX_NEW_TOKENS, MAX_N, MAX_STOP_STRINGS, SamplingParams, SamplingParamsError,
 };
