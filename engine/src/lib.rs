@@ -1,9 +1,11 @@
 //! quorum-engine
 
 mod logits_constraint;
+mod sampler;
 mod sampling_params;
 
 pub use logits_constraint::{AllowedTokens, LogitsConstraint};
+pub use sampler::{SampleOutcome, Sampler, SamplerError};
 pub use sampling_params::{
     DEFAULT_MAX_NEW_TOKENS, MAX_N, MAX_STOP_STRINGS, SamplingParams, SamplingParamsError,
 };
