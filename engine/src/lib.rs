@@ -3,9 +3,11 @@
 mod logits_constraint;
 mod sampler;
 mod sampling_params;
+mod stop;
 
 pub use logits_constraint::{AllowedTokens, LogitsConstraint};
 pub use sampler::{SampleOutcome, Sampler, SamplerError};
 pub use sampling_params::{
     DEFAULT_MAX_NEW_TOKENS, MAX_N, MAX_STOP_STRINGS, SamplingParams, SamplingParamsError,
 };
+pub use stop::{FinishReason, StopChecker, StopStep};
