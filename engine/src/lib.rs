@@ -1,10 +1,12 @@
 //! quorum-engine
 
+mod detokenizer;
 mod logits_constraint;
 mod sampler;
 mod sampling_params;
 mod stop;
 
+pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use logits_constraint::{AllowedTokens, LogitsConstraint};
 pub use sampler::{SampleOutcome, Sampler, SamplerError};
 pub use sampling_params::{
