@@ -6,9 +6,11 @@
 //! 0, otherwise temperature → top-k → top-p → multinomial draw.
 //!
 //! The vocabulary is large (~152k for Qwen2), so nothing here sorts the whole row: top-k uses a
-//! selection, and top-p sorts only as many of the heaviest tokens as its nucleus needs.
+//! selection, and top-p buckets weights by magnitude and orders only the bucket where the
+//! nucleus ends.
 
 use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -17,10 +19,15 @@ use thiserror::Error;
 use crate::logits_constraint::LogitsConstraint;
 use crate::sampling_params::SamplingParams;
 
-/// How many of the heaviest tokens top-p sorts first. Most nuclei are far smaller than this, so
-/// one selection and one small sort usually settle it; the chunk grows fourfold when the nucleus
-/// is flatter, keeping the worst case O(V log V) without paying for it in the common case.
+/// How many candidates of top-p's boundary bucket are ordered first. The bucket is usually far
+/// smaller than this; the chunk grows fourfold when it is not, keeping the worst case (all
+/// logits equal) O(V log V) without paying for it in the common case.
 const NUCLEUS_FIRST_CHUNK: usize = 64;
+
+/// Largest top-k found with a bounded heap in one scan. Up to here the heap stays small and
+/// cache-resident and most logits cost one comparison; beyond it, displacements grow common
+/// and a selection over the full candidate list is as fast.
+const HEAP_TOP_K_MAX: usize = 4096;
 
 /// Odd 64-bit constant (the golden ratio) that spreads the choice index over the seed, so the
 /// `n` choices of one seeded request draw different but reproducible streams.
@@ -90,6 +97,7 @@ pub struct Sampler {
     rng: StdRng,
     constraint: Option<Box<dyn LogitsConstraint>>,
     candidates: Vec<Candidate>,
+    top_k_heap: BinaryHeap<LightestOnTop>,
     /// One bit per vocabulary entry: which tokens the penalty already touched this step.
     penalty_seen: Vec<u64>,
     /// (token, logit before the penalty) for each penalised token this step.
@@ -122,6 +130,7 @@ impl Sampler {
             rng: StdRng::seed_from_u64(seed),
             constraint: None,
             candidates: Vec::new(),
+            top_k_heap: BinaryHeap::new(),
             penalty_seen: Vec::new(),
             penalised: Vec::new(),
         }
@@ -239,21 +248,10 @@ impl Sampler {
     fn draw(&mut self, logits: &[f32]) -> Result<(u32, f32), SamplerError> {
         let vocab_size = logits.len();
         let candidates = &mut self.candidates;
-        candidates.clear();
-        candidates.extend(
-            logits
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.is_finite())
-                .map(|(i, &l)| Candidate {
-                    id: i as u32,
-                    value: l,
-                }),
-        );
+        collect_candidates(logits, self.top_k, &mut self.top_k_heap, candidates);
         if candidates.is_empty() {
             return Err(SamplerError::NoViableToken { vocab_size });
         }
-        keep_top_k(candidates, self.top_k);
         let max = candidates
             .iter()
             .map(|c| c.value)
@@ -278,21 +276,162 @@ impl Sampler {
     }
 }
 
-/// Keeps the `k` highest logits (ties to the lower id); `k == 0` disables the filter.
-fn keep_top_k(candidates: &mut Vec<Candidate>, k: usize) {
-    if k == 0 || k >= candidates.len() {
+/// Fills `out` with the finite logits as candidates, only the `k` highest (ties to the lower
+/// id) when `k > 0`. A small `k` is found in one scan with a bounded heap, which never builds
+/// a vocabulary-sized candidate list; a large one by selection over the full list.
+fn collect_candidates(
+    logits: &[f32],
+    k: usize,
+    heap: &mut BinaryHeap<LightestOnTop>,
+    out: &mut Vec<Candidate>,
+) {
+    out.clear();
+    if k > 0 && k <= HEAP_TOP_K_MAX {
+        collect_top_k(logits, k, heap, out);
         return;
     }
-    candidates.select_nth_unstable_by(k - 1, heavier_first);
-    candidates.truncate(k);
+    out.extend(
+        logits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.is_finite())
+            .map(|(i, &l)| Candidate {
+                id: i as u32,
+                value: l,
+            }),
+    );
+    if k > 0 && k < out.len() {
+        out.select_nth_unstable_by(k - 1, heavier_first);
+        out.truncate(k);
+    }
 }
 
+/// One pass keeping the `k` heaviest finite logits in a heap whose top is the lightest kept.
+fn collect_top_k(
+    logits: &[f32],
+    k: usize,
+    heap: &mut BinaryHeap<LightestOnTop>,
+    out: &mut Vec<Candidate>,
+) {
+    heap.clear();
+    // Ids arrive in increasing order and ties go to the lower id, so only a logit strictly
+    // above the lightest kept one can displace it; most logits fail this one comparison.
+    let mut floor = f32::NEG_INFINITY;
+    for (i, &l) in logits.iter().enumerate() {
+        if !l.is_finite() || (heap.len() == k && l <= floor) {
+            continue;
+        }
+        let candidate = LightestOnTop(Candidate {
+            id: i as u32,
+            value: l,
+        });
+        if heap.len() < k {
+            heap.push(candidate);
+        } else if let Some(mut lightest) = heap.peek_mut() {
+            *lightest = candidate;
+        }
+        if heap.len() == k {
+            floor = heap.peek().map_or(f32::NEG_INFINITY, |c| c.0.value);
+        }
+    }
+    out.extend(heap.drain().map(|c| c.0));
+}
+
+/// Orders candidates so that a max-heap keeps the lightest on top.
+#[derive(Debug, Clone, Copy)]
+struct LightestOnTop(Candidate);
+
+impl Ord for LightestOnTop {
+    fn cmp(&self, other: &Self) -> Ordering {
+        heavier_first(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for LightestOnTop {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for LightestOnTop {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for LightestOnTop {}
+
 /// Keeps the smallest set of heaviest candidates whose weight reaches `top_p` of `total`, and
-/// returns that set's weight. Sorts only a growing prefix of the heaviest candidates.
+/// returns that set's weight.
+///
+/// A flat distribution can put most of the vocabulary in the nucleus, so instead of sorting,
+/// one pass buckets the weights by magnitude, a scan of the buckets finds the one where the
+/// running mass crosses the target, and only that boundary bucket is ordered. Everything in a
+/// heavier bucket is in the nucleus whatever the order inside it.
 fn keep_nucleus(candidates: &mut Vec<Candidate>, total: f64, top_p: f32) -> f64 {
     let target = f64::from(top_p) * total;
-    let mut sorted = 0;
-    let mut cumulative = 0.0f64;
+    let mut mass = [0.0f64; WEIGHT_BUCKETS];
+    for c in candidates.iter() {
+        mass[weight_bucket(c.value)] += f64::from(c.value);
+    }
+    let mut above = 0.0f64;
+    let mut boundary = 0;
+    for b in (0..WEIGHT_BUCKETS).rev() {
+        if above + mass[b] >= target {
+            boundary = b;
+            break;
+        }
+        above += mass[b];
+    }
+    let n_above = partition_front(candidates, 0, |c| weight_bucket(c.value) > boundary);
+    let n_kept = partition_front(candidates, n_above, |c| weight_bucket(c.value) == boundary);
+    candidates.truncate(n_kept);
+    // Recount the heavier buckets' mass in candidate order so the remainder below is measured
+    // against the same sums the draw will use.
+    let above: f64 = candidates[..n_above]
+        .iter()
+        .map(|c| f64::from(c.value))
+        .sum();
+    keep_sorted_prefix(candidates, n_above, above, target)
+}
+
+/// Weight buckets: a positive `f32`'s bit pattern grows with its value, so its top 12 bits
+/// (exponent and 3 mantissa bits) bucket weights by magnitude with 8 buckets per doubling.
+/// Weights lie in [0, 1], and 1.0 is `0x3F80_0000`, whose top bits are 1016.
+const WEIGHT_BUCKETS: usize = 1017;
+
+fn weight_bucket(weight: f32) -> usize {
+    ((weight.to_bits() >> 20) as usize).min(WEIGHT_BUCKETS - 1)
+}
+
+/// Moves the candidates from `start` on that satisfy `keep` to directly after `start`, and
+/// returns the end of that run.
+fn partition_front(
+    candidates: &mut [Candidate],
+    start: usize,
+    keep: impl Fn(&Candidate) -> bool,
+) -> usize {
+    let mut end = start;
+    for i in start..candidates.len() {
+        if keep(&candidates[i]) {
+            candidates.swap(i, end);
+            end += 1;
+        }
+    }
+    end
+}
+
+/// Orders `candidates[from..]` heaviest first, only as far as needed, and truncates it to the
+/// shortest prefix that brings `cumulative` up to `target`; returns the kept weight. Sorts a
+/// growing chunk of the heaviest: a boundary bucket is usually small, so one selection and one
+/// small sort settle it, and the chunk grows fourfold when it is not.
+fn keep_sorted_prefix(
+    candidates: &mut Vec<Candidate>,
+    from: usize,
+    mut cumulative: f64,
+    target: f64,
+) -> f64 {
+    let mut sorted = from;
     let mut chunk = NUCLEUS_FIRST_CHUNK;
     while sorted < candidates.len() {
         let rest = &mut candidates[sorted..];

@@ -115,6 +115,63 @@ fn top_k_one_equals_greedy() {
     }
 }
 
+/// The ids `collect_candidates` keeps, sorted, against a full sort of the finite logits.
+fn top_k_ids(logits: &[f32], k: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut out = Vec::new();
+    collect_candidates(logits, k, &mut BinaryHeap::new(), &mut out);
+    let mut got: Vec<u32> = out.iter().map(|c| c.id).collect();
+    got.sort_unstable();
+    let mut all: Vec<Candidate> = logits
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.is_finite())
+        .map(|(i, &l)| Candidate {
+            id: i as u32,
+            value: l,
+        })
+        .collect();
+    all.sort_by(heavier_first);
+    if k > 0 {
+        all.truncate(k);
+    }
+    let mut expected: Vec<u32> = all.iter().map(|c| c.id).collect();
+    expected.sort_unstable();
+    (got, expected)
+}
+
+#[test]
+fn heap_and_selection_top_k_agree_on_ties() {
+    let logits: Vec<f32> = (0..10_000).map(|i| ((i * 7) % 5) as f32).collect();
+    for k in [
+        1,
+        3,
+        2000,
+        2001,
+        HEAP_TOP_K_MAX,
+        HEAP_TOP_K_MAX + 1,
+        9_999,
+        10_000,
+        20_000,
+    ] {
+        let (got, expected) = top_k_ids(&logits, k);
+        assert_eq!(got, expected, "k {k}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn top_k_keeps_the_heaviest_with_ties_to_lower_ids(
+        logits in prop::collection::vec(
+            prop_oneof![Just(0.0f32), Just(1.0f32), Just(NINF), -2.0f32..2.0],
+            0..200,
+        ),
+        k in 0usize..60,
+    ) {
+        let (got, expected) = top_k_ids(&logits, k);
+        prop_assert_eq!(got, expected);
+    }
+}
+
 #[test]
 fn top_k_keeps_only_the_k_best() {
     let logits = logits_for(&[0.05, 0.4, 0.05, 0.3, 0.2]);
@@ -150,13 +207,9 @@ fn top_p_keeps_the_smallest_nucleus() {
     assert!((share - 0.625).abs() < 0.04, "share {share}");
 }
 
-#[test]
-fn nucleus_matches_a_full_sort_on_a_flat_vocabulary() {
-    // Flat enough that the nucleus spans several growing chunks.
-    let weights: Vec<f32> = (0..5000)
-        .map(|i| 1.0 + ((i * 7919) % 1000) as f32 / 1000.0)
-        .collect();
-    let total: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+/// Checks `keep_nucleus` against a full sort: the kept set is a heaviest-first prefix (ties to
+/// the lower id) whose mass reaches the target, and dropping its lightest member would not.
+fn check_nucleus(weights: &[f32], top_p: f32) -> Result<(), TestCaseError> {
     let mut candidates: Vec<Candidate> = weights
         .iter()
         .enumerate()
@@ -167,22 +220,54 @@ fn nucleus_matches_a_full_sort_on_a_flat_vocabulary() {
         .collect();
     let mut reference = candidates.clone();
     reference.sort_by(heavier_first);
-    let kept = keep_nucleus(&mut candidates, total, 0.9);
-    let mut cumulative = 0.0f64;
-    let expected_len = reference
+    let total: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+    let target = f64::from(top_p) * total;
+    let kept_mass = keep_nucleus(&mut candidates, total, top_p);
+    let mut kept: Vec<u32> = candidates.iter().map(|c| c.id).collect();
+    kept.sort_unstable();
+    let mut prefix: Vec<u32> = reference[..kept.len()].iter().map(|c| c.id).collect();
+    prefix.sort_unstable();
+    prop_assert_eq!(&kept, &prefix, "not a heaviest-first prefix");
+    let mass: f64 = reference[..kept.len()]
         .iter()
-        .position(|c| {
-            cumulative += f64::from(c.value);
-            cumulative >= 0.9 * total
-        })
-        .expect("reached")
-        + 1;
-    assert!(expected_len > 4 * NUCLEUS_FIRST_CHUNK);
-    assert_eq!(candidates.len(), expected_len);
-    let ids: Vec<u32> = candidates.iter().map(|c| c.id).collect();
-    let expected: Vec<u32> = reference[..expected_len].iter().map(|c| c.id).collect();
-    assert_eq!(ids, expected);
-    assert!((kept - cumulative).abs() < 1e-6 * total);
+        .map(|c| f64::from(c.value))
+        .sum();
+    let tolerance = 1e-9 * total;
+    prop_assert!((mass - kept_mass).abs() <= tolerance);
+    prop_assert!(mass >= target - tolerance, "nucleus too small");
+    let lightest = f64::from(reference[kept.len() - 1].value);
+    prop_assert!(mass - lightest < target + tolerance, "nucleus not minimal");
+    Ok(())
+}
+
+#[test]
+fn nucleus_matches_a_full_sort() {
+    let flat: Vec<f32> = (0..5000)
+        .map(|i| 1.0 - ((i * 7919) % 1000) as f32 / 2000.0)
+        .collect();
+    let equal = vec![1.0f32; 3000];
+    let peaked: Vec<f32> = (0..2000).map(|i| (-(i as f32) / 3.0).exp()).collect();
+    let with_zeros: Vec<f32> = (0..100)
+        .map(|i| if i % 3 == 0 { 0.0 } else { 0.5 })
+        .collect();
+    for weights in [&flat, &equal, &peaked, &with_zeros] {
+        for top_p in [0.01, 0.3, 0.9, 0.999, 1.0] {
+            check_nucleus(weights, top_p).expect("matches the reference");
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn nucleus_is_the_smallest_heaviest_prefix(
+        scaled in prop::collection::vec(prop_oneof![9 => -30.0f32..0.0, 1 => Just(-1e9f32)], 1..400),
+        top_p in 0.001f32..1.0,
+    ) {
+        // Weights as the sampler makes them: exp of logits minus their maximum.
+        let max = scaled.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let weights: Vec<f32> = scaled.iter().map(|s| (s - max).exp()).collect();
+        check_nucleus(&weights, top_p)?;
+    }
 }
 
 #[test]
