@@ -1,19 +1,37 @@
-//! quorum-engine
+//! quorum-engine: turns many concurrent token requests into well-packed forward passes.
+//!
+//! Pure parts (no tensors, no threads), each property-tested: the paged KV block pool
+//! ([`BlockPool`]), automatic prefix caching ([`PrefixCache`]), per-sequence block tables, and a
+//! vLLM-v1-style [`Scheduler`] (one token budget per step shared by decodes and prefill chunks,
+//! preemption by recompute). Per-request sampling ([`Sampler`]), stop conditions
+//! ([`StopChecker`]) and incremental detokenization ([`Detokenizer`]).
 
 pub mod block_pool;
 pub mod block_table;
+mod detokenizer;
 pub mod ids;
 pub mod kv_cache;
+mod logits_constraint;
 pub mod prefix_cache;
+mod sampler;
+mod sampling_params;
 pub mod scheduler;
 pub mod step;
+mod stop;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
+pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use ids::{BlockId, RequestId, SeqId};
 pub use kv_cache::{KvCache, KvCacheError};
+pub use logits_constraint::{AllowedTokens, LogitsConstraint};
 pub use prefix_cache::{
     BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
 };
+pub use sampler::{SampleOutcome, Sampler, SamplerError};
+pub use sampling_params::{
+    DEFAULT_MAX_NEW_TOKENS, MAX_N, MAX_STOP_STRINGS, SamplingParams, SamplingParamsError,
+};
 pub use scheduler::{NewRequest, Scheduler, SchedulerConfig, SchedulerError, SchedulerStats};
-pub use step::{FinishReason, Finished, ScheduledSeq, StepPlan, StepResult};
+pub use step::{Finished, ScheduledSeq, StepPlan, StepResult};
+pub use stop::{FinishReason, StopChecker, StopStep};

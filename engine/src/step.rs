@@ -67,22 +67,8 @@ pub struct StepResult {
     pub stop: bool,
 }
 
-/// Why a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    Stop,
-    Length,
-}
-
-impl FinishReason {
-    /// A stable label for metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Length => "length",
-        }
-    }
-}
+/// Why a request ended (the scheduler itself only finishes with `Stop` or `Length`).
+pub use crate::stop::FinishReason;
 
 /// A request that ended in a commit; its blocks are already released.
 #[derive(Debug, Clone, PartialEq, Eq)]

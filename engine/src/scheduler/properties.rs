@@ -213,6 +213,7 @@ fn check_outcome(sched: &Scheduler, out: &Outcome) {
         match f.reason {
             FinishReason::Length => assert_eq!(f.output.len(), max_new),
             FinishReason::Stop => assert!(f.output.len() <= max_new),
+            other => panic!("the scheduler finished a request with {other:?}"),
         }
         let expected: Vec<u32> = (0..f.output.len())
             .map(|i| sampled(f.request_id, i))
