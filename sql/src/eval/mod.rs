@@ -11,9 +11,11 @@
 
 pub mod error;
 pub mod metrics;
+pub mod record;
 
 pub use error::EvalError;
 pub use metrics::{ExecScore, LinkScore, ScoreOptions, Semantics, score_execution, score_linking};
+pub use record::{Record, RecordLog, RecordWriter, read_records};
 
 #[cfg(test)]
 mod test_db;
