@@ -9,13 +9,17 @@
 //! Metric definitions follow text2sql-reference.md ("Execution and comparison", "Schema
 //! linking"); each one is documented where it is computed.
 
+pub mod comparison;
 pub mod error;
 pub mod metrics;
 pub mod record;
+pub mod summary;
 
+pub use comparison::{Comparison, Flip, FlipDirection, compare};
 pub use error::EvalError;
 pub use metrics::{ExecScore, LinkScore, ScoreOptions, Semantics, score_execution, score_linking};
 pub use record::{Record, RecordLog, RecordWriter, read_records};
+pub use summary::{Level, LevelSummary, Summary, summarize};
 
 #[cfg(test)]
 mod test_db;
