@@ -11,14 +11,17 @@
 
 pub mod comparison;
 pub mod error;
+pub mod export;
 pub mod metrics;
 pub mod record;
+pub mod select;
 pub mod summary;
 
 pub use comparison::{Comparison, Flip, FlipDirection, compare};
 pub use error::EvalError;
 pub use metrics::{ExecScore, LinkScore, ScoreOptions, Semantics, score_execution, score_linking};
 pub use record::{Record, RecordLog, RecordWriter, read_records};
+pub use select::{Selection, parse_ids, select_examples};
 pub use summary::{Level, LevelSummary, Summary, summarize};
 
 #[cfg(test)]
