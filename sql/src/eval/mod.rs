@@ -14,6 +14,7 @@ pub mod error;
 pub mod export;
 pub mod metrics;
 pub mod record;
+pub mod runner;
 pub mod select;
 pub mod summary;
 
@@ -21,6 +22,7 @@ pub use comparison::{Comparison, Flip, FlipDirection, compare};
 pub use error::EvalError;
 pub use metrics::{ExecScore, LinkScore, ScoreOptions, Semantics, score_execution, score_linking};
 pub use record::{Record, RecordLog, RecordWriter, read_records};
+pub use runner::{EvalOptions, Prediction, run_eval};
 pub use select::{Selection, parse_ids, select_examples};
 pub use summary::{Level, LevelSummary, Summary, summarize};
 
