@@ -8,6 +8,7 @@
 pub mod compare;
 pub mod dataset;
 pub mod distinct;
+pub mod eval;
 pub mod hardness;
 pub mod linking;
 pub mod mask;

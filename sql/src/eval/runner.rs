@@ -1,0 +1,172 @@
+//! The evaluation loop: ask the predictor for each question not yet in the results file, score
+//! the answer, append its record, and summarize the whole file at the end.
+//!
+//! The predictor is a closure so that this crate stays free of model code: the server passes
+//! the real pipeline, tests pass scripted answers. Databases are opened once per run (one
+//! sandbox and one schema per database) because a Spider run asks each database dozens of
+//! questions.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::path::{Path, PathBuf};
+
+use crate::dataset::{Example, database_path};
+use crate::eval::error::EvalError;
+use crate::eval::metrics::{ScoreOptions, score_in};
+use crate::eval::record::{Record, RecordWriter, read_records};
+use crate::eval::summary::{Summary, summarize};
+use crate::hardness::hardness;
+use crate::linking::link_tables;
+use crate::sandbox::Sandbox;
+use crate::schema::{IntrospectOptions, Schema};
+
+/// What the predictor answers for one question.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Prediction {
+    pub sql: String,
+    /// Tables the pipeline linked; `None` when it does no schema linking.
+    pub linked_tables: Option<Vec<String>>,
+    /// Pipeline details kept verbatim in the record.
+    pub candidates: serde_json::Value,
+    pub votes: serde_json::Value,
+    pub latency_ms: f64,
+    pub tokens: u64,
+}
+
+impl Prediction {
+    /// A bare SQL answer with no pipeline details.
+    pub fn sql(sql: impl Into<String>) -> Prediction {
+        Prediction {
+            sql: sql.into(),
+            ..Prediction::default()
+        }
+    }
+}
+
+/// Where the databases are and how to score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalOptions {
+    /// Spider layout: `<database_dir>/<db_id>/<db_id>.sqlite`.
+    pub database_dir: PathBuf,
+    pub score: ScoreOptions,
+}
+
+/// Evaluates `examples` (index into the question file, question) with `predictor`, appending one
+/// record per question to `out` and skipping the indices `out` already holds. `progress` is
+/// called with (finished, total) after each question, and once at the start with the questions
+/// already finished. Returns the summary of every record in `out`, earlier runs' included.
+pub fn run_eval(
+    examples: &[(usize, Example)],
+    predictor: &mut dyn FnMut(&Example) -> Prediction,
+    out: &Path,
+    options: &EvalOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Summary, EvalError> {
+    let finished: std::collections::HashSet<usize> = read_records(out)?.finished().collect();
+    let todo: Vec<&(usize, Example)> = examples
+        .iter()
+        .filter(|(i, _)| !finished.contains(i))
+        .collect();
+    let total = examples.len();
+    let mut done = total - todo.len();
+    progress(done, total);
+    let mut writer = RecordWriter::open(out)?;
+    let mut databases = Databases::new(&options.database_dir, options.score);
+    for (index, example) in todo {
+        let prediction = predictor(example);
+        let record = score_question(*index, example, prediction, &mut databases, options)?;
+        writer.append(&record)?;
+        done += 1;
+        progress(done, total);
+    }
+    Ok(summarize(&read_records(out)?.records))
+}
+
+/// Scores one answer and builds its record.
+fn score_question(
+    index: usize,
+    example: &Example,
+    prediction: Prediction,
+    databases: &mut Databases,
+    options: &EvalOptions,
+) -> Result<Record, EvalError> {
+    let db = databases.get(&example.db_id)?;
+    let exec = score_in(&db.sandbox, &example.query, &prediction.sql, &options.score);
+    let gold_tables = link_tables(&example.query, &db.schema).tables;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    Ok(Record {
+        index,
+        db_id: example.db_id.clone(),
+        question: example.question.clone(),
+        gold: example.query.clone(),
+        prediction: prediction.sql,
+        hardness: hardness(&example.query),
+        ex: exec.ex,
+        valid: exec.valid,
+        error: exec.error,
+        gold_error: exec.gold_error,
+        gold_ms: exec.gold_time.map(ms),
+        pred_ms: exec.pred_time.map(ms),
+        ves_ratio: exec.ves_ratio,
+        linked_tables: prediction.linked_tables,
+        gold_tables,
+        candidates: prediction.candidates,
+        votes: prediction.votes,
+        latency_ms: prediction.latency_ms,
+        tokens_generated: prediction.tokens,
+    })
+}
+
+/// One database's sandbox and schema.
+struct Database {
+    sandbox: Sandbox,
+    schema: Schema,
+}
+
+/// Databases opened on first use and kept for the run.
+struct Databases {
+    dir: PathBuf,
+    score: ScoreOptions,
+    open: HashMap<String, Database>,
+}
+
+impl Databases {
+    fn new(dir: &Path, score: ScoreOptions) -> Databases {
+        Databases {
+            dir: dir.to_path_buf(),
+            score,
+            open: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, db_id: &str) -> Result<&Database, EvalError> {
+        match self.open.entry(db_id.to_owned()) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => Ok(e.insert(open_database(&self.dir, db_id, self.score)?)),
+        }
+    }
+}
+
+/// A database that cannot be opened fails the run instead of scoring its questions as wrong:
+/// it is a setup mistake, and a run of zeros would hide it.
+fn open_database(dir: &Path, db_id: &str, score: ScoreOptions) -> Result<Database, EvalError> {
+    let path = database_path(dir, db_id);
+    let sandbox = Sandbox::open(&path, score.limits).map_err(|source| EvalError::Database {
+        db_id: db_id.to_owned(),
+        path: path.clone(),
+        source,
+    })?;
+    // Only table names are needed for linking: no sampled rows or values.
+    let bare = IntrospectOptions {
+        sample_rows: 0,
+        distinct_examples: 0,
+    };
+    let schema = Schema::from_sqlite(&path, db_id, bare).map_err(|source| EvalError::Schema {
+        db_id: db_id.to_owned(),
+        source: Box::new(source),
+    })?;
+    Ok(Database { sandbox, schema })
+}
+
+#[cfg(test)]
+mod tests;
