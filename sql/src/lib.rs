@@ -7,10 +7,12 @@
 
 pub mod compare;
 pub mod dataset;
+pub mod demo_index;
 pub mod distinct;
 pub mod hardness;
 pub mod linking;
 pub mod mask;
+pub mod pipeline;
 pub mod postprocess;
 pub mod prompt;
 pub mod sandbox;
