@@ -25,7 +25,7 @@ use crate::skeleton::{skeleton_jaccard, sql_skeleton};
 
 pub mod cache;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cache::{CacheStatus, DemoIndexSource, RebuildReason};
 
