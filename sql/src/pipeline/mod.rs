@@ -20,7 +20,7 @@ mod run;
 mod selection;
 pub mod signature;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod voting;
 
 use std::sync::Arc;
