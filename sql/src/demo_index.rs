@@ -20,7 +20,7 @@ use crate::linking::link_tables;
 use crate::mask::{mask_question, schema_value_probe};
 use crate::pipeline::model::{Embedder, ModelCallError};
 use crate::prompt::Demo;
-use crate::schema::{IntrospectOptions, Schema, SchemaError};
+use crate::schema::{IntrospectOptions, Schema};
 use crate::skeleton::{skeleton_jaccard, sql_skeleton};
 
 pub mod cache;
@@ -66,12 +66,6 @@ pub enum DemoIndexError {
         path: std::path::PathBuf,
         source: serde_json::Error,
     },
-    /// Boxed: introspection errors are large and rare, and the error travels by value.
-    #[error("cannot introspect train database {db_id}: {source}")]
-    Schema {
-        db_id: String,
-        source: Box<SchemaError>,
-    },
     #[error("embedding failed: {source}")]
     Embed { source: ModelCallError },
     #[error(
@@ -96,7 +90,6 @@ impl DemoIndexError {
         match self {
             Self::ReadTrain { .. } => "read_train",
             Self::ParseTrain { .. } => "parse_train",
-            Self::Schema { .. } => "schema",
             Self::Embed { .. } => "embed",
             Self::EmbeddingShape { .. } => "embedding_shape",
             Self::WriteCache { .. } => "write_cache",
@@ -138,39 +131,21 @@ pub struct DemoIndex {
     /// Row-major, `entries.len() × dim`, each row of unit length (or zero).
     embeddings: Vec<f32>,
     dim: usize,
+    skipped_databases: Vec<String>,
 }
 
 impl DemoIndex {
     /// Builds the index: introspects each train database once, masks and skeletonizes every
-    /// example, and embeds the masked questions in chunks.
+    /// example, and embeds the masked questions in chunks. Examples whose database cannot be
+    /// opened are left out and their databases listed in [`DemoIndex::skipped_databases`]:
+    /// without a schema a question cannot be masked, and Spider's public release lacks a few
+    /// train databases, which should cost those demos rather than the whole index.
     pub fn build(
         examples: &[Example],
         database_dir: &Path,
         embedder: &dyn Embedder,
     ) -> Result<Self, DemoIndexError> {
-        let mut schemas: HashMap<&str, Schema> = HashMap::new();
-        let mut entries = Vec::with_capacity(examples.len());
-        for example in examples {
-            let db_id = example.db_id.as_str();
-            if !schemas.contains_key(db_id) {
-                let path = database_path(database_dir, db_id);
-                let schema = Schema::from_sqlite(&path, db_id, IntrospectOptions::default())
-                    .map_err(|source| DemoIndexError::Schema {
-                        db_id: db_id.to_owned(),
-                        source: Box::new(source),
-                    })?;
-                schemas.insert(db_id, schema);
-            }
-            let schema = &schemas[db_id];
-            entries.push(DemoEntry {
-                db_id: example.db_id.clone(),
-                question: example.question.clone(),
-                sql: example.query.clone(),
-                masked_question: masked_question(&example.question, schema),
-                skeleton: sql_skeleton(&example.query, schema),
-                table_count: link_tables(&example.query, schema).tables.len(),
-            });
-        }
+        let (entries, skipped_databases) = describe(examples, database_dir);
         let mut embeddings = Vec::new();
         let mut dim = None;
         for chunk in entries.chunks(EMBED_CHUNK) {
@@ -184,6 +159,7 @@ impl DemoIndex {
             entries,
             embeddings,
             dim: dim.unwrap_or(0),
+            skipped_databases,
         })
     }
 
@@ -191,12 +167,19 @@ impl DemoIndex {
         entries: Vec<DemoEntry>,
         embeddings: Vec<f32>,
         dim: usize,
+        skipped_databases: Vec<String>,
     ) -> Option<Self> {
         (embeddings.len() == entries.len() * dim).then_some(Self {
             entries,
             embeddings,
             dim,
+            skipped_databases,
         })
+    }
+
+    /// Train databases that could not be opened; their examples are not in the index.
+    pub fn skipped_databases(&self) -> &[String] {
+        &self.skipped_databases
     }
 
     pub fn entries(&self) -> &[DemoEntry] {
@@ -269,6 +252,35 @@ impl DemoIndex {
     fn row(&self, i: usize) -> &[f32] {
         &self.embeddings[i * self.dim..(i + 1) * self.dim]
     }
+}
+
+/// The entries for `examples`, and the databases that could not be introspected.
+fn describe(examples: &[Example], database_dir: &Path) -> (Vec<DemoEntry>, Vec<String>) {
+    let mut schemas: HashMap<&str, Option<Schema>> = HashMap::new();
+    let mut entries = Vec::with_capacity(examples.len());
+    for example in examples {
+        let db_id = example.db_id.as_str();
+        let schema = schemas.entry(db_id).or_insert_with(|| {
+            let path = database_path(database_dir, db_id);
+            Schema::from_sqlite(&path, db_id, IntrospectOptions::default()).ok()
+        });
+        let Some(schema) = schema else { continue };
+        entries.push(DemoEntry {
+            db_id: example.db_id.clone(),
+            question: example.question.clone(),
+            sql: example.query.clone(),
+            masked_question: masked_question(&example.question, schema),
+            skeleton: sql_skeleton(&example.query, schema),
+            table_count: link_tables(&example.query, schema).tables.len(),
+        });
+    }
+    let mut skipped: Vec<String> = schemas
+        .into_iter()
+        .filter(|(_, schema)| schema.is_none())
+        .map(|(db_id, _)| db_id.to_owned())
+        .collect();
+    skipped.sort();
+    (entries, skipped)
 }
 
 /// Calls the embedder and checks that it answered one vector per text, all of one dimension

@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::{DemoEntry, DemoIndex, DemoIndexError};
 use crate::dataset::Example;
 use crate::pipeline::model::Embedder;
@@ -89,7 +91,11 @@ fn cache_key(train_bytes: &[u8], embedder_name: &str) -> u64 {
 
 fn encode(index: &DemoIndex, key: u64) -> Vec<u8> {
     // Serializing plain strings and integers cannot fail.
-    let meta = serde_json::to_vec(index.entries()).expect("demo entries serialize to JSON");
+    let meta = Meta {
+        entries: index.entries().to_vec(),
+        skipped_databases: index.skipped_databases().to_vec(),
+    };
+    let meta = serde_json::to_vec(&meta).expect("demo entries serialize to JSON");
     let floats = index.raw_embeddings();
     let mut out = Vec::with_capacity(48 + meta.len() + floats.len() * 4);
     out.extend_from_slice(MAGIC);
@@ -130,20 +136,26 @@ fn decode(bytes: &[u8], key: u64) -> Result<DemoIndex, RebuildReason> {
         return Err(RebuildReason::Stale);
     }
     let meta_len = usize::try_from(reader.u64()?).map_err(|_| Corrupt)?;
-    let entries: Vec<DemoEntry> =
-        serde_json::from_slice(reader.take(meta_len)?).map_err(|_| Corrupt)?;
+    let meta: Meta = serde_json::from_slice(reader.take(meta_len)?).map_err(|_| Corrupt)?;
     let dim = usize::try_from(reader.u64()?).map_err(|_| Corrupt)?;
     let count = usize::try_from(reader.u64()?).map_err(|_| Corrupt)?;
     let n_floats = count.checked_mul(dim).ok_or(Corrupt)?;
     let raw = reader.take(n_floats.checked_mul(4).ok_or(Corrupt)?)?;
-    if !reader.0.is_empty() || count != entries.len() {
+    if !reader.0.is_empty() || count != meta.entries.len() {
         return Err(Corrupt);
     }
     let embeddings = raw
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    DemoIndex::from_parts(entries, embeddings, dim).ok_or(Corrupt)
+    DemoIndex::from_parts(meta.entries, embeddings, dim, meta.skipped_databases).ok_or(Corrupt)
+}
+
+/// The JSON part of the file.
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    entries: Vec<DemoEntry>,
+    skipped_databases: Vec<String>,
 }
 
 /// A cursor over the cache bytes; running out is corruption.

@@ -219,8 +219,10 @@ fn build_errors_are_structured() {
         question: "q".into(),
         query: "SELECT 1".into(),
     }];
-    let err = DemoIndex::build(&missing, &database_dir, &BagOfWords::default()).expect_err("db");
-    assert_eq!(err.kind(), "schema");
+    let index = DemoIndex::build(&missing, &database_dir, &BagOfWords::default())
+        .expect("a missing database skips its examples");
+    assert!(index.is_empty());
+    assert_eq!(index.skipped_databases(), ["no_such_db"]);
 
     let dir = temp_dir("errors");
     let source = DemoIndexSource {
@@ -232,4 +234,12 @@ fn build_errors_are_structured() {
         .expect_err("no train file");
     assert_eq!(err.kind(), "read_train");
     std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+#[test]
+fn full_train_pool_indexes() {
+    // Corpus-wide: every available train database introspects and every question masks.
+    let index = index(7000);
+    assert_eq!(index.skipped_databases(), ["baseball_1", "soccer_1"]);
+    assert_eq!(index.len(), 7000 - 96);
 }

@@ -9,7 +9,7 @@ use super::answer::{
     Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
     ResultPreview, StageTimings, VoteReport,
 };
-use super::config::GeneratorConfig;
+use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
 use super::model::{Generation, GenerationRequest, ModelCallError, PromptMessages};
@@ -150,7 +150,12 @@ impl<'r> Run<'r> {
     fn round1(&mut self) -> Result<(), PipelineError> {
         let config = &self.pipeline.config;
         let generator = &config.generators[0];
-        let demos = self.demos(config.round1.shots, Rerank::default());
+        // Only RE_p shows demos; retrieving them for another format would report demos
+        // the model never saw.
+        let demos = match config.round1.format {
+            PromptFormat::Rep => self.demos(config.round1.shots, Rerank::default()),
+            _ => Vec::new(),
+        };
         self.demo_questions = demos.iter().map(|d| d.question.clone()).collect();
         let prompt = render_generation(
             config.round1.format,

@@ -138,7 +138,78 @@ fn python_value(value: &Value) -> String {
 mod tests {
     use std::time::Duration;
 
+    use expect_test::expect;
+
     use super::*;
+    use crate::prompt::fixture::schema;
+
+    #[test]
+    fn selection_prompt_concert_singer() {
+        let schema = schema("concert_singer").restrict_to(&["concert"]);
+        let count = |n| QueryResult {
+            columns: vec!["count(*)".into()],
+            rows: vec![vec![Value::Integer(n)]],
+            truncated: false,
+            elapsed: Duration::ZERO,
+        };
+        let (six, two) = (count(6), count(2));
+        let shown = [
+            Shown {
+                candidate: 0,
+                sql: "SELECT count(*) FROM concert",
+                result: &six,
+            },
+            Shown {
+                candidate: 3,
+                sql: "SELECT count(*) FROM concert WHERE Year = 2014",
+                result: &two,
+            },
+        ];
+        let input = SelectionInput {
+            schema: &schema,
+            question: "How many concerts are there?",
+            evidence: None,
+            shown: &shown,
+            preview_rows: 10,
+        };
+        let text = render_selection(input, &["A".to_owned(), "B".to_owned()]);
+        expect![[r#"
+            You are a SQLite expert. Regarding the Question, there are 2 candidate SQL along with their Execution result in the database (showing the first 10 rows).
+            You need to compare these candidates and analyze the differences among the various candidate SQL. Based on the provided Database Schema, Evidence, and Question, select the correct and reasonable result.
+
+            【Database Schema】
+            【DB_ID】 concert_singer
+            【Schema】
+            # Table: concert
+            [
+            (concert_ID:INT, Primary Key, Examples: [1, 2, 3]),
+            (concert_Name:TEXT, Examples: [Auditions, Super bootcamp, Home Visits]),
+            (Theme:TEXT, Examples: [Free choice, Free choice 2, Bleeding Love]),
+            (Stadium_ID:TEXT, Examples: [1, 2, 10]),
+            (Year:TEXT, Examples: [2014, 2015])
+            ]
+
+            【Evidence】
+
+
+            【Question】
+            How many concerts are there?
+            =====
+
+            Candidate A
+            【SQL】
+            SELECT count(*) FROM concert
+            【Execution result】
+            [(6,)]
+
+            Candidate B
+            【SQL】
+            SELECT count(*) FROM concert WHERE Year = 2014
+            【Execution result】
+            [(2,)]
+
+            Please output the selected candidate as "A" or "B"."#]].assert_eq(&text);
+    }
 
     #[test]
     fn rows_print_like_python() {

@@ -181,3 +181,23 @@ fn new_rejects_unusable_configurations() {
     zero_shot.round2.enabled = false;
     assert!(Pipeline::new(zero_shot, models(false)).is_ok());
 }
+
+#[test]
+fn zero_shot_round1_reports_no_demos() {
+    let generator = by_stage(S6, |_| S6);
+    let mut config = config(&["a"]);
+    config.round1.shots = 3;
+    config.round1.format = PromptFormat::SimpleDdl;
+    config.round2.shots = 2;
+    let answer = Pipeline::new(config, demo_models(&generator))
+        .expect("valid")
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert!(answer.demos.is_empty());
+    let batches = generator.batches();
+    assert!(!batches[0][0].prompt.user.contains("example pairs"));
+    assert!(
+        batches[1][0].prompt.user.contains("example pairs"),
+        "round 2 is RE_p"
+    );
+}
