@@ -7,11 +7,13 @@
 
 pub mod compare;
 pub mod dataset;
+pub mod demo_index;
 pub mod distinct;
 pub mod eval;
 pub mod hardness;
 pub mod linking;
 pub mod mask;
+pub mod pipeline;
 pub mod postprocess;
 pub mod prompt;
 pub mod sandbox;

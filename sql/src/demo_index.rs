@@ -1,0 +1,321 @@
+//! The few-shot demonstration index over a Spider-format train pool (DAIL-SQL / PET-SQL).
+//!
+//! Every train example is stored with its de-semanticized question (schema words → `<mask>`,
+//! values → `<unk>`) and its SQL skeleton; the masked questions are embedded once, and the
+//! index is cached on disk ([`cache`]). Retrieval embeds the target question masked the same
+//! way, ranks the pool by cosine similarity and leaves out the target's own database: Spider
+//! is cross-domain, and a demo from the same database would leak its schema and values.
+//!
+//! Round 2 re-orders the same ranking: demos whose skeleton is close to the PreSQL's come
+//! first (multiset Jaccard ≥ 0.85, DAIL-SQL's threshold), and with XiYan's filter, when two or
+//! more tables were linked, demos that read several tables come before single-table ones.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{Example, database_path};
+use crate::linking::link_tables;
+use crate::mask::{mask_question, schema_value_probe};
+use crate::pipeline::model::{Embedder, ModelCallError};
+use crate::prompt::Demo;
+use crate::schema::{IntrospectOptions, Schema};
+use crate::skeleton::{skeleton_jaccard, sql_skeleton};
+
+pub mod cache;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use cache::{CacheStatus, DemoIndexSource, RebuildReason};
+
+/// DAIL-SQL's skeleton similarity threshold for "similar enough to come first".
+pub const SKELETON_THRESHOLD: f64 = 0.85;
+
+/// Texts per embedder call while building: large enough to keep a batching engine busy,
+/// small enough that one call's memory stays modest.
+const EMBED_CHUNK: usize = 64;
+
+/// One train example as the index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DemoEntry {
+    pub db_id: String,
+    pub question: String,
+    pub sql: String,
+    pub masked_question: String,
+    pub skeleton: String,
+    /// Tables the SQL reads (linking's count; XiYan's multi-table filter needs ≥ 2).
+    pub table_count: usize,
+}
+
+impl DemoEntry {
+    pub fn demo(&self) -> Demo {
+        Demo::new(&self.question, &self.sql)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoIndexError {
+    #[error("cannot read the train pool {path}: {source}")]
+    ReadTrain {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot parse the train pool {path}: {source}")]
+    ParseTrain {
+        path: std::path::PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("embedding failed: {source}")]
+    Embed { source: ModelCallError },
+    #[error(
+        "the embedder returned {got} vectors of dimension {dim} for {expected} texts (index dimension {expected_dim})"
+    )]
+    EmbeddingShape {
+        expected: usize,
+        got: usize,
+        dim: usize,
+        expected_dim: usize,
+    },
+    #[error("cannot write the demo index cache {path}: {source}")]
+    WriteCache {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl DemoIndexError {
+    /// A stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ReadTrain { .. } => "read_train",
+            Self::ParseTrain { .. } => "parse_train",
+            Self::Embed { .. } => "embed",
+            Self::EmbeddingShape { .. } => "embedding_shape",
+            Self::WriteCache { .. } => "write_cache",
+        }
+    }
+}
+
+/// How round 2 re-orders a ranking.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rerank<'a> {
+    /// The PreSQL's skeleton: demos at or above `threshold` Jaccard with it come first.
+    pub skeleton: Option<&'a str>,
+    pub threshold: f64,
+    /// Multi-table demos before single-table ones (XiYan, when ≥ 2 tables are linked).
+    pub prefer_multi_table: bool,
+}
+
+impl Default for Rerank<'_> {
+    fn default() -> Self {
+        Self {
+            skeleton: None,
+            threshold: SKELETON_THRESHOLD,
+            prefer_multi_table: false,
+        }
+    }
+}
+
+/// The masked question the index is keyed by, with values probed among the sampled cells
+/// already in the schema (no database queries: fast enough for 7000 train questions).
+pub fn masked_question(question: &str, schema: &Schema) -> String {
+    let mut probe = schema_value_probe(schema);
+    mask_question(question, schema, &mut probe)
+}
+
+/// The demo pool with unit-length embeddings of the masked questions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoIndex {
+    entries: Vec<DemoEntry>,
+    /// Row-major, `entries.len() × dim`, each row of unit length (or zero).
+    embeddings: Vec<f32>,
+    dim: usize,
+    skipped_databases: Vec<String>,
+}
+
+impl DemoIndex {
+    /// Builds the index: introspects each train database once, masks and skeletonizes every
+    /// example, and embeds the masked questions in chunks. Examples whose database cannot be
+    /// opened are left out and their databases listed in [`DemoIndex::skipped_databases`]:
+    /// without a schema a question cannot be masked, and Spider's public release lacks a few
+    /// train databases, which should cost those demos rather than the whole index.
+    pub fn build(
+        examples: &[Example],
+        database_dir: &Path,
+        embedder: &dyn Embedder,
+    ) -> Result<Self, DemoIndexError> {
+        let (entries, skipped_databases) = describe(examples, database_dir);
+        let mut embeddings = Vec::new();
+        let mut dim = None;
+        for chunk in entries.chunks(EMBED_CHUNK) {
+            let texts: Vec<&str> = chunk.iter().map(|e| e.masked_question.as_str()).collect();
+            for vector in embed_checked(embedder, &texts, dim)? {
+                dim = Some(vector.len());
+                embeddings.extend(normalized(vector));
+            }
+        }
+        Ok(Self {
+            entries,
+            embeddings,
+            dim: dim.unwrap_or(0),
+            skipped_databases,
+        })
+    }
+
+    pub(crate) fn from_parts(
+        entries: Vec<DemoEntry>,
+        embeddings: Vec<f32>,
+        dim: usize,
+        skipped_databases: Vec<String>,
+    ) -> Option<Self> {
+        (embeddings.len() == entries.len() * dim).then_some(Self {
+            entries,
+            embeddings,
+            dim,
+            skipped_databases,
+        })
+    }
+
+    /// Train databases that could not be opened; their examples are not in the index.
+    pub fn skipped_databases(&self) -> &[String] {
+        &self.skipped_databases
+    }
+
+    pub fn entries(&self) -> &[DemoEntry] {
+        &self.entries
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub(crate) fn raw_embeddings(&self) -> &[f32] {
+        &self.embeddings
+    }
+
+    /// Every entry not from `exclude_db`, most similar masked question first (ties by pool
+    /// order, so rankings are deterministic).
+    pub fn rank(
+        &self,
+        embedder: &dyn Embedder,
+        masked_question: &str,
+        exclude_db: &str,
+    ) -> Result<Vec<usize>, DemoIndexError> {
+        let expected_dim = (!self.is_empty()).then_some(self.dim);
+        let vector = embed_checked(embedder, &[masked_question], expected_dim)?
+            .into_iter()
+            .next()
+            .map(normalized)
+            .unwrap_or_default();
+        let mut scored: Vec<(usize, f32)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.db_id != exclude_db)
+            .map(|(i, _)| (i, dot(&vector, self.row(i))))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(scored.into_iter().map(|(i, _)| i).collect())
+    }
+
+    /// The first `k` entries of `ranked` after round 2's re-ordering. The sort is stable, so
+    /// within each preference class the similarity order is kept.
+    pub fn select(&self, ranked: &[usize], k: usize, rerank: Rerank<'_>) -> Vec<&DemoEntry> {
+        let mut order: Vec<(bool, bool, usize)> = ranked
+            .iter()
+            .map(|&i| {
+                let entry = &self.entries[i];
+                let skeleton_miss = rerank
+                    .skeleton
+                    .is_some_and(|s| skeleton_jaccard(s, &entry.skeleton) < rerank.threshold);
+                let single_table = rerank.prefer_multi_table && entry.table_count < 2;
+                (skeleton_miss, single_table, i)
+            })
+            .collect();
+        order.sort_by_key(|&(skeleton_miss, single_table, _)| (skeleton_miss, single_table));
+        order
+            .into_iter()
+            .take(k)
+            .map(|(_, _, i)| &self.entries[i])
+            .collect()
+    }
+
+    fn row(&self, i: usize) -> &[f32] {
+        &self.embeddings[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+/// The entries for `examples`, and the databases that could not be introspected.
+fn describe(examples: &[Example], database_dir: &Path) -> (Vec<DemoEntry>, Vec<String>) {
+    let mut schemas: HashMap<&str, Option<Schema>> = HashMap::new();
+    let mut entries = Vec::with_capacity(examples.len());
+    for example in examples {
+        let db_id = example.db_id.as_str();
+        let schema = schemas.entry(db_id).or_insert_with(|| {
+            let path = database_path(database_dir, db_id);
+            Schema::from_sqlite(&path, db_id, IntrospectOptions::default()).ok()
+        });
+        let Some(schema) = schema else { continue };
+        entries.push(DemoEntry {
+            db_id: example.db_id.clone(),
+            question: example.question.clone(),
+            sql: example.query.clone(),
+            masked_question: masked_question(&example.question, schema),
+            skeleton: sql_skeleton(&example.query, schema),
+            table_count: link_tables(&example.query, schema).tables.len(),
+        });
+    }
+    let mut skipped: Vec<String> = schemas
+        .into_iter()
+        .filter(|(_, schema)| schema.is_none())
+        .map(|(db_id, _)| db_id.to_owned())
+        .collect();
+    skipped.sort();
+    (entries, skipped)
+}
+
+/// Calls the embedder and checks that it answered one vector per text, all of one dimension
+/// (and of `expected_dim` when given).
+fn embed_checked(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    expected_dim: Option<usize>,
+) -> Result<Vec<Vec<f32>>, DemoIndexError> {
+    let vectors = embedder
+        .embed(texts)
+        .map_err(|source| DemoIndexError::Embed { source })?;
+    let want_dim = expected_dim.or_else(|| vectors.first().map(Vec::len));
+    let bad_dim = vectors.iter().find(|v| Some(v.len()) != want_dim);
+    if vectors.len() != texts.len() || bad_dim.is_some() {
+        return Err(DemoIndexError::EmbeddingShape {
+            expected: texts.len(),
+            got: vectors.len(),
+            dim: bad_dim.map_or(0, Vec::len),
+            expected_dim: want_dim.unwrap_or(0),
+        });
+    }
+    Ok(vectors)
+}
+
+/// Scales to unit length so that a dot product is the cosine; a zero vector stays zero (it is
+/// then equally dissimilar to everything rather than NaN).
+fn normalized(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

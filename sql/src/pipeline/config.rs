@@ -1,0 +1,209 @@
+//! The pipeline's configuration: plain data (serde) with every stage switchable, so that an
+//! ablation is a config file rather than a code change.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::Sampling;
+use crate::prompt::{RepOptions, Template};
+use crate::sandbox::Limits;
+use crate::vote::VotingPolicy;
+
+/// How a prompt presents the schema and the question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptFormat {
+    /// PET-SQL's RE_p, the only format that carries few-shot demonstrations.
+    Rep,
+    /// XiYan's generator prompt over M-Schema (zero-shot).
+    MSchema,
+    /// SimpleDDL-MD-Chat, the benchmarking paper's best zero-shot template.
+    SimpleDdl,
+    /// Any of the benchmarking paper's zero-shot templates, for template ablations.
+    Template(Template),
+}
+
+/// One generator of round 2 (the first one also writes the PreSQL in round 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorConfig {
+    /// The name the server knows the model (or model + adapter) by.
+    pub name: String,
+    pub format: PromptFormat,
+    /// RE_p switches; ignored by the other formats.
+    #[serde(default)]
+    pub rep: RepOptions,
+    #[serde(default)]
+    pub sampling: Sampling,
+}
+
+impl GeneratorConfig {
+    pub fn new(name: impl Into<String>, format: PromptFormat) -> Self {
+        Self {
+            name: name.into(),
+            format,
+            rep: RepOptions::default(),
+            sampling: Sampling::default(),
+        }
+    }
+}
+
+/// Round 1: the preliminary SQL over the full schema.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Round1Config {
+    pub format: PromptFormat,
+    pub rep: RepOptions,
+    /// Few-shot demonstrations (0 = zero-shot). PET-SQL uses 9.
+    pub shots: usize,
+}
+
+/// Round 2: every generator over the linked tables.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Round2Config {
+    pub enabled: bool,
+    pub shots: usize,
+    /// Put demos whose SQL skeleton is close to the PreSQL's first (DAIL-SQL / PET-SQL).
+    pub skeleton_rerank: bool,
+    /// XiYan: when linking selected two or more tables, prefer demos that join tables.
+    pub multi_table_filter: bool,
+    /// Link to every table when the PreSQL names none, instead of skipping round 2.
+    pub all_tables_when_unlinked: bool,
+}
+
+/// Revising candidates that fail (seed 1's fallback to the full schema plus seed 2's
+/// self-debugging with the error message).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RevisionConfig {
+    pub enabled: bool,
+    /// Debugging rounds; the benchmarking paper finds gains flatten after 1-2.
+    pub max_rounds: usize,
+    /// Also revise queries that run but return no rows: often a wrong literal, but sometimes
+    /// the right answer, so it is a switch.
+    pub revise_empty: bool,
+}
+
+/// How the final SQL is chosen among the PreSQL and the FinSQLs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VotingMode {
+    /// No vote: the first generator's last candidate (its FinSQL, or the PreSQL without
+    /// round 2) is the answer.
+    None,
+    /// Cross-consistency: the largest cluster of equal results wins.
+    Majority,
+    /// PET-SQL's difficulty-aware voting: the PreSQL's Spider hardness picks the voters.
+    DifficultyAware(VotingPolicy),
+}
+
+/// When a vote counts as split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitRule {
+    /// The winning cluster holds at most half of the voters.
+    NoStrictMajority,
+    /// Two or more clusters share the largest size.
+    Tie,
+}
+
+/// The selection model for split votes (XiYan's candidate selection).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SelectorConfig {
+    pub enabled: bool,
+    pub split_rule: SplitRule,
+    /// Result rows shown per candidate (XiYan shows 10).
+    pub preview_rows: usize,
+    /// At most this many result groups are offered, in order of first appearance.
+    pub max_groups: usize,
+}
+
+/// The whole two-round method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineConfig {
+    pub round1: Round1Config,
+    pub round2: Round2Config,
+    /// Round-2 generators in order; the first also writes the PreSQL. At least one.
+    pub generators: Vec<GeneratorConfig>,
+    pub revision: RevisionConfig,
+    pub voting: VotingMode,
+    pub selector: SelectorConfig,
+    /// Limits for every execution of generated SQL.
+    pub limits: Limits,
+    /// Rows of the final result returned as a preview.
+    pub preview_rows: usize,
+}
+
+impl PipelineConfig {
+    /// PET-SQL as published, with the given generators: RE_p with 9 shots in both rounds,
+    /// skeleton re-ranking, one revision round for errors, majority vote, no selector.
+    pub fn pet_sql(generators: Vec<GeneratorConfig>) -> Self {
+        Self {
+            round1: Round1Config {
+                format: PromptFormat::Rep,
+                rep: RepOptions::default(),
+                shots: 9,
+            },
+            round2: Round2Config {
+                enabled: true,
+                shots: 9,
+                skeleton_rerank: true,
+                multi_table_filter: false,
+                all_tables_when_unlinked: true,
+            },
+            generators,
+            revision: RevisionConfig {
+                enabled: true,
+                max_rounds: 1,
+                revise_empty: false,
+            },
+            voting: VotingMode::Majority,
+            selector: SelectorConfig {
+                enabled: false,
+                split_rule: SplitRule::NoStrictMajority,
+                preview_rows: 10,
+                max_groups: 5,
+            },
+            limits: Limits::default(),
+            preview_rows: 20,
+        }
+    }
+
+    /// Whether any stage needs the demo index and an embedder.
+    pub fn uses_demos(&self) -> bool {
+        let round1 = self.round1.shots > 0 && self.round1.format == PromptFormat::Rep;
+        let round2 = self.round2.enabled
+            && self.round2.shots > 0
+            && self
+                .generators
+                .iter()
+                .any(|g| g.format == PromptFormat::Rep);
+        round1 || round2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_through_json() {
+        let mut config = PipelineConfig::pet_sql(vec![
+            GeneratorConfig::new("a", PromptFormat::Rep),
+            GeneratorConfig::new("b", PromptFormat::Template(Template::DdlMdChat)),
+        ]);
+        config.voting = VotingMode::DifficultyAware(VotingPolicy::default());
+        let json = serde_json::to_string(&config).expect("serializes");
+        let back: PipelineConfig = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, config);
+        assert!(config.uses_demos());
+        config.round1.shots = 0;
+        config.round2.shots = 0;
+        assert!(!config.uses_demos());
+    }
+
+    #[test]
+    fn generator_config_defaults_rep_and_sampling() {
+        let g: GeneratorConfig =
+            serde_json::from_str(r#"{"name": "m", "format": "m_schema"}"#).expect("parses");
+        assert_eq!(g.format, PromptFormat::MSchema);
+        assert_eq!(g.sampling, Sampling::default());
+        assert_eq!(g.rep, RepOptions::default());
+    }
+}

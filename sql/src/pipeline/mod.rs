@@ -1,0 +1,121 @@
+//! The two-round text-to-SQL method (PET-SQL, with XiYan's selection and seed 1/2's
+//! revision) as plain synchronous code over model traits.
+//!
+//! A run: retrieve demos for the de-semanticized question → round 1 writes a preliminary SQL
+//! (PreSQL) over the full schema → execute it → link the tables it reads → round 2: every
+//! configured generator writes a FinSQL over the linked tables, all in one batched call →
+//! execute every candidate → revise failures with the full schema and the error → vote over
+//! the PreSQL and the FinSQLs by execution result → on a split vote, ask the selection model →
+//! answer with the chosen SQL and all the evidence ([`PipelineAnswer`]).
+//!
+//! Every stage is switchable in [`PipelineConfig`] so that the paper's ablations are configs.
+
+pub mod answer;
+pub mod config;
+pub mod database;
+pub mod error;
+pub mod model;
+mod render;
+mod run;
+mod selection;
+pub mod signature;
+#[cfg(test)]
+pub(crate) mod tests;
+mod voting;
+
+use std::sync::Arc;
+
+pub use answer::{
+    Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
+    ResultPreview, SelectorReport, StageTimings, VoteReport,
+};
+pub use config::{
+    GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config, Round2Config,
+    SelectorConfig, SplitRule, VotingMode,
+};
+pub use database::DatabaseHandle;
+pub use error::PipelineError;
+pub use model::{
+    Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
+    Selector,
+};
+
+use crate::demo_index::DemoIndex;
+
+/// The models a pipeline calls. The embedder and the demo index are needed only when a stage
+/// uses demonstrations; the selector only when selection is enabled.
+#[derive(Clone)]
+pub struct PipelineModels {
+    pub generator: Arc<dyn Generator>,
+    pub embedder: Option<Arc<dyn Embedder>>,
+    pub selector: Option<Arc<dyn Selector>>,
+    pub demos: Option<Arc<DemoIndex>>,
+}
+
+impl std::fmt::Debug for PipelineModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineModels")
+            .field("embedder", &self.embedder.is_some())
+            .field("selector", &self.selector.is_some())
+            .field("demos", &self.demos.as_ref().map(|d| d.len()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A configured pipeline; cheap to share across requests (`run` takes `&self`).
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    config: PipelineConfig,
+    models: PipelineModels,
+}
+
+impl Pipeline {
+    /// Checks that the configuration is usable with these models.
+    pub fn new(config: PipelineConfig, models: PipelineModels) -> Result<Self, PipelineError> {
+        let invalid = |reason: &str| {
+            Err(PipelineError::Config {
+                reason: reason.to_owned(),
+            })
+        };
+        if config.generators.is_empty() {
+            return invalid("at least one generator is required (the first writes the PreSQL)");
+        }
+        if config.uses_demos() && (models.embedder.is_none() || models.demos.is_none()) {
+            return invalid("few-shot prompts need an embedder and a demo index");
+        }
+        if config.selector.enabled && models.selector.is_none() {
+            return invalid("selection is enabled but no selector model is given");
+        }
+        if config.selector.enabled
+            && !(2..=selection::MAX_LABELS).contains(&config.selector.max_groups)
+        {
+            return invalid("selector.max_groups must be between 2 and 26");
+        }
+        Ok(Self { config, models })
+    }
+
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// Answers `question` over `db`.
+    pub fn run(
+        &self,
+        question: &str,
+        evidence: Option<&str>,
+        db: &DatabaseHandle,
+    ) -> Result<PipelineAnswer, PipelineError> {
+        self.run_with_events(question, evidence, db, &mut |_| {})
+    }
+
+    /// [`Pipeline::run`], reporting progress to `on_event` as stages finish.
+    pub fn run_with_events(
+        &self,
+        question: &str,
+        evidence: Option<&str>,
+        db: &DatabaseHandle,
+        on_event: &mut dyn FnMut(PipelineEvent),
+    ) -> Result<PipelineAnswer, PipelineError> {
+        run::Run::new(self, run::Question { question, evidence }, db, on_event)?.answer()
+    }
+}

@@ -1,0 +1,113 @@
+//! The model-facing side of the pipeline: three small traits that the server implements with
+//! the engine (and tests with scripted fakes), so that this crate stays free of any model,
+//! tensor or async runtime code.
+//!
+//! Calls take whole batches because the engine batches independent sequences: the pipeline
+//! submits all round-2 prompts (and all revisions of one round) in one call, and the server is
+//! free to run them concurrently.
+
+use serde::{Deserialize, Serialize};
+
+/// Sampling settings for one generation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// 0 means greedy decoding. PET-SQL's cross-consistency relies on (near-)zero temperature:
+    /// diversity comes from different models, not from sampling noise.
+    pub temperature: f32,
+    pub top_p: f32,
+    pub max_new_tokens: usize,
+    /// A fixed seed makes sampled runs reproducible; `None` lets the engine choose.
+    pub seed: Option<u64>,
+}
+
+impl Default for Sampling {
+    /// Greedy with room for a long Spider query (the longest gold SQL in dev is ~170 tokens).
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_p: 1.0,
+            max_new_tokens: 256,
+            seed: None,
+        }
+    }
+}
+
+/// The messages of one chat turn. The server applies the generator's chat template; the
+/// pipeline only knows the text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptMessages {
+    pub system: Option<String>,
+    pub user: String,
+}
+
+impl PromptMessages {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self {
+            system: None,
+            user: text.into(),
+        }
+    }
+}
+
+/// One generation to run: which configured generator, what to say and how to sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationRequest {
+    /// The configured generator's name (a model, or a model plus adapter, on the server side).
+    pub generator: String,
+    pub prompt: PromptMessages,
+    pub sampling: Sampling,
+}
+
+/// A finished generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    pub text: String,
+    pub tokens_generated: usize,
+    pub elapsed_ms: f64,
+}
+
+/// Why a model call produced nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelCallError {
+    #[error("unknown model {name:?}")]
+    UnknownModel { name: String },
+    #[error("model {name:?} rejected the request: {reason}")]
+    Rejected { name: String, reason: String },
+    #[error("model call cancelled")]
+    Cancelled,
+    #[error("model {name:?} failed: {message}")]
+    Failed { name: String, message: String },
+}
+
+impl ModelCallError {
+    /// A stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::UnknownModel { .. } => "unknown_model",
+            Self::Rejected { .. } => "rejected",
+            Self::Cancelled => "cancelled",
+            Self::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Text generation. The result has one entry per request, in request order; one request
+/// failing does not fail the others.
+pub trait Generator: Send + Sync {
+    fn generate_batch(
+        &self,
+        requests: &[GenerationRequest],
+    ) -> Vec<Result<Generation, ModelCallError>>;
+}
+
+/// Sentence embeddings, one vector per text, all of the same dimension.
+pub trait Embedder: Send + Sync {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError>;
+}
+
+/// A selection model: the log-probability of each label as the answer to `prompt` (XiYan's
+/// selector answers with a candidate's label, so scoring the labels directly avoids parsing
+/// free text).
+pub trait Selector: Send + Sync {
+    fn choose(&self, prompt: &str, labels: &[String]) -> Result<Vec<f32>, ModelCallError>;
+}

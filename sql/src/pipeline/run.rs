@@ -1,0 +1,497 @@
+//! One pipeline run as a small state machine: each stage is a method that reads the
+//! candidates so far and adds to them, so the order of stages is visible in `answer`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use super::Pipeline;
+use super::answer::{
+    Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
+    ResultPreview, StageTimings, VoteReport,
+};
+use super::config::{GeneratorConfig, PromptFormat};
+use super::database::DatabaseHandle;
+use super::error::PipelineError;
+use super::model::{Generation, GenerationRequest, ModelCallError, PromptMessages};
+use super::render::{Ask, Feedback, render_generation, render_revision};
+use super::selection::{SelectionInput, Shown, select};
+use super::signature::result_signature;
+use super::voting::{Ballot, Tally, tally};
+use crate::demo_index::{Rerank, SKELETON_THRESHOLD, masked_question};
+use crate::linking::link_tables;
+use crate::postprocess::postprocess_for;
+use crate::prompt::{Demo, Prompt};
+use crate::sandbox::{ExecError, QueryResult, Sandbox};
+use crate::skeleton::sql_skeleton;
+use crate::vote::Voter;
+
+/// The question of a run.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Question<'a> {
+    pub question: &'a str,
+    pub evidence: Option<&'a str>,
+}
+
+/// Who wrote a candidate and at which stage.
+struct Draft<'g> {
+    generator: &'g GeneratorConfig,
+    round: CandidateRound,
+    revised_from: Option<usize>,
+}
+
+pub(super) struct Run<'r> {
+    pipeline: &'r Pipeline,
+    ask: Ask<'r>,
+    db: &'r DatabaseHandle,
+    sandbox: Sandbox,
+    on_event: &'r mut dyn FnMut(PipelineEvent),
+    candidates: Vec<Candidate>,
+    /// Execution results by candidate id; `None` for failures.
+    results: Vec<Option<QueryResult>>,
+    /// Generators often agree verbatim; each distinct SQL runs once.
+    executed: HashMap<String, Result<QueryResult, ExecError>>,
+    /// The latest candidate of each chain: 0 is the PreSQL, `i` is generator `i - 1`'s FinSQL.
+    heads: Vec<usize>,
+    /// The demo pool ranked by similarity to the question, when demos are used.
+    ranked: Option<Vec<usize>>,
+    demo_questions: Vec<String>,
+    linking: Option<LinkingReport>,
+    timings: StageTimings,
+    tokens: usize,
+    started: Instant,
+}
+
+fn elapsed_ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+impl<'r> Run<'r> {
+    pub(super) fn new(
+        pipeline: &'r Pipeline,
+        question: Question<'r>,
+        db: &'r DatabaseHandle,
+        on_event: &'r mut dyn FnMut(PipelineEvent),
+    ) -> Result<Self, PipelineError> {
+        let sandbox = Sandbox::open(&db.path, pipeline.config.limits).map_err(|source| {
+            PipelineError::Database {
+                db_id: db.db_id.clone(),
+                source,
+            }
+        })?;
+        Ok(Self {
+            pipeline,
+            ask: Ask {
+                question: question.question,
+                evidence: question.evidence,
+            },
+            db,
+            sandbox,
+            on_event,
+            candidates: Vec::new(),
+            results: Vec::new(),
+            executed: HashMap::new(),
+            heads: Vec::new(),
+            ranked: None,
+            demo_questions: Vec::new(),
+            linking: None,
+            timings: StageTimings::default(),
+            tokens: 0,
+            started: Instant::now(),
+        })
+    }
+
+    pub(super) fn answer(mut self) -> Result<PipelineAnswer, PipelineError> {
+        let config = &self.pipeline.config;
+        self.retrieve()?;
+        self.round1()?;
+        if config.round2.enabled
+            && let Some(tables) = self.link()
+        {
+            self.round2(&tables)?;
+        }
+        if config.revision.enabled {
+            self.revise()?;
+        }
+        let mut vote = self.vote();
+        self.select(&mut vote);
+        (self.on_event)(PipelineEvent::Vote(vote.clone()));
+        Ok(self.finish(vote))
+    }
+
+    fn retrieve(&mut self) -> Result<(), PipelineError> {
+        let models = &self.pipeline.models;
+        let (Some(index), Some(embedder)) = (&models.demos, &models.embedder) else {
+            return Ok(());
+        };
+        if !self.pipeline.config.uses_demos() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let masked = masked_question(self.ask.question, &self.db.schema);
+        let ranked = index
+            .rank(embedder.as_ref(), &masked, &self.db.db_id)
+            .map_err(|source| PipelineError::Demos { source })?;
+        self.ranked = Some(ranked);
+        self.timings.retrieval_ms += elapsed_ms(start);
+        Ok(())
+    }
+
+    fn demos(&self, k: usize, rerank: Rerank<'_>) -> Vec<Demo> {
+        match (&self.ranked, &self.pipeline.models.demos) {
+            (Some(ranked), Some(index)) => index
+                .select(ranked, k, rerank)
+                .into_iter()
+                .map(|e| e.demo())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn round1(&mut self) -> Result<(), PipelineError> {
+        let config = &self.pipeline.config;
+        let generator = &config.generators[0];
+        // Only RE_p shows demos; retrieving them for another format would report demos
+        // the model never saw.
+        let demos = match config.round1.format {
+            PromptFormat::Rep => self.demos(config.round1.shots, Rerank::default()),
+            _ => Vec::new(),
+        };
+        self.demo_questions = demos.iter().map(|d| d.question.clone()).collect();
+        let prompt = render_generation(
+            config.round1.format,
+            config.round1.rep,
+            &self.db.schema,
+            self.ask,
+            &demos,
+        );
+        let start = Instant::now();
+        let outputs = self.generate(&[request(generator, &prompt)])?;
+        self.timings.round1_ms += elapsed_ms(start);
+        let generation = outputs
+            .into_iter()
+            .next()
+            .expect("generate checked one result per request")
+            .map_err(|source| PipelineError::Model {
+                stage: "round1",
+                source,
+            })?;
+        let draft = Draft {
+            generator,
+            round: CandidateRound::PreSql,
+            revised_from: None,
+        };
+        let id = self.add_candidate(draft, Ok(generation), &prompt);
+        self.heads.push(id);
+        (self.on_event)(PipelineEvent::PreSql(self.candidates[id].clone()));
+        Ok(())
+    }
+
+    /// Links the PreSQL's tables; `None` when round 2 has nothing to restrict to.
+    fn link(&mut self) -> Option<Vec<String>> {
+        let start = Instant::now();
+        let linked = link_tables(&self.candidates[self.heads[0]].sql, &self.db.schema);
+        let fell_back_to_all =
+            linked.tables.is_empty() && self.pipeline.config.round2.all_tables_when_unlinked;
+        let tables: Vec<String> = if fell_back_to_all {
+            self.db.schema.table_names().map(str::to_owned).collect()
+        } else {
+            linked.tables
+        };
+        let report = LinkingReport {
+            tables: tables.clone(),
+            parsed: linked.parsed,
+            fell_back_to_all,
+        };
+        self.timings.linking_ms += elapsed_ms(start);
+        (self.on_event)(PipelineEvent::LinkedTables(report.clone()));
+        self.linking = Some(report);
+        (!tables.is_empty()).then_some(tables)
+    }
+
+    fn round2(&mut self, tables: &[String]) -> Result<(), PipelineError> {
+        let pipeline = self.pipeline;
+        let config = &pipeline.config;
+        let restricted = self.db.schema.restrict_to(tables);
+        let presql = &self.candidates[self.heads[0]].sql;
+        let skeleton = config
+            .round2
+            .skeleton_rerank
+            .then(|| sql_skeleton(presql, &self.db.schema));
+        let rerank = Rerank {
+            skeleton: skeleton.as_deref(),
+            threshold: SKELETON_THRESHOLD,
+            prefer_multi_table: config.round2.multi_table_filter && tables.len() >= 2,
+        };
+        let demos = self.demos(config.round2.shots, rerank);
+        let prompts: Vec<Prompt> = config
+            .generators
+            .iter()
+            .map(|g| render_generation(g.format, g.rep, &restricted, self.ask, &demos))
+            .collect();
+        let requests: Vec<GenerationRequest> = config
+            .generators
+            .iter()
+            .zip(&prompts)
+            .map(|(g, p)| request(g, p))
+            .collect();
+        let start = Instant::now();
+        let outputs = self.generate(&requests)?;
+        self.timings.round2_ms += elapsed_ms(start);
+        for ((generator, prompt), output) in config.generators.iter().zip(&prompts).zip(outputs) {
+            let draft = Draft {
+                generator,
+                round: CandidateRound::FinSql,
+                revised_from: None,
+            };
+            let id = self.add_candidate(draft, output, prompt);
+            self.heads.push(id);
+            (self.on_event)(PipelineEvent::Candidate(self.candidates[id].clone()));
+        }
+        Ok(())
+    }
+
+    /// Up to `max_rounds` rounds; each round sends every chain whose latest candidate needs
+    /// revision in one batch.
+    fn revise(&mut self) -> Result<(), PipelineError> {
+        let pipeline = self.pipeline;
+        for attempt in 1..=pipeline.config.revision.max_rounds {
+            let targets: Vec<(usize, Feedback)> = (0..self.heads.len())
+                .filter_map(|chain| self.feedback(self.heads[chain]).map(|f| (chain, f)))
+                .collect();
+            if targets.is_empty() {
+                break;
+            }
+            let full = &self.db.schema;
+            let prompts: Vec<Prompt> = targets
+                .iter()
+                .map(|(chain, feedback)| {
+                    let sql = &self.candidates[self.heads[*chain]].sql;
+                    render_revision(full, self.ask, sql, feedback)
+                })
+                .collect();
+            let requests: Vec<GenerationRequest> = targets
+                .iter()
+                .zip(&prompts)
+                .map(|((chain, _), p)| request(self.chain_generator(*chain), p))
+                .collect();
+            let start = Instant::now();
+            let outputs = self.generate(&requests)?;
+            self.timings.revision_ms += elapsed_ms(start);
+            for (((chain, _), prompt), output) in targets.iter().zip(&prompts).zip(outputs) {
+                let old = self.heads[*chain];
+                let draft = Draft {
+                    generator: self.chain_generator(*chain),
+                    round: CandidateRound::Revision { attempt },
+                    revised_from: Some(old),
+                };
+                let id = self.add_candidate(draft, output, prompt);
+                (self.on_event)(PipelineEvent::Candidate(self.candidates[id].clone()));
+                // A revision replaces its original unless it broke a query that ran.
+                if self.results[id].is_some() || self.results[old].is_none() {
+                    self.heads[*chain] = id;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why a candidate should be revised, if it should. A failed model call is not revised:
+    /// there is no SQL to debug.
+    fn feedback(&self, id: usize) -> Option<Feedback> {
+        match &self.candidates[id].outcome {
+            CandidateOutcome::Error { kind, message } if !kind.starts_with("model_") => {
+                Some(Feedback::Error(message.clone()))
+            }
+            CandidateOutcome::Ok { rows: 0, .. } if self.pipeline.config.revision.revise_empty => {
+                Some(Feedback::Empty)
+            }
+            _ => None,
+        }
+    }
+
+    fn chain_generator(&self, chain: usize) -> &'r GeneratorConfig {
+        let generators = &self.pipeline.config.generators;
+        &generators[chain.saturating_sub(1)]
+    }
+
+    fn vote(&mut self) -> VoteReport {
+        let start = Instant::now();
+        let ballots: Vec<Ballot> = self
+            .heads
+            .iter()
+            .enumerate()
+            .map(|(chain, &candidate)| Ballot {
+                voter: match chain {
+                    0 => Voter::PreSql,
+                    _ => Voter::Generator(self.chain_generator(chain).name.clone()),
+                },
+                candidate,
+            })
+            .collect();
+        let report = tally(Tally {
+            mode: &self.pipeline.config.voting,
+            split_rule: self.pipeline.config.selector.split_rule,
+            ballots: &ballots,
+            results: &self.results,
+            presql: &self.candidates[self.heads[0]].sql,
+            default_choice: self.heads.get(1).copied().unwrap_or(self.heads[0]),
+        });
+        self.timings.vote_ms += elapsed_ms(start);
+        report
+    }
+
+    /// Asks the selector when the vote is split between at least two result groups.
+    fn select(&mut self, vote: &mut VoteReport) {
+        let config = &self.pipeline.config.selector;
+        let Some(selector) = &self.pipeline.models.selector else {
+            return;
+        };
+        if !config.enabled || !vote.split || vote.clusters.len() < 2 {
+            return;
+        }
+        let start = Instant::now();
+        let schema = match &self.linking {
+            Some(linking) => self.db.schema.restrict_to(&linking.tables),
+            None => self.db.schema.clone(),
+        };
+        let shown: Vec<Shown<'_>> = vote
+            .clusters
+            .iter()
+            .take(config.max_groups)
+            .map(|cluster| Shown {
+                candidate: cluster[0],
+                sql: &self.candidates[cluster[0]].sql,
+                result: self.results[cluster[0]]
+                    .as_ref()
+                    .expect("vote clusters hold only candidates that executed"),
+            })
+            .collect();
+        let input = SelectionInput {
+            schema: &schema,
+            question: self.ask.question,
+            evidence: self.ask.evidence,
+            shown: &shown,
+            preview_rows: config.preview_rows,
+        };
+        vote.selector = Some(select(selector.as_ref(), input));
+        self.timings.selection_ms += elapsed_ms(start);
+    }
+
+    fn finish(mut self, vote: VoteReport) -> PipelineAnswer {
+        let chosen = vote
+            .selector
+            .as_ref()
+            .and_then(|s| s.chosen)
+            .or(vote.winner)
+            .unwrap_or(self.heads[0]);
+        let preview = self.results[chosen]
+            .as_ref()
+            .map(|r| ResultPreview::of(r, self.pipeline.config.preview_rows));
+        let sql = self.candidates[chosen].sql.clone();
+        (self.on_event)(PipelineEvent::Final {
+            sql: sql.clone(),
+            preview: preview.clone(),
+        });
+        self.timings.total_ms = elapsed_ms(self.started);
+        PipelineAnswer {
+            sql,
+            chosen,
+            preview,
+            candidates: self.candidates,
+            vote,
+            linking: self.linking,
+            demos: self.demo_questions,
+            timings: self.timings,
+            tokens_generated: self.tokens,
+        }
+    }
+
+    /// One batched generator call; the answer must have one result per request.
+    fn generate(
+        &self,
+        requests: &[GenerationRequest],
+    ) -> Result<Vec<Result<Generation, ModelCallError>>, PipelineError> {
+        let outputs = self.pipeline.models.generator.generate_batch(requests);
+        if outputs.len() != requests.len() {
+            return Err(PipelineError::BatchSize {
+                expected: requests.len(),
+                got: outputs.len(),
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// Post-processes and executes a generation and records it as a candidate.
+    fn add_candidate(
+        &mut self,
+        draft: Draft<'_>,
+        generation: Result<Generation, ModelCallError>,
+        prompt: &Prompt,
+    ) -> usize {
+        let id = self.candidates.len();
+        let (sql, tokens_generated, outcome, result) = match generation {
+            Ok(generation) => {
+                let sql = postprocess_for(prompt, &generation.text);
+                let (outcome, result) = self.execute(&sql);
+                (sql, generation.tokens_generated, outcome, result)
+            }
+            Err(e) => {
+                let outcome = CandidateOutcome::Error {
+                    kind: format!("model_{}", e.kind()),
+                    message: e.to_string(),
+                };
+                (String::new(), 0, outcome, None)
+            }
+        };
+        self.tokens += tokens_generated;
+        self.candidates.push(Candidate {
+            id,
+            model: draft.generator.name.clone(),
+            round: draft.round,
+            sql,
+            outcome,
+            revised_from: draft.revised_from,
+            tokens_generated,
+        });
+        self.results.push(result);
+        id
+    }
+
+    fn execute(&mut self, sql: &str) -> (CandidateOutcome, Option<QueryResult>) {
+        let start = Instant::now();
+        let executed = match self.executed.get(sql) {
+            Some(cached) => cached.clone(),
+            None => {
+                let fresh = self.sandbox.execute(sql);
+                self.executed.insert(sql.to_owned(), fresh.clone());
+                fresh
+            }
+        };
+        self.timings.execution_ms += elapsed_ms(start);
+        match executed {
+            Ok(result) => (
+                CandidateOutcome::Ok {
+                    signature: result_signature(&result),
+                    rows: result.rows.len(),
+                    truncated: result.truncated,
+                },
+                Some(result),
+            ),
+            Err(e) => (
+                CandidateOutcome::Error {
+                    kind: e.kind().to_owned(),
+                    message: e.to_string(),
+                },
+                None,
+            ),
+        }
+    }
+}
+
+fn request(generator: &GeneratorConfig, prompt: &Prompt) -> GenerationRequest {
+    GenerationRequest {
+        generator: generator.name.clone(),
+        prompt: PromptMessages::user(prompt.text.clone()),
+        sampling: generator.sampling,
+    }
+}

@@ -1,0 +1,127 @@
+//! Stable fingerprints: FNV-1a for cache keys, and a result signature that lets a reader of
+//! the pipeline's evidence see at a glance which candidates returned the same rows.
+//!
+//! FNV-1a is used rather than `std`'s hasher because its output is fixed by definition, so
+//! a cache key written by one build is still valid for the next one.
+
+use crate::sandbox::{QueryResult, Value};
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// An incremental FNV-1a 64-bit hash.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv64(u64);
+
+impl Default for Fnv64 {
+    fn default() -> Self {
+        Self(FNV_OFFSET)
+    }
+}
+
+impl Fnv64 {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(FNV_PRIME);
+        }
+    }
+
+    /// Writes a length-prefixed field so that `("ab", "c")` and `("a", "bc")` differ.
+    pub(crate) fn write_field(&mut self, bytes: &[u8]) {
+        self.write(&(bytes.len() as u64).to_le_bytes());
+        self.write(bytes);
+    }
+
+    pub(crate) fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// A 16-hex-digit signature of a result that ignores row order and column order, and treats
+/// `1` and `1.0` alike, like the vote's equality. Equal results (as the vote sees them) always
+/// share a signature; the converse holds except in contrived cases, so the vote clusters stay
+/// the authority.
+pub fn result_signature(result: &QueryResult) -> String {
+    let mut rows: Vec<Vec<String>> = result
+        .rows
+        .iter()
+        .map(|row| {
+            let mut cells: Vec<String> = row.iter().map(canonical_cell).collect();
+            cells.sort_unstable();
+            cells
+        })
+        .collect();
+    rows.sort_unstable();
+    let mut hash = Fnv64::default();
+    for row in &rows {
+        hash.write(&(row.len() as u64).to_le_bytes());
+        for cell in row {
+            hash.write_field(cell.as_bytes());
+        }
+    }
+    format!("{:016x}", hash.finish())
+}
+
+fn canonical_cell(value: &Value) -> String {
+    // 2^63: floats in [-2^63, 2^63) convert to i64 exactly when integral.
+    const I64_BOUND: f64 = 9_223_372_036_854_775_808.0;
+    match value {
+        Value::Null => "n".to_owned(),
+        Value::Integer(i) => format!("i{i}"),
+        Value::Real(r) if r.fract() == 0.0 && *r >= -I64_BOUND && *r < I64_BOUND => {
+            format!("i{}", *r as i64)
+        }
+        Value::Real(r) => format!("f{:016x}", r.to_bits()),
+        Value::Text(s) => format!("t{s}"),
+        Value::Blob(b) => {
+            let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
+            format!("b{hex}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn result(rows: Vec<Vec<Value>>) -> QueryResult {
+        QueryResult {
+            columns: vec![],
+            rows,
+            truncated: false,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn signature_ignores_row_and_column_order_and_int_float() {
+        let a = result(vec![
+            vec![Value::Integer(1), Value::Text("x".into())],
+            vec![Value::Integer(2), Value::Text("y".into())],
+        ]);
+        let b = result(vec![
+            vec![Value::Text("y".into()), Value::Real(2.0)],
+            vec![Value::Text("x".into()), Value::Integer(1)],
+        ]);
+        let c = result(vec![vec![Value::Integer(1), Value::Text("x".into())]]);
+        assert_eq!(result_signature(&a), result_signature(&b));
+        assert_ne!(result_signature(&a), result_signature(&c));
+        assert_eq!(result_signature(&a).len(), 16);
+    }
+
+    #[test]
+    fn fnv_fields_are_length_prefixed() {
+        let hash = |parts: &[&str]| {
+            let mut h = Fnv64::default();
+            for p in parts {
+                h.write_field(p.as_bytes());
+            }
+            h.finish()
+        };
+        assert_ne!(hash(&["ab", "c"]), hash(&["a", "bc"]));
+        assert_eq!(hash(&["ab", "c"]), hash(&["ab", "c"]));
+    }
+}

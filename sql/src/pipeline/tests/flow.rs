@@ -1,0 +1,262 @@
+//! The stages in order: round 1, linking, the batched round 2, revision, and model failures.
+
+use std::sync::Arc;
+
+use super::fakes::{ScriptedGenerator, Stage, stage};
+use super::*;
+use crate::pipeline::{
+    CandidateOutcome, CandidateRound, LinkingReport, ModelCallError, PipelineEvent,
+};
+use crate::sandbox::Value;
+
+#[test]
+fn round2_prompts_show_only_linked_tables_and_go_in_one_batch() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match (stage(r), r.generator.as_str()) {
+            (Stage::Round1, _) => S6.to_owned(),
+            // RE_p ends with `### SQL:`, so a bare continuation is completed with SELECT.
+            (Stage::Round2, "a") => "count(*) FROM singer".to_owned(),
+            // XiYan's prompt opens a ```sql fence that the model closes.
+            (Stage::Round2, _) => format!("{S6}\n```"),
+            (Stage::Revision, _) => "SELECT 0".to_owned(),
+        })
+    }));
+    let mut config = config(&["a", "b"]);
+    config.generators[1].format = PromptFormat::MSchema;
+    let pipeline = pipeline(config, &generator, None);
+    let mut events = Vec::new();
+    let answer = pipeline
+        .run_with_events(QUESTION, None, &concert(), &mut |e| events.push(e))
+        .expect("answers");
+
+    let batches = generator.batches();
+    assert_eq!(batches.len(), 2, "round 1, then all of round 2 at once");
+    assert_eq!(batches[0].len(), 1);
+    assert_eq!(batches[0][0].generator, "a");
+    assert!(batches[0][0].prompt.user.contains("# stadium("));
+    let round2: Vec<&str> = batches[1].iter().map(|r| r.generator.as_str()).collect();
+    assert_eq!(round2, ["a", "b"]);
+    for request in &batches[1] {
+        let text = &request.prompt.user;
+        assert!(text.contains("singer"), "{text}");
+        assert!(
+            !text.contains("stadium") && !text.contains("singer_in_concert"),
+            "{text}"
+        );
+    }
+    assert!(batches[1][1].prompt.user.contains("# Table: singer"));
+    assert_eq!(
+        answer.linking,
+        Some(LinkingReport {
+            tables: vec!["singer".to_owned()],
+            parsed: true,
+            fell_back_to_all: false,
+        })
+    );
+    let rounds: Vec<CandidateRound> = answer.candidates.iter().map(|c| c.round).collect();
+    assert_eq!(
+        rounds,
+        [
+            CandidateRound::PreSql,
+            CandidateRound::FinSql,
+            CandidateRound::FinSql
+        ]
+    );
+    assert!(
+        answer
+            .candidates
+            .iter()
+            .all(|c| c.sql == S6 && c.outcome.is_ok())
+    );
+    assert_eq!(answer.vote.clusters, vec![vec![0, 1, 2]]);
+    assert_eq!((answer.vote.winner, answer.vote.split), (Some(0), false));
+    assert_eq!(answer.sql, S6);
+    let preview = answer.preview.expect("final SQL ran");
+    assert_eq!(preview.rows, vec![vec![Value::Integer(6)]]);
+    assert!(answer.tokens_generated > 0);
+    assert!(answer.timings.total_ms >= answer.timings.round2_ms);
+
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            PipelineEvent::PreSql(_) => "presql",
+            PipelineEvent::LinkedTables(_) => "linked",
+            PipelineEvent::Candidate(_) => "candidate",
+            PipelineEvent::Vote(_) => "vote",
+            PipelineEvent::Final { .. } => "final",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "presql",
+            "linked",
+            "candidate",
+            "candidate",
+            "vote",
+            "final"
+        ]
+    );
+}
+
+#[test]
+fn revision_fixes_an_erroring_candidate_with_full_schema_and_error() {
+    let generator = by_stage(S6, |name| if name == "b" { BAD } else { S6 });
+    let mut config = config(&["a", "b"]);
+    config.revision.enabled = true;
+    config.revision.max_rounds = 2;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+
+    let batches = generator.batches();
+    assert_eq!(
+        batches.len(),
+        3,
+        "the fixed candidate needs no second round"
+    );
+    assert_eq!(batches[2].len(), 1);
+    assert_eq!(
+        batches[2][0].generator, "b",
+        "each generator revises its own SQL"
+    );
+    let revision_prompt = &batches[2][0].prompt.user;
+    assert!(revision_prompt.contains(BAD));
+    assert!(revision_prompt.contains("no such column: nme"));
+    assert!(revision_prompt.contains("# Table: stadium"), "full schema");
+
+    assert!(matches!(
+        &answer.candidates[2].outcome,
+        CandidateOutcome::Error { kind, .. } if kind == "syntax" || kind == "sqlite"
+    ));
+    let revised = &answer.candidates[3];
+    assert_eq!(revised.round, CandidateRound::Revision { attempt: 1 });
+    assert_eq!(revised.revised_from, Some(2));
+    assert_eq!(revised.model, "b");
+    assert!(revised.outcome.is_ok());
+    assert_eq!(answer.vote.voters, vec![0, 1, 3]);
+    assert_eq!(answer.vote.clusters, vec![vec![0, 1, 3]]);
+}
+
+#[test]
+fn revision_stops_after_max_rounds_and_revises_the_presql_too() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match stage(r) {
+            Stage::Round1 => BAD.to_owned(),
+            Stage::Round2 => S6.to_owned(),
+            // Only the PreSQL chain is revised; it keeps failing.
+            Stage::Revision => "SELECT nope FROM singer".to_owned(),
+        })
+    }));
+    let mut config = config(&["a"]);
+    config.revision.enabled = true;
+    config.revision.max_rounds = 2;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let revisions: Vec<(usize, Option<usize>, CandidateRound)> = answer
+        .candidates
+        .iter()
+        .filter(|c| c.revised_from.is_some())
+        .map(|c| (c.id, c.revised_from, c.round))
+        .collect();
+    assert_eq!(
+        revisions,
+        [
+            (2, Some(0), CandidateRound::Revision { attempt: 1 }),
+            (3, Some(2), CandidateRound::Revision { attempt: 2 }),
+        ]
+    );
+    assert_eq!(generator.batches().len(), 4);
+    assert_eq!(answer.vote.voters, vec![3, 1]);
+    assert_eq!(answer.sql, S6);
+}
+
+#[test]
+fn empty_results_are_revised_only_when_configured() {
+    let empty = "SELECT Name FROM singer WHERE Country = 'Mars'";
+    let fixed = "SELECT Name FROM singer WHERE Country = 'France'";
+    let generator = Arc::new(ScriptedGenerator::new(move |r| {
+        Ok(match stage(r) {
+            Stage::Revision if r.prompt.user.contains("returned no rows") => fixed.to_owned(),
+            Stage::Revision => "SELECT 0".to_owned(),
+            _ => empty.to_owned(),
+        })
+    }));
+    let mut config = config(&["a"]);
+    config.round2.enabled = false;
+    config.revision.enabled = true;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, empty);
+    assert_eq!(answer.candidates.len(), 1);
+
+    config.revision.revise_empty = true;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, fixed);
+    assert_eq!(answer.preview.map(|p| p.total_rows), Some(4));
+}
+
+#[test]
+fn a_failed_round2_call_is_recorded_not_revised() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        match (stage(r), r.generator.as_str()) {
+            (Stage::Round2, "b") => Err(ModelCallError::Failed {
+                name: "b".into(),
+                message: "out of memory".into(),
+            }),
+            _ => Ok(S6.to_owned()),
+        }
+    }));
+    let mut config = config(&["a", "b"]);
+    config.revision.enabled = true;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(generator.batches().len(), 2, "nothing to revise");
+    let failed = &answer.candidates[2];
+    assert_eq!(failed.sql, "");
+    assert!(matches!(
+        &failed.outcome,
+        CandidateOutcome::Error { kind, message } if kind == "model_failed" && message.contains("out of memory")
+    ));
+    assert_eq!(answer.sql, S6);
+    assert_eq!(answer.vote.clusters, vec![vec![0, 1]]);
+}
+
+#[test]
+fn a_failed_round1_call_fails_the_run() {
+    let generator = Arc::new(ScriptedGenerator::new(|_| Err(ModelCallError::Cancelled)));
+    let err = pipeline(config(&["a"]), &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect_err("no PreSQL, no answer");
+    assert_eq!(err.kind(), "model");
+    assert!(err.to_string().contains("round1"));
+}
+
+#[test]
+fn a_generator_that_drops_results_is_an_error() {
+    struct Silent;
+    impl crate::pipeline::Generator for Silent {
+        fn generate_batch(
+            &self,
+            _: &[crate::pipeline::GenerationRequest],
+        ) -> Vec<Result<crate::pipeline::Generation, ModelCallError>> {
+            Vec::new()
+        }
+    }
+    let models = PipelineModels {
+        generator: Arc::new(Silent),
+        embedder: None,
+        selector: None,
+        demos: None,
+    };
+    let err = Pipeline::new(config(&["a"]), models)
+        .expect("valid")
+        .run(QUESTION, None, &concert())
+        .expect_err("batch size");
+    assert_eq!(err.kind(), "batch_size");
+}

@@ -1,0 +1,77 @@
+//! Pipeline tests with scripted models over the real concert_singer database.
+
+pub(crate) mod fakes;
+mod flow;
+mod switches;
+mod voting;
+
+use std::sync::Arc;
+
+use fakes::{FixedSelector, ScriptedGenerator};
+
+use super::{
+    DatabaseHandle, GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, PromptFormat,
+};
+use crate::schema::IntrospectOptions;
+use crate::spider_fixture::spider_db;
+
+pub(crate) const QUESTION: &str = "How many singers do we have?";
+/// 6 rows in singer.
+pub(crate) const S6: &str = "SELECT count(*) FROM singer";
+/// 9 rows in stadium.
+pub(crate) const S9: &str = "SELECT count(*) FROM stadium";
+/// 10 rows in singer_in_concert.
+pub(crate) const S10: &str = "SELECT count(*) FROM singer_in_concert";
+/// Fails: no such column.
+pub(crate) const BAD: &str = "SELECT nme FROM singer";
+
+pub(crate) fn concert() -> DatabaseHandle {
+    DatabaseHandle::open(
+        &spider_db("concert_singer"),
+        "concert_singer",
+        IntrospectOptions::default(),
+    )
+    .expect("concert_singer introspects")
+}
+
+/// PET-SQL's shape without demos or revision, over RE_p generators with these names.
+pub(crate) fn config(names: &[&str]) -> PipelineConfig {
+    let generators = names
+        .iter()
+        .map(|n| GeneratorConfig::new(*n, PromptFormat::Rep))
+        .collect();
+    let mut config = PipelineConfig::pet_sql(generators);
+    config.round1.shots = 0;
+    config.round2.shots = 0;
+    config.revision.enabled = false;
+    config
+}
+
+pub(crate) fn pipeline(
+    config: PipelineConfig,
+    generator: &Arc<ScriptedGenerator>,
+    selector: Option<&Arc<FixedSelector>>,
+) -> Pipeline {
+    let models = PipelineModels {
+        generator: generator.clone(),
+        embedder: None,
+        selector: selector.map(|s| s.clone() as Arc<dyn super::Selector>),
+        demos: None,
+    };
+    Pipeline::new(config, models).expect("valid pipeline")
+}
+
+/// A generator whose round-1 answer is `presql` and whose round-2 answers come from
+/// `finsql(generator name)`; revisions answer `S6`.
+pub(crate) fn by_stage(
+    presql: &'static str,
+    finsql: impl Fn(&str) -> &'static str + Send + Sync + 'static,
+) -> Arc<ScriptedGenerator> {
+    Arc::new(ScriptedGenerator::new(move |r| {
+        Ok(match fakes::stage(r) {
+            fakes::Stage::Round1 => presql.to_owned(),
+            fakes::Stage::Round2 => finsql(&r.generator).to_owned(),
+            fakes::Stage::Revision => S6.to_owned(),
+        })
+    }))
+}

@@ -1,0 +1,203 @@
+//! Each stage switch of the configuration, and the checks `Pipeline::new` makes.
+
+use std::sync::Arc;
+
+use super::fakes::{BagOfWords, ScriptedGenerator, Stage, stage};
+use super::*;
+use crate::demo_index::DemoIndex;
+use crate::demo_index::tests::train_subset;
+use crate::pipeline::{Sampling, VotingMode};
+use crate::prompt::Template;
+use crate::spider_fixture::spider;
+
+#[test]
+fn round2_off_answers_with_the_presql() {
+    let generator = by_stage(S6, |_| S9);
+    let mut config = config(&["a", "b"]);
+    config.round2.enabled = false;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(generator.batches().len(), 1);
+    assert!(answer.linking.is_none());
+    assert_eq!(answer.candidates.len(), 1);
+    assert_eq!(answer.vote.voters, vec![0]);
+    assert_eq!(answer.sql, S6);
+}
+
+#[test]
+fn voting_off_answers_with_the_first_generators_finsql() {
+    let generator = by_stage(S6, |name| if name == "a" { S9 } else { S6 });
+    let mut config = config(&["a", "b"]);
+    config.voting = VotingMode::None;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.vote.mode, "none");
+    assert_eq!(answer.vote.winner, Some(1));
+    assert_eq!(answer.sql, S9, "majority would have chosen S6");
+}
+
+#[test]
+fn unlinked_presql_falls_back_to_all_tables_or_skips_round2() {
+    let generator = Arc::new(ScriptedGenerator::new(|_| Ok("SELECT 1".to_owned())));
+    let mut config = config(&["a"]);
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let linking = answer.linking.expect("round 2 ran");
+    assert!(linking.fell_back_to_all);
+    assert_eq!(linking.tables.len(), 4);
+    assert!(generator.batches()[1][0].prompt.user.contains("# stadium("));
+
+    config.round2.all_tables_when_unlinked = false;
+    let generator = Arc::new(ScriptedGenerator::new(|_| Ok("SELECT 1".to_owned())));
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(generator.batches().len(), 1, "no round 2 without tables");
+    assert_eq!(answer.linking.map(|l| l.tables.len()), Some(0));
+    assert_eq!(answer.sql, "SELECT 1");
+}
+
+#[test]
+fn round1_format_and_rep_switches_shape_the_prompt() {
+    let round1_prompt = |config: PipelineConfig| {
+        let generator = by_stage(S6, |_| S6);
+        pipeline(config, &generator, None)
+            .run(QUESTION, None, &concert())
+            .expect("answers");
+        generator.batches()[0][0].prompt.user.clone()
+    };
+    let full = round1_prompt(config(&["a"]));
+    assert!(full.contains("### Here are some data information"));
+    assert!(full.contains("### Foreign key information"));
+    assert!(full.contains("minimize SQL execution time"));
+
+    let mut bare = config(&["a"]);
+    bare.round1.rep.cell_values = false;
+    bare.round1.rep.foreign_keys = false;
+    bare.round1.rep.optimization_rule = false;
+    let bare = round1_prompt(bare);
+    assert!(!bare.contains("data information") && !bare.contains("Foreign key"));
+    assert!(!bare.contains("minimize SQL execution time"));
+
+    let mut ddl = config(&["a"]);
+    ddl.round1.format = PromptFormat::Template(Template::DdlMdChat);
+    let ddl = round1_prompt(ddl);
+    assert!(ddl.to_lowercase().contains("create table"), "{ddl}");
+}
+
+#[test]
+fn each_generator_gets_its_own_sampling() {
+    let generator = by_stage(S6, |_| S6);
+    let mut config = config(&["a", "b"]);
+    let sampling = Sampling {
+        temperature: 0.1,
+        top_p: 0.8,
+        max_new_tokens: 300,
+        seed: Some(7),
+    };
+    config.generators[1].sampling = sampling;
+    pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let round2 = &generator.batches()[1];
+    assert_eq!(round2[0].sampling, Sampling::default());
+    assert_eq!(round2[1].sampling, sampling);
+}
+
+fn demo_models(generator: &Arc<ScriptedGenerator>) -> PipelineModels {
+    let embedder = Arc::new(BagOfWords::default());
+    let index = DemoIndex::build(&train_subset(400), &spider().database_dir(), &*embedder)
+        .expect("index builds");
+    PipelineModels {
+        generator: generator.clone(),
+        embedder: Some(embedder),
+        selector: None,
+        demos: Some(Arc::new(index)),
+    }
+}
+
+#[test]
+fn demos_are_retrieved_for_both_rounds() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match stage(r) {
+            Stage::Round1 | Stage::Round2 => S6.to_owned(),
+            Stage::Revision => BAD.to_owned(),
+        })
+    }));
+    let mut config = config(&["a", "b"]);
+    config.generators[1].format = PromptFormat::MSchema;
+    config.round1.shots = 3;
+    config.round2.shots = 2;
+    let pipeline = Pipeline::new(config, demo_models(&generator)).expect("valid");
+    let answer = pipeline.run(QUESTION, None, &concert()).expect("answers");
+    assert_eq!(answer.demos.len(), 3);
+    let batches = generator.batches();
+    let header = "### Some example pairs of question and corresponding SQL query";
+    let round1 = &batches[0][0].prompt.user;
+    assert!(round1.starts_with(header));
+    for demo in &answer.demos {
+        assert!(round1.contains(&format!("### {demo}\n")));
+    }
+    assert_eq!(batches[1][0].prompt.user.matches("\n\n### ").count(), 2 + 1);
+    assert!(
+        !batches[1][1].prompt.user.contains(header),
+        "M-Schema is zero-shot"
+    );
+    assert!(answer.timings.retrieval_ms > 0.0);
+}
+
+#[test]
+fn new_rejects_unusable_configurations() {
+    let generator = by_stage(S6, |_| S6);
+    let models = |with_demos: bool| {
+        if with_demos {
+            demo_models(&generator)
+        } else {
+            PipelineModels {
+                generator: generator.clone(),
+                embedder: None,
+                selector: None,
+                demos: None,
+            }
+        }
+    };
+    let err = Pipeline::new(config(&[]), models(false)).expect_err("no generators");
+    assert_eq!(err.kind(), "config");
+    let mut shots = config(&["a"]);
+    shots.round1.shots = 9;
+    let err = Pipeline::new(shots, models(false)).expect_err("no demo index");
+    assert!(err.to_string().contains("demo index"));
+    let mut selecting = config(&["a"]);
+    selecting.selector.enabled = true;
+    let err = Pipeline::new(selecting, models(false)).expect_err("no selector");
+    assert_eq!(err.kind(), "config");
+    // Shots with a zero-shot format need no index.
+    let mut zero_shot = config(&["a"]);
+    zero_shot.round1.shots = 9;
+    zero_shot.round1.format = PromptFormat::SimpleDdl;
+    zero_shot.round2.enabled = false;
+    assert!(Pipeline::new(zero_shot, models(false)).is_ok());
+}
+
+#[test]
+fn zero_shot_round1_reports_no_demos() {
+    let generator = by_stage(S6, |_| S6);
+    let mut config = config(&["a"]);
+    config.round1.shots = 3;
+    config.round1.format = PromptFormat::SimpleDdl;
+    config.round2.shots = 2;
+    let answer = Pipeline::new(config, demo_models(&generator))
+        .expect("valid")
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert!(answer.demos.is_empty());
+    let batches = generator.batches();
+    assert!(!batches[0][0].prompt.user.contains("example pairs"));
+    assert!(
+        batches[1][0].prompt.user.contains("example pairs"),
+        "round 2 is RE_p"
+    );
+}
