@@ -1,0 +1,203 @@
+//! Paged KV cache memory on the CPU.
+//!
+//! Layout per layer, separately for keys and values: `[num_blocks, block_size, num_kv_heads,
+//! head_dim]` f32, so one token's heads are contiguous (a slot write is one copy) and a block is
+//! one contiguous range (a copy-on-write is one copy).
+
+use candle_core::{Device, Tensor};
+use rayon::prelude::*;
+
+/// Shape of the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayout {
+    pub num_layers: usize,
+    pub num_blocks: usize,
+    pub block_size: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl KvLayout {
+    /// Floats one token occupies in one layer's key (or value) cache.
+    pub fn token_width(&self) -> usize {
+        self.num_kv_heads * self.head_dim
+    }
+
+    fn layer_len(&self) -> usize {
+        self.num_blocks * self.block_size * self.token_width()
+    }
+
+    /// Bytes of KV one token costs across all layers (keys and values, f32).
+    pub fn bytes_per_token(&self) -> usize {
+        2 * self.num_layers * self.token_width() * std::mem::size_of::<f32>()
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PagedKvError {
+    #[error("slot {slot} is outside the cache ({capacity} slots)")]
+    SlotOutOfRange { slot: usize, capacity: usize },
+    #[error("block {block} is outside the cache ({num_blocks} blocks)")]
+    BlockOutOfRange { block: usize, num_blocks: usize },
+    #[error("context of {context} tokens needs {needed} blocks but the table has {available}")]
+    TableTooShort {
+        context: usize,
+        needed: usize,
+        available: usize,
+    },
+    #[error("expected {expected} values, got {actual}")]
+    WrongLength { expected: usize, actual: usize },
+    #[error("layer {layer} is outside the cache ({num_layers} layers)")]
+    LayerOutOfRange { layer: usize, num_layers: usize },
+}
+
+#[derive(Debug)]
+pub struct PagedKvStore {
+    layout: KvLayout,
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+}
+
+impl PagedKvStore {
+    pub fn new(layout: KvLayout) -> Self {
+        let zeros = || (0..layout.num_layers).map(|_| vec![0f32; layout.layer_len()]).collect();
+        Self {
+            layout,
+            keys: zeros(),
+            values: zeros(),
+        }
+    }
+
+    pub fn layout(&self) -> KvLayout {
+        self.layout
+    }
+
+    fn check_layer(&self, layer: usize) -> Result<(), PagedKvError> {
+        if layer >= self.layout.num_layers {
+            return Err(PagedKvError::LayerOutOfRange {
+                layer,
+                num_layers: self.layout.num_layers,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes token rows into flat slots (`block * block_size + offset`). `keys`/`values` hold
+    /// `slots.len()` rows of `num_kv_heads * head_dim` floats (token-major).
+    pub fn write(
+        &mut self,
+        layer: usize,
+        slots: &[usize],
+        keys: &[f32],
+        values: &[f32],
+    ) -> Result<(), PagedKvError> {
+        self.check_layer(layer)?;
+        let w = self.layout.token_width();
+        let capacity = self.layout.num_blocks * self.layout.block_size;
+        for data in [keys, values] {
+            if data.len() != slots.len() * w {
+                return Err(PagedKvError::WrongLength {
+                    expected: slots.len() * w,
+                    actual: data.len(),
+                });
+            }
+        }
+        if let Some(&slot) = slots.iter().find(|&&s| s >= capacity) {
+            return Err(PagedKvError::SlotOutOfRange { slot, capacity });
+        }
+        let (kc, vc) = (&mut self.keys[layer], &mut self.values[layer]);
+        for (i, &slot) in slots.iter().enumerate() {
+            kc[slot * w..(slot + 1) * w].copy_from_slice(&keys[i * w..(i + 1) * w]);
+            vc[slot * w..(slot + 1) * w].copy_from_slice(&values[i * w..(i + 1) * w]);
+        }
+        Ok(())
+    }
+
+    /// Copies the first `num_tokens` slots of block `src` into block `dst`, in every layer.
+    pub fn copy_block(
+        &mut self,
+        src: usize,
+        dst: usize,
+        num_tokens: usize,
+    ) -> Result<(), PagedKvError> {
+        let l = self.layout;
+        for b in [src, dst] {
+            if b >= l.num_blocks {
+                return Err(PagedKvError::BlockOutOfRange {
+                    block: b,
+                    num_blocks: l.num_blocks,
+                });
+            }
+        }
+        let w = l.token_width();
+        let n = num_tokens.min(l.block_size) * w;
+        let (s, d) = (src * l.block_size * w, dst * l.block_size * w);
+        for cache in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            cache.copy_within(s..s + n, d);
+        }
+        Ok(())
+    }
+
+    /// Gathers the first `context` tokens of a sequence into head-major tensors
+    /// `[num_kv_heads, context, head_dim]` (keys, values), following its block table.
+    pub fn gather(
+        &self,
+        layer: usize,
+        block_table: &[usize],
+        context: usize,
+    ) -> Result<(Tensor, Tensor), PagedKvError> {
+        self.check_layer(layer)?;
+        let l = self.layout;
+        let needed = context.div_ceil(l.block_size);
+        if block_table.len() < needed {
+            return Err(PagedKvError::TableTooShort {
+                context,
+                needed,
+                available: block_table.len(),
+            });
+        }
+        if let Some(&b) = block_table.iter().find(|&&b| b >= l.num_blocks) {
+            return Err(PagedKvError::BlockOutOfRange {
+                block: b,
+                num_blocks: l.num_blocks,
+            });
+        }
+        let gather_one = |cache: &Vec<f32>| -> Vec<f32> {
+            let (h_n, d, w) = (l.num_kv_heads, l.head_dim, l.token_width());
+            let mut out = vec![0f32; h_n * context * d];
+            // One head per task: heads write disjoint ranges of `out`.
+            out.par_chunks_mut(context * d)
+                .enumerate()
+                .for_each(|(h, dst)| {
+                    for pos in 0..context {
+                        let slot = block_table[pos / l.block_size] * l.block_size + pos % l.block_size;
+                        let src = slot * w + h * d;
+                        dst[pos * d..(pos + 1) * d].copy_from_slice(&cache[src..src + d]);
+                    }
+                });
+            out
+        };
+        let shape = (l.num_kv_heads, context, l.head_dim);
+        let to_tensor = |v: Vec<f32>| {
+            Tensor::from_vec(v, shape, &Device::Cpu).expect("the buffer was sized from the shape")
+        };
+        Ok((
+            to_tensor(gather_one(&self.keys[layer])),
+            to_tensor(gather_one(&self.values[layer])),
+        ))
+    }
+
+    /// The whole key (or value) cache of a layer as a tensor `[num_blocks * block_size,
+    /// num_kv_heads, head_dim]`, for the reference implementation.
+    pub fn layer_tensor(&self, layer: usize, values: bool) -> Result<Tensor, PagedKvError> {
+        self.check_layer(layer)?;
+        let l = self.layout;
+        let data = if values { &self.values[layer] } else { &self.keys[layer] };
+        Ok(Tensor::from_slice(
+            data,
+            (l.num_blocks * l.block_size, l.num_kv_heads, l.head_dim),
+            &Device::Cpu,
+        )
+        .expect("the cache was sized from the layout"))
+    }
+}
