@@ -10,7 +10,9 @@
 //!
 //! The `cuda` feature compiles candle's CUDA backend; nothing here needs a CUDA toolkit without it.
 
+pub mod attention;
 mod paged_kv;
 pub mod reference;
 
+pub use attention::{AttentionDims, causal_attention_rows};
 pub use paged_kv::{KvLayout, PagedKvError, PagedKvStore};

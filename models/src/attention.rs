@@ -33,11 +33,34 @@ pub fn repeat_kv(x: &Tensor, n_rep: usize) -> Result<Tensor> {
         .reshape((h * n_rep, s, d))
 }
 
+/// Attention of one chunk over its full context: `q` `[num_heads, len, head_dim]` at positions
+/// `start..start+len`, `k`/`v` `[num_kv_heads, start+len, head_dim]`; returns `[len, num_heads *
+/// head_dim]`. On CPU (f32) it runs the row-wise kernel, whose rows do not depend on chunking or
+/// batching; elsewhere the candle-op reference.
+pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+    if !(q.device().is_cpu() && q.dtype() == candle_core::DType::F32) {
+        return causal_attention_reference(q, k, v, start);
+    }
+    let (num_heads, len, head_dim) = q.dims3()?;
+    let (num_kv_heads, context, _) = k.dims3()?;
+    let flat = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+    let dims = quorum_kernels::AttentionDims {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        len,
+        context,
+        start,
+    };
+    let out = quorum_kernels::causal_attention_rows(&flat(q)?, &flat(k)?, &flat(v)?, dims);
+    Tensor::from_vec(out, (len, num_heads * head_dim), q.device())
+}
+
 /// Plain attention of one chunk over its full context: `q` `[num_heads, len, head_dim]` at
 /// positions `start..start+len`, `k`/`v` `[num_kv_heads, start+len, head_dim]`. Query i sees keys
 /// `0..=start+i`. Returns `[len, num_heads * head_dim]`. This is the reference every other
 /// attention path is tested against.
-pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+pub fn causal_attention_reference(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
     let (n_heads, len, head_dim) = q.dims3()?;
     let n_kv = k.dim(0)?;
     let ctx = k.dim(1)?;
@@ -61,4 +84,22 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Res
         .matmul(&v)?
         .transpose(0, 1)?
         .reshape((len, n_heads * head_dim))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn kernel_matches_candle_reference() {
+        let dev = Device::Cpu;
+        let q = Tensor::randn(0f32, 1.0, (6, 5, 16), &dev).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (2, 9, 16), &dev).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (2, 9, 16), &dev).unwrap();
+        let a = causal_attention(&q, &k, &v, 4).unwrap();
+        let b = causal_attention_reference(&q, &k, &v, 4).unwrap();
+        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff < 1e-5, "max diff {diff}");
+    }
 }

@@ -19,7 +19,7 @@ mod greedy;
 mod linear;
 mod rotary;
 
-pub use attention::{Attention, causal_attention};
+pub use attention::{Attention, causal_attention, causal_attention_reference};
 pub use batch::{BatchLayout, ChunkLayout};
 pub use bert::{BertEmbedder, cosine};
 pub use config::{DecoderArch, DecoderConfig};

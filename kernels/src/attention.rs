@@ -1,0 +1,160 @@
+//! Causal attention computed one query row at a time.
+//!
+//! Each output row depends only on its own query and the keys/values at positions up to its
+//! own, reduced in a fixed order. That makes results independent of how a prompt is cut into
+//! prefill chunks, of what else shares the batch, and of preemption and prefix-cache hits: the
+//! engine's greedy outputs are then identical however requests are scheduled. A GEMM-based
+//! attention cannot promise this, because its reduction order depends on the matrix shapes.
+
+use rayon::prelude::*;
+
+/// Shapes of one chunk's attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionDims {
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    /// Query rows (new tokens) of the chunk.
+    pub len: usize,
+    /// Keys/values available (`>= start + len`).
+    pub context: usize,
+    /// Position of the first query row.
+    pub start: usize,
+}
+
+const LANES: usize = 8;
+
+/// Dot product with eight independent accumulators (vectorizes; fixed order).
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = a.len() / LANES * LANES;
+    for (ca, cb) in a[..chunks].chunks_exact(LANES).zip(b[..chunks].chunks_exact(LANES)) {
+        for l in 0..LANES {
+            acc[l] = ca[l].mul_add(cb[l], acc[l]);
+        }
+    }
+    let mut tail = 0f32;
+    for (x, y) in a[chunks..].iter().zip(&b[chunks..]) {
+        tail = x.mul_add(*y, tail);
+    }
+    let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    s + tail
+}
+
+/// `q`: `[num_heads, len, head_dim]`, `k`/`v`: `[num_kv_heads, context, head_dim]` (row-major,
+/// contiguous). Returns `[len, num_heads * head_dim]`. Query row `i` attends to keys
+/// `0..=start + i`; query head `h` reads kv head `h / (num_heads / num_kv_heads)`.
+pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDims) -> Vec<f32> {
+    let AttentionDims { num_heads, num_kv_heads, head_dim: d, len, context, start } = dims;
+    assert_eq!(q.len(), num_heads * len * d, "q shape");
+    assert_eq!(k.len(), num_kv_heads * context * d, "k shape");
+    assert_eq!(v.len(), k.len(), "v shape");
+    assert!(start + len <= context, "queries reach past the context");
+    let group = num_heads / num_kv_heads;
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut out = vec![0f32; len * num_heads * d];
+    // One task per (query row, head): output slices are disjoint, inputs shared read-only.
+    out.par_chunks_mut(d).enumerate().for_each_init(Vec::new, |scores, (idx, dst)| {
+        let (i, h) = (idx / num_heads, idx % num_heads);
+        let kv = h / group;
+        let qrow = &q[(h * len + i) * d..(h * len + i + 1) * d];
+        let keys = &k[kv * context * d..];
+        let values = &v[kv * context * d..];
+        let visible = start + i + 1;
+        scores.clear();
+        let mut max = f32::NEG_INFINITY;
+        for j in 0..visible {
+            let s = dot(qrow, &keys[j * d..(j + 1) * d]) * scale;
+            max = max.max(s);
+            scores.push(s);
+        }
+        let mut sum = 0f32;
+        for s in scores.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let inv = 1.0 / sum;
+        for (j, p) in scores.iter().enumerate() {
+            let w = p * inv;
+            for (o, x) in dst.iter_mut().zip(&values[j * d..(j + 1) * d]) {
+                *o = w.mul_add(*x, *o);
+            }
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Naive f64 attention as an independent check.
+    fn naive(q: &[f32], k: &[f32], v: &[f32], dm: AttentionDims) -> Vec<f32> {
+        let d = dm.head_dim;
+        let mut out = vec![0f32; dm.len * dm.num_heads * d];
+        for h in 0..dm.num_heads {
+            let kv = h / (dm.num_heads / dm.num_kv_heads);
+            for i in 0..dm.len {
+                let qr = &q[(h * dm.len + i) * d..][..d];
+                let vis = dm.start + i + 1;
+                let s: Vec<f64> = (0..vis)
+                    .map(|j| {
+                        let kr = &k[(kv * dm.context + j) * d..][..d];
+                        qr.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..d {
+                    let val: f64 = (0..vis).map(|j| e[j] / z * v[(kv * dm.context + j) * d + c] as f64).sum();
+                    out[(i * dm.num_heads + h) * d + c] = val as f32;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_naive_attention_on_odd_shapes() {
+        let dm = AttentionDims { num_heads: 6, num_kv_heads: 2, head_dim: 13, len: 5, context: 9, start: 4 };
+        let q = data(6 * 5 * 13, 1);
+        let k = data(2 * 9 * 13, 2);
+        let v = data(2 * 9 * 13, 3);
+        let a = causal_attention_rows(&q, &k, &v, dm);
+        let b = naive(&q, &k, &v, dm);
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn rows_are_bit_identical_however_the_queries_are_chunked() {
+        let (h, kvh, d, ctx) = (4, 2, 16, 12);
+        let q = data(h * ctx * d, 7);
+        let k = data(kvh * ctx * d, 8);
+        let v = data(kvh * ctx * d, 9);
+        let whole = causal_attention_rows(&q, &k, &v, AttentionDims { num_heads: h, num_kv_heads: kvh, head_dim: d, len: ctx, context: ctx, start: 0 });
+        // The last 3 queries as their own chunk.
+        let mut q_tail = Vec::new();
+        for hh in 0..h {
+            q_tail.extend_from_slice(&q[(hh * ctx + 9) * d..(hh * ctx + 12) * d]);
+        }
+        let tail = causal_attention_rows(&q_tail, &k, &v, AttentionDims { num_heads: h, num_kv_heads: kvh, head_dim: d, len: 3, context: ctx, start: 9 });
+        let width = h * d;
+        assert_eq!(&whole[9 * width..], &tail[..], "chunked rows differ");
+    }
+}
