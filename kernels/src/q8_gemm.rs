@@ -1,0 +1,546 @@
+//! Q8_0 × f32 matmul for prefill, bit-identical to candle's generic CPU path.
+//!
+//! candle 0.11.1's `QMatMul::forward` with a Q8_0 weight and f32 input, when the weight is not
+//! repacked (see [`PackedQ8_0::matches_candle`]), computes every output as follows:
+//! 1. Each activation row is quantized to Q8_0 blocks of 32: `d = amax / 127`,
+//!    `q = round(x * (1 / d)) as i8` (0 when `d == 0`), and `d` is stored as f16.
+//! 2. With AVX2 and FMA detected at run time (`vec_dot_q8_0_q8_0` in candle's `avx.rs`), a dot
+//!    product of a weight row and an activation row keeps eight f32 lanes. For each block, lane
+//!    `l` receives the exact integer sum of the four products at bytes `4l..4l+4` (the
+//!    `maddubs`/`madd` pairs never saturate for Q8_0 operands), converted to f32, and
+//!    accumulates `lane = fma(wd * ad, lane_sum, lane)`, where `wd * ad` is the f32 product of
+//!    the two f16 scales. The blocks run in order, and the lanes are summed at the end as
+//!    `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`.
+//! 3. Without AVX2+FMA, a scalar loop: `sum += (isum as f32 * wd) * ad`, block by block.
+//!
+//! [`PackedQ8_0::matmul`] computes the same numbers with an int8 GEMM: each activation row is
+//! quantized once, the weights are repacked once so that one AVX-512 VNNI `vpdpbusd` yields the
+//! eight lane sums of two output columns, and a register-blocked microkernel reuses each weight
+//! load across several rows. Only the order in which outputs are computed differs from candle;
+//! the arithmetic of each output is the same operation for operation.
+//!
+//! `vpdpbusd` multiplies unsigned by signed bytes, so the weights are stored offset by +128 and
+//! the accumulator starts at `-128 * (sum of the four activation bytes)`, which cancels the
+//! offset exactly in integer arithmetic.
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use half::f16;
+use rayon::prelude::*;
+
+/// Values per Q8_0 block.
+pub const Q8_0_BLOCK: usize = 32;
+/// Bytes per Q8_0 block: an f16 scale and 32 signed bytes.
+const Q8_0_BLOCK_BYTES: usize = 2 + Q8_0_BLOCK;
+/// candle repacks Q8_0 weights (and quantizes activations differently) when `k` is a multiple
+/// of this and `n` a multiple of [`CANDLE_REPACK_TILE_N`], on CPUs with AVX-VNNI or AVX-512 VNNI.
+const CANDLE_REPACK_K: usize = 256;
+const CANDLE_REPACK_TILE_N: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Q8GemmError {
+    #[error("k = {k} is not a multiple of the Q8_0 block size {Q8_0_BLOCK}")]
+    KNotBlockMultiple { k: usize },
+    #[error("expected {expected} bytes of Q8_0 blocks for [{n}, {k}], got {got}")]
+    WeightBytes {
+        n: usize,
+        k: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("expected {expected} activation values ({m} rows of {k}), got {got}")]
+    ActivationLen {
+        m: usize,
+        k: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("the weight is {dtype:?}, not Q8_0")]
+    NotQ8_0 { dtype: GgmlDType },
+    #[error("the weight must be two-dimensional [n, k], got {dims:?}")]
+    NotMatrix { dims: Vec<usize> },
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+impl Q8GemmError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::KNotBlockMultiple { .. } => "k_not_block_multiple",
+            Self::WeightBytes { .. } => "weight_bytes",
+            Self::ActivationLen { .. } => "activation_len",
+            Self::NotQ8_0 { .. } => "not_q8_0",
+            Self::NotMatrix { .. } => "not_matrix",
+            Self::Candle(_) => "candle",
+        }
+    }
+}
+
+/// One block of two output columns: for each lane `l`, the four bytes `4l..4l+4` of column
+/// `2c` then of column `2c + 1`, all offset by +128.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct PairBlock([u8; 64]);
+
+/// A Q8_0 weight `[n, k]` repacked for [`PackedQ8_0::matmul`] (about 1.1 bytes per weight).
+#[derive(Clone)]
+pub struct PackedQ8_0 {
+    n: usize,
+    k: usize,
+    /// `[n_pairs][k_blocks]`; an odd `n` is padded with a zero column.
+    pairs: Vec<PairBlock>,
+    /// `[n_pairs][k_blocks][2]`: the f16 scales of the two columns, as f32.
+    scales: Vec<[f32; 2]>,
+}
+
+impl std::fmt::Debug for PackedQ8_0 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedQ8_0")
+            .field("n", &self.n)
+            .field("k", &self.k)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PackedQ8_0 {
+    /// Repacks raw Q8_0 blocks (`n` rows of `k / 32` blocks, 34 bytes each: a little-endian f16
+    /// scale and 32 `i8`), as `QTensor::data` returns them for a `[n, k]` weight.
+    pub fn from_blocks(raw: &[u8], n: usize, k: usize) -> Result<Self, Q8GemmError> {
+        if !k.is_multiple_of(Q8_0_BLOCK) {
+            return Err(Q8GemmError::KNotBlockMultiple { k });
+        }
+        let kb = k / Q8_0_BLOCK;
+        let expected = n * kb * Q8_0_BLOCK_BYTES;
+        if raw.len() != expected {
+            return Err(Q8GemmError::WeightBytes {
+                n,
+                k,
+                expected,
+                got: raw.len(),
+            });
+        }
+        let n_pairs = n.div_ceil(2);
+        let mut pairs = vec![PairBlock([128; 64]); n_pairs * kb];
+        let mut scales = vec![[0f32; 2]; n_pairs * kb];
+        for col in 0..n {
+            let (pair, half) = (col / 2, col % 2);
+            for b in 0..kb {
+                let off = (col * kb + b) * Q8_0_BLOCK_BYTES;
+                let block = &raw[off..off + Q8_0_BLOCK_BYTES];
+                scales[pair * kb + b][half] = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                let dst = &mut pairs[pair * kb + b].0;
+                for (i, &q) in block[2..].iter().enumerate() {
+                    let (lane, byte) = (i / 4, i % 4);
+                    dst[lane * 8 + half * 4 + byte] = (q as i8 as i16 + 128) as u8;
+                }
+            }
+        }
+        Ok(Self {
+            n,
+            k,
+            pairs,
+            scales,
+        })
+    }
+
+    /// Repacks a CPU `QTensor` of dtype Q8_0 and shape `[n, k]`.
+    pub fn from_qtensor(q: &QTensor) -> Result<Self, Q8GemmError> {
+        if q.dtype() != GgmlDType::Q8_0 {
+            return Err(Q8GemmError::NotQ8_0 { dtype: q.dtype() });
+        }
+        let &[n, k] = q.shape().dims() else {
+            return Err(Q8GemmError::NotMatrix {
+                dims: q.shape().dims().to_vec(),
+            });
+        };
+        Self::from_blocks(&q.data()?, n, k)
+    }
+
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Whether candle's `QMatMul::forward` computes this shape with the generic path that
+    /// [`Self::matmul`] reproduces. Otherwise (`k` a multiple of 256 and `n` of 16) candle
+    /// repacks the weight and quantizes the activations to Q8_K on CPUs with VNNI, which rounds
+    /// differently; the caller should use candle there.
+    pub fn matches_candle(n: usize, k: usize) -> bool {
+        !(k.is_multiple_of(CANDLE_REPACK_K) && n.is_multiple_of(CANDLE_REPACK_TILE_N))
+    }
+
+    /// `x`: `m` rows of `k` f32, row-major → `m` rows of `n` f32, equal bit for bit to candle's
+    /// generic Q8_0 CPU matmul (see the module docs).
+    pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, Q8GemmError> {
+        let expected = m * self.k;
+        if x.len() != expected {
+            return Err(Q8GemmError::ActivationLen {
+                m,
+                k: self.k,
+                expected,
+                got: x.len(),
+            });
+        }
+        Ok(self.matmul_on(Path::detect(), x, m))
+    }
+
+    /// [`Self::matmul`] on a given path; `x` has been checked.
+    fn matmul_on(&self, path: Path, x: &[f32], m: usize) -> Vec<f32> {
+        let mut out = vec![0f32; m * self.n];
+        if m == 0 || self.n == 0 {
+            return out;
+        }
+        match path {
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512Vnni => gemm_vnni(self, x, m, &mut out),
+            Path::Lanes => scalar_matmul(self, x, &mut out, true),
+            Path::Scalar => scalar_matmul(self, x, &mut out, false),
+        }
+        out
+    }
+
+    /// [`Self::matmul`] on a contiguous f32 CPU tensor `[.., k]` → `[.., n]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, Q8GemmError> {
+        let dims = x.dims();
+        let m = dims[..dims.len().saturating_sub(1)].iter().product();
+        let flat = x.flatten_all()?.to_vec1::<f32>()?;
+        let y = self.matmul(&flat, m)?;
+        let mut out_dims = dims.to_vec();
+        if let Some(last) = out_dims.last_mut() {
+            *last = self.n;
+        }
+        Ok(Tensor::from_vec(y, out_dims, &Device::Cpu)?)
+    }
+
+    fn k_blocks(&self) -> usize {
+        self.k / Q8_0_BLOCK
+    }
+}
+
+/// Which of candle's dot products to reproduce, and how fast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// candle's eight-lane AVX2 arithmetic, computed with AVX-512 VNNI.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+    /// candle's eight-lane AVX2 arithmetic, emulated in scalar code (AVX2 without AVX-512).
+    Lanes,
+    /// candle's scalar fallback (no AVX2+FMA).
+    Scalar,
+}
+
+impl Path {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // candle takes the lane path exactly when AVX2 and FMA are detected at run time.
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                if is_x86_feature_detected!("avx512f")
+                    && is_x86_feature_detected!("avx512bw")
+                    && is_x86_feature_detected!("avx512vnni")
+                {
+                    return Self::Avx512Vnni;
+                }
+                return Self::Lanes;
+            }
+        }
+        Self::Scalar
+    }
+}
+
+/// One activation row quantized to Q8_0 as candle does it: `(qs, d)` per block.
+fn quantize_block(xs: &[f32], qs: &mut [i8; Q8_0_BLOCK]) -> f32 {
+    let amax = xs.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &x) in qs.iter_mut().zip(xs) {
+        *q = (x * id).round() as i8;
+    }
+    f16::from_f32(d).to_f32()
+}
+
+/// candle's final reduction of the eight lanes (`hsum_float_8`).
+fn hsum8(l: [f32; 8]) -> f32 {
+    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+/// The reference: candle's per-output arithmetic, one output at a time.
+fn scalar_matmul(w: &PackedQ8_0, x: &[f32], out: &mut [f32], lanes: bool) {
+    let (k, n, kb) = (w.k, w.n, w.k_blocks());
+    out.par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(row, out_row)| {
+            let mut qs = vec![[0i8; Q8_0_BLOCK]; kb];
+            let ds: Vec<f32> = (0..kb)
+                .map(|b| quantize_block(&x[row * k + b * 32..row * k + b * 32 + 32], &mut qs[b]))
+                .collect();
+            for (col, o) in out_row.iter_mut().enumerate() {
+                let (pair, half) = (col / 2, col % 2);
+                let mut acc = [0f32; 8];
+                let mut sum = 0f32;
+                for b in 0..kb {
+                    let wq = &w.pairs[pair * kb + b].0;
+                    let wd = w.scales[pair * kb + b][half];
+                    let mut lane_sums = [0i32; 8];
+                    for (l, s) in lane_sums.iter_mut().enumerate() {
+                        for byte in 0..4 {
+                            let wv = wq[l * 8 + half * 4 + byte] as i32 - 128;
+                            *s += wv * qs[b][l * 4 + byte] as i32;
+                        }
+                    }
+                    if lanes {
+                        let d = wd * ds[b];
+                        for (a, &s) in acc.iter_mut().zip(&lane_sums) {
+                            *a = d.mul_add(s as f32, *a);
+                        }
+                    } else {
+                        sum += lane_sums.iter().sum::<i32>() as f32 * wd * ds[b];
+                    }
+                }
+                *o = if lanes { hsum8(acc) } else { sum };
+            }
+        });
+}
+
+#[cfg(target_arch = "x86_64")]
+use vnni::gemm_vnni;
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// One quantized activation block laid out for the microkernel: the 32 bytes with each
+    /// four-byte group repeated (lanes `2l` and `2l + 1` see bytes `4l..4l+4`), and the integer
+    /// start value `-128 * (sum of the group)` per lane that cancels the weight offset.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(64))]
+    pub(super) struct ActBlock {
+        qs: [i8; 64],
+        init: [i32; 16],
+    }
+
+    const ZERO_ACT: ActBlock = ActBlock {
+        qs: [0; 64],
+        init: [0; 16],
+    };
+
+    /// Rows per microkernel call.
+    const MR: usize = 4;
+    /// Column pairs per microkernel call.
+    const NP: usize = 3;
+
+    fn quantize_row(x: &[f32], acts: &mut [ActBlock], ds: &mut [f32]) {
+        let mut qs = [0i8; Q8_0_BLOCK];
+        for ((xs, a), d) in x.chunks_exact(Q8_0_BLOCK).zip(acts).zip(ds) {
+            *d = quantize_block(xs, &mut qs);
+            for l in 0..8 {
+                let group = &qs[l * 4..l * 4 + 4];
+                a.qs[l * 8..l * 8 + 4].copy_from_slice(group);
+                a.qs[l * 8 + 4..l * 8 + 8].copy_from_slice(group);
+                let s = -128 * group.iter().map(|&q| q as i32).sum::<i32>();
+                a.init[2 * l] = s;
+                a.init[2 * l + 1] = s;
+            }
+        }
+    }
+
+    /// Rows of one tile, quantized.
+    struct Acts<'a> {
+        blocks: &'a [ActBlock],
+        ds: &'a [f32],
+    }
+
+    pub(in super::super) fn gemm_vnni(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+        let (k, n, kb) = (w.k, w.n, w.k_blocks());
+        let mut blocks = vec![ZERO_ACT; m * kb];
+        let mut ds = vec![0f32; m * kb];
+        blocks
+            .par_chunks_mut(kb)
+            .zip(ds.par_chunks_mut(kb))
+            .zip(x.par_chunks(k))
+            .for_each(|((a, d), xr)| quantize_row(xr, a, d));
+
+        // Rows per task: enough quantized activations to fill about half of a 1 MiB L2, so
+        // that each weight column pair is read from memory once per tile.
+        let row_bytes = kb * (std::mem::size_of::<ActBlock>() + 4);
+        let tile_rows = ((512 * 1024) / row_bytes).clamp(MR, 256) / MR * MR;
+        let threads = rayon::current_num_threads().max(1);
+        let row_tiles = m.div_ceil(tile_rows);
+        let n_pairs = n.div_ceil(2);
+        if row_tiles >= 2 * threads || n_pairs < 2 * NP * threads {
+            out.par_chunks_mut(tile_rows * n)
+                .enumerate()
+                .for_each(|(t, out_tile)| {
+                    let r0 = t * tile_rows;
+                    let rows = out_tile.len() / n;
+                    let acts = Acts {
+                        blocks: &blocks[r0 * kb..(r0 + rows) * kb],
+                        ds: &ds[r0 * kb..(r0 + rows) * kb],
+                    };
+                    tile(w, &acts, rows, 0..n_pairs, out_tile, n);
+                });
+        } else {
+            // Few rows: split the columns instead, into per-task buffers copied out after.
+            let chunk_pairs = n_pairs.div_ceil(2 * threads).div_ceil(NP) * NP;
+            let parts: Vec<(usize, Vec<f32>)> = (0..n_pairs.div_ceil(chunk_pairs))
+                .into_par_iter()
+                .map(|c| {
+                    let p0 = c * chunk_pairs;
+                    let p1 = (p0 + chunk_pairs).min(n_pairs);
+                    let cols = (2 * p1).min(n) - 2 * p0;
+                    let mut buf = vec![0f32; m * cols];
+                    let acts = Acts {
+                        blocks: &blocks,
+                        ds: &ds,
+                    };
+                    tile(w, &acts, m, p0..p1, &mut buf, cols);
+                    (2 * p0, buf)
+                })
+                .collect();
+            for (c0, buf) in parts {
+                let cols = buf.len() / m;
+                for (row, src) in buf.chunks_exact(cols).enumerate() {
+                    out[row * n + c0..row * n + c0 + cols].copy_from_slice(src);
+                }
+            }
+        }
+    }
+
+    /// All `rows` of `acts` against column pairs `pairs`; `out` holds `rows` rows of `stride`
+    /// floats whose first column is column pair `pairs.start`'s first column.
+    fn tile(
+        w: &PackedQ8_0,
+        acts: &Acts<'_>,
+        rows: usize,
+        pairs: std::ops::Range<usize>,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let kb = w.k_blocks();
+        let mut p = pairs.start;
+        while p < pairs.end {
+            let np = (pairs.end - p).min(NP);
+            let mut r = 0;
+            while r < rows {
+                let mr = (rows - r).min(MR);
+                let mut lanes = [[[0f32; 16]; NP]; MR];
+                let job = Job {
+                    w,
+                    acts,
+                    row: r,
+                    pair: p,
+                    kb,
+                };
+                // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
+                // `gemm_vnni` was called; the indices are in bounds by construction of `tile`.
+                unsafe {
+                    match (mr, np) {
+                        (4, 3) => micro::<4, 3>(&job, &mut lanes),
+                        (4, 2) => micro::<4, 2>(&job, &mut lanes),
+                        (4, 1) => micro::<4, 1>(&job, &mut lanes),
+                        (3, 3) => micro::<3, 3>(&job, &mut lanes),
+                        (3, 2) => micro::<3, 2>(&job, &mut lanes),
+                        (3, 1) => micro::<3, 1>(&job, &mut lanes),
+                        (2, 3) => micro::<2, 3>(&job, &mut lanes),
+                        (2, 2) => micro::<2, 2>(&job, &mut lanes),
+                        (2, 1) => micro::<2, 1>(&job, &mut lanes),
+                        (1, 3) => micro::<1, 3>(&job, &mut lanes),
+                        (1, 2) => micro::<1, 2>(&job, &mut lanes),
+                        _ => micro::<1, 1>(&job, &mut lanes),
+                    }
+                }
+                for (i, row_lanes) in lanes.iter().enumerate().take(mr) {
+                    let out_row = &mut out[(r + i) * stride..(r + i + 1) * stride];
+                    for (j, l) in row_lanes.iter().enumerate().take(np) {
+                        for half in 0..2 {
+                            let col = 2 * (p + j - pairs.start) + half;
+                            if col < stride && 2 * (p + j) + half < w.n {
+                                let mut eight = [0f32; 8];
+                                for (e, lane) in eight.iter_mut().enumerate() {
+                                    *lane = l[2 * e + half];
+                                }
+                                out_row[col] = hsum8(eight);
+                            }
+                        }
+                    }
+                }
+                r += mr;
+            }
+            p += np;
+        }
+    }
+
+    struct Job<'a> {
+        w: &'a PackedQ8_0,
+        acts: &'a Acts<'a>,
+        /// First row within `acts`.
+        row: usize,
+        /// First column pair.
+        pair: usize,
+        kb: usize,
+    }
+
+    /// `R` rows × `P` column pairs over all blocks; writes the 16 f32 lanes of each pair.
+    ///
+    /// # Safety
+    /// The CPU must support avx512f, avx512bw and avx512vnni; `job.row + R` rows and
+    /// `job.pair + P` column pairs must exist.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn micro<const R: usize, const P: usize>(
+        job: &Job<'_>,
+        lanes: &mut [[[f32; 16]; NP]; MR],
+    ) {
+        let kb = job.kb;
+        let acts = &job.acts.blocks[job.row * kb..(job.row + R) * kb];
+        let ads = &job.acts.ds[job.row * kb..(job.row + R) * kb];
+        let wq = &job.w.pairs[job.pair * kb..(job.pair + P) * kb];
+        let ws = &job.w.scales[job.pair * kb..(job.pair + P) * kb];
+        let mut acc = [[_mm512_setzero_ps(); P]; R];
+        for b in 0..kb {
+            let mut wv = [_mm512_setzero_si512(); P];
+            let mut wd = [_mm512_setzero_ps(); P];
+            for j in 0..P {
+                // SAFETY: `PairBlock` is 64 bytes; unaligned loads accept any address.
+                wv[j] = unsafe { _mm512_loadu_si512(wq[j * kb + b].0.as_ptr().cast()) };
+                let [d0, d1] = ws[j * kb + b];
+                // Lanes alternate between the pair's two columns.
+                wd[j] = _mm512_castpd_ps(_mm512_set1_pd(f64::from_bits(
+                    (d0.to_bits() as u64) | ((d1.to_bits() as u64) << 32),
+                )));
+            }
+            for i in 0..R {
+                let a = &acts[i * kb + b];
+                // SAFETY: both fields are 64 bytes.
+                let (av, init) = unsafe {
+                    (
+                        _mm512_loadu_si512(a.qs.as_ptr().cast()),
+                        _mm512_loadu_si512(a.init.as_ptr().cast()),
+                    )
+                };
+                let ad = _mm512_set1_ps(ads[i * kb + b]);
+                for j in 0..P {
+                    let sums = _mm512_dpbusd_epi32(init, wv[j], av);
+                    let d = _mm512_mul_ps(wd[j], ad);
+                    acc[i][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i][j]);
+                }
+            }
+        }
+        for i in 0..R {
+            for j in 0..P {
+                // SAFETY: the destination is 16 f32.
+                unsafe { _mm512_storeu_ps(lanes[i][j].as_mut_ptr(), acc[i][j]) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "q8_gemm_tests.rs"]
+mod tests;
