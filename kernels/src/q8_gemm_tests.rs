@@ -32,8 +32,8 @@ impl Rng {
                 let x = match kind {
                     0 => 0.0,
                     1 => (self.next_u64() % 9) as f32 - 4.0,
-                    _ if self.next_u64() % 50 == 0 => self.unit() * scale * 300.0,
-                    _ if self.next_u64() % 20 == 0 => 0.0,
+                    _ if self.next_u64().is_multiple_of(50) => self.unit() * scale * 300.0,
+                    _ if self.next_u64().is_multiple_of(20) => 0.0,
                     _ => self.unit() * scale,
                 };
                 v.push(x);
