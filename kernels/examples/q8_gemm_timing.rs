@@ -47,10 +47,10 @@ fn main() -> anyhow::Result<()> {
             "m={m} k={k} n={n}: candle {t_candle:.2} ms, ours {t_ours:.2} ms, {:.2}x, \
              bit-identical: {same} (candle path {})",
             t_candle / t_ours,
-            if PackedQ8_0::matches_candle(n, k) {
-                "generic"
-            } else {
+            if PackedQ8_0::candle_repacks(n, k) {
                 "repacked"
+            } else {
+                "generic"
             }
         );
     }

@@ -1,7 +1,8 @@
 //! Q8_0 × f32 matmul for prefill, bit-identical to candle's generic CPU path.
 //!
 //! candle 0.11.1's `QMatMul::forward` with a Q8_0 weight and f32 input, when the weight is not
-//! repacked (see [`PackedQ8_0::matches_candle`]), computes every output as follows:
+//! repacked (see [`PackedQ8_0::candle_repacks`] for the other case, which is reproduced too),
+//! computes every output as follows:
 //! 1. Each activation row is quantized to Q8_0 blocks of 32: `d = amax / 127`,
 //!    `q = round(x * (1 / d)) as i8` (0 when `d == 0`), and `d` is stored as f16.
 //! 2. With AVX2 and FMA detected at run time (`vec_dot_q8_0_q8_0` in candle's `avx.rs`), a dot
@@ -92,6 +93,23 @@ pub struct PackedQ8_0 {
     pairs: Vec<PairBlock>,
     /// `[n_pairs][k_blocks][2]`: the f16 scales of the two columns, as f32.
     scales: Vec<[f32; 2]>,
+    /// Set instead of `pairs` where candle repacks the weight ([`PackedQ8_0::candle_repacks`]).
+    tiles: Option<Tiles>,
+}
+
+/// One block of 16 output columns in candle's repacked order: for each group `g` of four
+/// values, the four bytes of each column in turn, offset by +128.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct TileBlock([u8; 16 * Q8_0_BLOCK]);
+
+/// The weight in 16-column tiles, for candle's repacked arithmetic.
+#[derive(Clone)]
+struct Tiles {
+    /// `[n / 16][k_blocks]`.
+    qs: Vec<TileBlock>,
+    /// `[n / 16][k_blocks]`: the 16 columns' scales, as f32.
+    scales: Vec<[f32; 16]>,
 }
 
 impl std::fmt::Debug for PackedQ8_0 {
@@ -120,6 +138,9 @@ impl PackedQ8_0 {
                 got: raw.len(),
             });
         }
+        if Self::candle_repacks(n, k) {
+            return Ok(Self::tiled(raw, n, k));
+        }
         let n_pairs = n.div_ceil(2);
         let mut pairs = vec![PairBlock([128; 64]); n_pairs * kb];
         let mut scales = vec![[0f32; 2]; n_pairs * kb];
@@ -141,7 +162,34 @@ impl PackedQ8_0 {
             k,
             pairs,
             scales,
+            tiles: None,
         })
+    }
+
+    fn tiled(raw: &[u8], n: usize, k: usize) -> Self {
+        let kb = k / Q8_0_BLOCK;
+        let n_tiles = n / CANDLE_REPACK_TILE_N;
+        let mut qs = vec![TileBlock([0; 16 * Q8_0_BLOCK]); n_tiles * kb];
+        let mut scales = vec![[0f32; 16]; n_tiles * kb];
+        for col in 0..n {
+            let (t, r) = (col / 16, col % 16);
+            for b in 0..kb {
+                let off = (col * kb + b) * Q8_0_BLOCK_BYTES;
+                let block = &raw[off..off + Q8_0_BLOCK_BYTES];
+                scales[t * kb + b][r] = f16::from_le_bytes([block[0], block[1]]).to_f32();
+                let dst = &mut qs[t * kb + b].0;
+                for (i, &q) in block[2..].iter().enumerate() {
+                    dst[(i / 4) * 64 + r * 4 + i % 4] = (q as i8 as i16 + 128) as u8;
+                }
+            }
+        }
+        Self {
+            n,
+            k,
+            pairs: Vec::new(),
+            scales: Vec::new(),
+            tiles: Some(Tiles { qs, scales }),
+        }
     }
 
     /// Repacks a CPU `QTensor` of dtype Q8_0 and shape `[n, k]`.
@@ -167,12 +215,26 @@ impl PackedQ8_0 {
         self.k
     }
 
-    /// Whether candle's `QMatMul::forward` computes this shape with the generic path that
-    /// [`Self::matmul`] reproduces. Otherwise (`k` a multiple of 256 and `n` of 16) candle
-    /// repacks the weight and quantizes the activations to Q8_K on CPUs with VNNI, which rounds
-    /// differently; the caller should use candle there.
-    pub fn matches_candle(n: usize, k: usize) -> bool {
-        !(k.is_multiple_of(CANDLE_REPACK_K) && n.is_multiple_of(CANDLE_REPACK_TILE_N))
+    /// Whether candle's `QMatMul::forward` repacks a `[n, k]` Q8_0 weight on this CPU: `k` a
+    /// multiple of 256, `n` of 16, and AVX-512 VNNI or AVX-VNNI present. It then quantizes the
+    /// activations to Q8_K (one scale per 256 values) and keeps one f32 accumulator per output,
+    /// `acc = fma(exact_block_dot, wd * ad, acc)` block by block; [`Self::matmul`] follows it.
+    ///
+    /// candle also honours `MISTRALRS_FORCE_AVX2=1` (and `MISTRALRS_FORCE_AVXVNNI=1`) from the
+    /// environment here; with `MISTRALRS_FORCE_AVX2=1` it takes the generic path instead and
+    /// this packing no longer matches it bit for bit. This library does not read the
+    /// environment.
+    pub fn candle_repacks(n: usize, k: usize) -> bool {
+        if !(k > 0 && k.is_multiple_of(CANDLE_REPACK_K) && n.is_multiple_of(CANDLE_REPACK_TILE_N)) {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
+                || (is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2"))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// `x`: `m` rows of `k` f32, row-major → `m` rows of `n` f32, equal bit for bit to candle's
@@ -194,6 +256,14 @@ impl PackedQ8_0 {
     fn matmul_on(&self, path: Path, x: &[f32], m: usize) -> Vec<f32> {
         let mut out = vec![0f32; m * self.n];
         if m == 0 || self.n == 0 {
+            return out;
+        }
+        if let Some(tiles) = &self.tiles {
+            match path {
+                #[cfg(target_arch = "x86_64")]
+                Path::Avx512Vnni => vnni::gemm_tiles(self, tiles, x, m, &mut out),
+                _ => scalar_tiles(self, tiles, x, &mut out),
+            }
             return out;
         }
         match path {
@@ -304,6 +374,62 @@ fn scalar_matmul(w: &PackedQ8_0, x: &[f32], out: &mut [f32], lanes: bool) {
                     }
                 }
                 *o = if lanes { hsum8(acc) } else { sum };
+            }
+        });
+}
+
+/// Values per Q8_K superblock (candle's activation format on the repacked path).
+const Q8K_BLOCK: usize = 256;
+
+/// One 256-value superblock quantized to Q8_K as candle does it; returns the scale `d` and
+/// writes the values. Unlike Q8_0, the scale follows the signed value of largest magnitude
+/// (the first one, on ties).
+fn quantize_q8k(xs: &[f32], qs: &mut [i8]) -> f32 {
+    let (mut max, mut amax) = (0f32, 0f32);
+    for &x in xs {
+        if amax < x.abs() {
+            amax = x.abs();
+            max = x;
+        }
+    }
+    if amax == 0.0 {
+        qs.fill(0);
+        return 0.0;
+    }
+    let iscale = -127f32 / max;
+    for (q, &x) in qs.iter_mut().zip(xs) {
+        *q = (iscale * x).round().clamp(-128.0, 127.0) as i8;
+    }
+    1.0 / iscale
+}
+
+/// The reference for repacked shapes: one accumulator per output, block by block.
+fn scalar_tiles(w: &PackedQ8_0, tiles: &Tiles, x: &[f32], out: &mut [f32]) {
+    let (k, n, kb) = (w.k, w.n, w.k_blocks());
+    out.par_chunks_mut(n)
+        .enumerate()
+        .for_each(|(row, out_row)| {
+            let xr = &x[row * k..(row + 1) * k];
+            let mut qs = vec![0i8; k];
+            let ds: Vec<f32> = xr
+                .chunks_exact(Q8K_BLOCK)
+                .zip(qs.chunks_exact_mut(Q8K_BLOCK))
+                .map(|(xs, q)| quantize_q8k(xs, q))
+                .collect();
+            for (col, o) in out_row.iter_mut().enumerate() {
+                let (t, r) = (col / 16, col % 16);
+                let mut acc = 0f32;
+                for b in 0..kb {
+                    let wq = &tiles.qs[t * kb + b].0;
+                    let dot: i32 = (0..Q8_0_BLOCK)
+                        .map(|i| {
+                            (wq[(i / 4) * 64 + r * 4 + i % 4] as i32 - 128) * qs[b * 32 + i] as i32
+                        })
+                        .sum();
+                    let d = tiles.scales[t * kb + b][r] * ds[b * Q8_0_BLOCK / Q8K_BLOCK];
+                    acc = (dot as f32).mul_add(d, acc);
+                }
+                *o = acc;
             }
         });
 }

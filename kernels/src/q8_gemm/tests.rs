@@ -85,6 +85,9 @@ fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
 const MS: [usize; 5] = [1, 3, 17, 64, 130];
 const KS: [usize; 3] = [32, 96, 896];
 const NS: [usize; 4] = [16, 33, 128, 896];
+/// Shapes candle repacks (on CPUs with VNNI): `k` a multiple of 256, `n` of 16.
+const REPACKED_KS: [usize; 2] = [256, 768];
+const REPACKED_NS: [usize; 3] = [16, 48, 896];
 
 #[test]
 fn requantizing_a_q8_0_weight_is_lossless() {
@@ -115,7 +118,6 @@ fn matmul_is_bit_identical_to_candle() {
                     m,
                     k,
                 };
-                assert!(PackedQ8_0::matches_candle(n, k));
                 let got = packed.matmul(&sub.x, m).expect("matmul");
                 assert_bits_eq(&got, &candle(&sub), &format!("m={m} k={k} n={n}"));
             }
@@ -196,9 +198,34 @@ fn bad_shapes_are_errors() {
 }
 
 #[test]
+fn repacked_shapes_are_bit_identical_to_candle() {
+    let mut rng = Rng(0xBEEF);
+    for &k in &REPACKED_KS {
+        for &n in &REPACKED_NS {
+            for &m in &MS {
+                let c = case(&mut rng, m, k, n);
+                let packed = PackedQ8_0::from_qtensor(&c.q).expect("pack");
+                let got = packed.matmul(&c.x, m).expect("matmul");
+                let want = candle(&c);
+                assert_bits_eq(&got, &want, &format!("m={m} k={k} n={n}"));
+                // The fast path agrees with the scalar reference of the same arithmetic.
+                let emulated = packed.matmul_on(Path::Lanes, &c.x, m);
+                assert_bits_eq(&emulated, &want, &format!("emulated m={m} k={k} n={n}"));
+            }
+        }
+    }
+}
+
+#[test]
 fn candle_repacks_k_multiple_of_256_with_n_multiple_of_16() {
-    assert!(!PackedQ8_0::matches_candle(896, 4864));
-    assert!(PackedQ8_0::matches_candle(4864, 896));
-    assert!(PackedQ8_0::matches_candle(900, 4864 + 32));
-    assert!(PackedQ8_0::matches_candle(33, 4864));
+    assert!(!PackedQ8_0::candle_repacks(4864, 896));
+    assert!(!PackedQ8_0::candle_repacks(900, 4864 + 32));
+    assert!(!PackedQ8_0::candle_repacks(33, 4864));
+    assert!(!PackedQ8_0::candle_repacks(16, 0));
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        PackedQ8_0::candle_repacks(896, 4864),
+        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")
+            || is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2")
+    );
 }

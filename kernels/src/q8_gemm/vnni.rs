@@ -255,3 +255,179 @@ unsafe fn micro<const R: usize, const P: usize>(job: &Job<'_>, lanes: &mut [[[f3
         }
     }
 }
+
+/// Rows per call of the repacked-path microkernel.
+const MR16: usize = 4;
+/// 16-column tiles per call of the repacked-path microkernel.
+const NT16: usize = 2;
+
+/// Activations quantized to Q8_K, laid out for [`micro16`].
+struct ActsQ8K<'a> {
+    /// `[rows][k]`.
+    qs: &'a [i8],
+    /// `[rows][k / 32]`: `-128 * (sum of the block's values)`, cancelling the weight offset.
+    init: &'a [i32],
+    /// `[rows][k / 256]`.
+    ds: &'a [f32],
+}
+
+/// candle's repacked Q8_0 path (see [`PackedQ8_0::candle_repacks`]), 16 outputs per vector.
+pub(super) fn gemm_tiles(w: &PackedQ8_0, tiles: &Tiles, x: &[f32], m: usize, out: &mut [f32]) {
+    let (k, n, kb) = (w.k, w.n, w.k_blocks());
+    let sb = k / Q8K_BLOCK;
+    let mut qs = vec![0i8; m * k];
+    let mut init = vec![0i32; m * kb];
+    let mut ds = vec![0f32; m * sb];
+    qs.par_chunks_mut(k)
+        .zip(init.par_chunks_mut(kb))
+        .zip(ds.par_chunks_mut(sb))
+        .zip(x.par_chunks(k))
+        .for_each(|(((q, i), d), xr)| {
+            for ((xs, qb), db) in xr
+                .chunks_exact(Q8K_BLOCK)
+                .zip(q.chunks_exact_mut(Q8K_BLOCK))
+                .zip(d)
+            {
+                *db = quantize_q8k(xs, qb);
+            }
+            for (v, qb) in i.iter_mut().zip(q.chunks_exact(Q8_0_BLOCK)) {
+                *v = -128 * qb.iter().map(|&q| q as i32).sum::<i32>();
+            }
+        });
+    let split = Split {
+        m,
+        n,
+        unit_cols: 16,
+        units: n / 16,
+        unit_align: NT16,
+        tile_rows: tile_rows(k + 4 * kb + 4 * sb, MR16),
+    };
+    split.run(out, |rows, units, out, stride| {
+        let acts = ActsQ8K {
+            qs: &qs[rows.start * k..rows.end * k],
+            init: &init[rows.start * kb..rows.end * kb],
+            ds: &ds[rows.start * sb..rows.end * sb],
+        };
+        tile16(w, tiles, &acts, rows.len(), units, out, stride);
+    });
+}
+
+fn tile16(
+    w: &PackedQ8_0,
+    tiles: &Tiles,
+    acts: &ActsQ8K<'_>,
+    rows: usize,
+    units: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let mut t = units.start;
+    while t < units.end {
+        let nt = (units.end - t).min(NT16);
+        let mut r = 0;
+        while r < rows {
+            let mr = (rows - r).min(MR16);
+            let mut res = [[[0f32; 16]; NT16]; MR16];
+            let job = Job16 {
+                k: w.k,
+                tiles,
+                acts,
+                row: r,
+                tile: t,
+            };
+            // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
+            // `gemm_tiles` was called; `r + mr <= rows` and `t + nt <= units.end`.
+            unsafe {
+                match (mr, nt) {
+                    (4, 2) => micro16::<4, 2>(&job, &mut res),
+                    (4, _) => micro16::<4, 1>(&job, &mut res),
+                    (3, 2) => micro16::<3, 2>(&job, &mut res),
+                    (3, _) => micro16::<3, 1>(&job, &mut res),
+                    (2, 2) => micro16::<2, 2>(&job, &mut res),
+                    (2, _) => micro16::<2, 1>(&job, &mut res),
+                    (_, 2) => micro16::<1, 2>(&job, &mut res),
+                    _ => micro16::<1, 1>(&job, &mut res),
+                }
+            }
+            for (i, row_res) in res.iter().enumerate().take(mr) {
+                let c0 = (r + i) * stride + (t - units.start) * 16;
+                for (j, v) in row_res.iter().enumerate().take(nt) {
+                    out[c0 + j * 16..c0 + j * 16 + 16].copy_from_slice(v);
+                }
+            }
+            r += mr;
+        }
+        t += nt;
+    }
+}
+
+struct Job16<'a> {
+    k: usize,
+    tiles: &'a Tiles,
+    acts: &'a ActsQ8K<'a>,
+    row: usize,
+    tile: usize,
+}
+
+/// `R` rows × `T` 16-column tiles over all blocks.
+///
+/// # Safety
+/// The CPU must support avx512f, avx512bw and avx512vnni; rows `job.row + R` and tiles
+/// `job.tile + T` must exist.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn micro16<const R: usize, const T: usize>(
+    job: &Job16<'_>,
+    res: &mut [[[f32; 16]; NT16]; MR16],
+) {
+    let k = job.k;
+    let (kb, sb) = (k / Q8_0_BLOCK, k / Q8K_BLOCK);
+    let qs = &job.acts.qs[job.row * k..(job.row + R) * k];
+    let init = &job.acts.init[job.row * kb..(job.row + R) * kb];
+    let ds = &job.acts.ds[job.row * sb..(job.row + R) * sb];
+    let wq = &job.tiles.qs[job.tile * kb..(job.tile + T) * kb];
+    let ws = &job.tiles.scales[job.tile * kb..(job.tile + T) * kb];
+    let mut acc = [[_mm512_setzero_ps(); T]; R];
+    for b in 0..kb {
+        let mut isum = [[_mm512_setzero_si512(); T]; R];
+        for i in 0..R {
+            for s in isum[i].iter_mut() {
+                *s = _mm512_set1_epi32(init[i * kb + b]);
+            }
+        }
+        for g in 0..Q8_0_BLOCK / 4 {
+            let mut wv = [_mm512_setzero_si512(); T];
+            for (j, v) in wv.iter_mut().enumerate() {
+                // SAFETY: `g * 64 + 64 <= 512`, the size of a `TileBlock`.
+                *v = unsafe { _mm512_loadu_si512(wq[j * kb + b].0.as_ptr().add(g * 64).cast()) };
+            }
+            for (i, row_sums) in isum.iter_mut().enumerate() {
+                let off = i * k + b * Q8_0_BLOCK + g * 4;
+                let four = i32::from_le_bytes([
+                    qs[off] as u8,
+                    qs[off + 1] as u8,
+                    qs[off + 2] as u8,
+                    qs[off + 3] as u8,
+                ]);
+                let a = _mm512_set1_epi32(four);
+                for (s, &wj) in row_sums.iter_mut().zip(&wv) {
+                    *s = _mm512_dpbusd_epi32(*s, wj, a);
+                }
+            }
+        }
+        for i in 0..R {
+            let ad = _mm512_set1_ps(ds[i * sb + b * Q8_0_BLOCK / Q8K_BLOCK]);
+            for j in 0..T {
+                // SAFETY: 16 f32.
+                let wd = unsafe { _mm512_loadu_ps(ws[j * kb + b].as_ptr()) };
+                let d = _mm512_mul_ps(wd, ad);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), d, acc[i][j]);
+            }
+        }
+    }
+    for i in 0..R {
+        for j in 0..T {
+            // SAFETY: the destination is 16 f32.
+            unsafe { _mm512_storeu_ps(res[i][j].as_mut_ptr(), acc[i][j]) };
+        }
+    }
+}
