@@ -60,7 +60,11 @@ pub struct PagedKvStore {
 
 impl PagedKvStore {
     pub fn new(layout: KvLayout) -> Self {
-        let zeros = || (0..layout.num_layers).map(|_| vec![0f32; layout.layer_len()]).collect();
+        let zeros = || {
+            (0..layout.num_layers)
+                .map(|_| vec![0f32; layout.layer_len()])
+                .collect()
+        };
         Self {
             layout,
             keys: zeros(),
@@ -170,7 +174,8 @@ impl PagedKvStore {
                 .enumerate()
                 .for_each(|(h, dst)| {
                     for pos in 0..context {
-                        let slot = block_table[pos / l.block_size] * l.block_size + pos % l.block_size;
+                        let slot =
+                            block_table[pos / l.block_size] * l.block_size + pos % l.block_size;
                         let src = slot * w + h * d;
                         dst[pos * d..(pos + 1) * d].copy_from_slice(&cache[src..src + d]);
                     }
@@ -192,7 +197,11 @@ impl PagedKvStore {
     pub fn layer_tensor(&self, layer: usize, values: bool) -> Result<Tensor, PagedKvError> {
         self.check_layer(layer)?;
         let l = self.layout;
-        let data = if values { &self.values[layer] } else { &self.keys[layer] };
+        let data = if values {
+            &self.values[layer]
+        } else {
+            &self.keys[layer]
+        };
         Ok(Tensor::from_slice(
             data,
             (l.num_blocks * l.block_size, l.num_kv_heads, l.head_dim),

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Result, Tensor};
+use quorum_kernels::PackedQ8_0;
 use quorum_weights::{StoredTensor, TensorStore, WeightsResult};
 
 /// When to run a quantized layer through a dense copy of its weights.
@@ -18,6 +19,13 @@ pub enum MatmulPolicy {
     QuantizedOnly,
     /// Dense f32 GEMM for batches of at least this many rows.
     DenseFromRows(usize),
+    /// For Q8_0 weights on the CPU, an int8 GEMM ([`PackedQ8_0`]) for batches of at least
+    /// `min_rows` f32 rows, bit-identical to the quantized kernel, so greedy outputs stay equal
+    /// to candle's own GGUF models; other weights and smaller batches as `QuantizedOnly`. The
+    /// repacked copy costs about 1.1 bytes per weight. Where candle repacks the weight itself
+    /// (`in` a multiple of 256, `out` of 16, on CPUs with VNNI) the GEMM follows candle's
+    /// repacked arithmetic instead (see [`PackedQ8_0::candle_repacks`]).
+    Int8Prefill { min_rows: usize },
 }
 
 #[derive(Debug, Clone)]
@@ -25,6 +33,7 @@ enum Weight {
     Quantized {
         qmatmul: QMatMul,
         dense: Option<Tensor>,
+        int8: Option<Box<PackedQ8_0>>,
     },
     /// `[out, in]`.
     Dense(Tensor),
@@ -83,12 +92,23 @@ impl Linear {
 
     fn quantized_weight(q: &Arc<QTensor>, policy: MatmulPolicy) -> Result<Weight> {
         let dense = match policy {
-            MatmulPolicy::QuantizedOnly => None,
+            MatmulPolicy::QuantizedOnly | MatmulPolicy::Int8Prefill { .. } => None,
             MatmulPolicy::DenseFromRows(_) => Some(q.dequantize(&q.device())?),
+        };
+        let int8 = match (policy, q.shape().dims()) {
+            (MatmulPolicy::Int8Prefill { .. }, &[n, k])
+                if q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() && k > 0 && n > 0 =>
+            {
+                Some(Box::new(
+                    PackedQ8_0::from_qtensor(q).map_err(candle_core::Error::wrap)?,
+                ))
+            }
+            _ => None,
         };
         Ok(Weight::Quantized {
             qmatmul: QMatMul::from_arc(q.clone())?,
             dense,
+            int8,
         })
     }
 
@@ -100,8 +120,19 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let rows = x.dim(0)?;
         let y = match &self.weight {
-            Weight::Quantized { qmatmul, dense } => match (dense, self.policy) {
-                (Some(w), MatmulPolicy::DenseFromRows(min)) if rows >= min => x.matmul(&w.t()?)?,
+            Weight::Quantized {
+                qmatmul,
+                dense,
+                int8,
+            } => match (dense, int8, self.policy) {
+                (Some(w), _, MatmulPolicy::DenseFromRows(min)) if rows >= min => {
+                    x.matmul(&w.t()?)?
+                }
+                (_, Some(packed), MatmulPolicy::Int8Prefill { min_rows })
+                    if rows >= min_rows && x.dtype() == DType::F32 && x.device().is_cpu() =>
+                {
+                    packed.forward(x).map_err(candle_core::Error::wrap)?
+                }
                 _ => qmatmul.forward(x)?,
             },
             Weight::Dense(w) => x.matmul(&w.t()?)?,
@@ -109,6 +140,54 @@ impl Linear {
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::Device;
+
+    use super::*;
+
+    fn layer(policy: MatmulPolicy, n: usize, k: usize) -> Linear {
+        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu).expect("w");
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).expect("quantize");
+        let bias = Tensor::randn(0f32, 1.0, n, &Device::Cpu).expect("bias");
+        Linear::from_stored(
+            &StoredTensor::Quantized(Arc::new(q)),
+            Some(bias),
+            policy,
+            DType::F32,
+        )
+        .expect("linear")
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        let v = t
+            .flatten_all()
+            .expect("flat")
+            .to_vec1::<f32>()
+            .expect("vec");
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn int8_prefill_is_bit_identical_to_quantized_only() {
+        // Same weights under both policies: build one layer and swap the policy on a copy.
+        for (n, k) in [(48, 96), (33, 64), (32, 256), (16, 512)] {
+            let int8 = layer(MatmulPolicy::Int8Prefill { min_rows: 2 }, n, k);
+            let mut plain = int8.clone();
+            plain.policy = MatmulPolicy::QuantizedOnly;
+            let packed = matches!(&int8.weight, Weight::Quantized { int8: Some(_), .. });
+            assert!(packed, "n={n} k={k}");
+            for rows in [1, 2, 7, 40] {
+                let x = Tensor::randn(0f32, 1.0, (rows, k), &Device::Cpu).expect("x");
+                let got = int8.forward(&x).expect("int8");
+                let want = plain.forward(&x).expect("plain");
+                assert_eq!(got.dims(), &[rows, n]);
+                assert_eq!(bits(&got), bits(&want), "rows={rows} n={n} k={k}");
+            }
         }
     }
 }

@@ -1,0 +1,433 @@
+//! The AVX-512 VNNI microkernels and their tiling over rows, columns and threads.
+
+use super::*;
+use std::arch::x86_64::*;
+
+/// One quantized activation block laid out for the microkernel: the 32 bytes with each
+/// four-byte group repeated (lanes `2l` and `2l + 1` see bytes `4l..4l+4`), and the integer
+/// start value `-128 * (sum of the group)` per lane that cancels the weight offset.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(super) struct ActBlock {
+    qs: [i8; 64],
+    init: [i32; 16],
+}
+
+const ZERO_ACT: ActBlock = ActBlock {
+    qs: [0; 64],
+    init: [0; 16],
+};
+
+/// Rows per microkernel call.
+const MR: usize = 4;
+/// Column pairs per microkernel call.
+const NP: usize = 3;
+
+fn quantize_row(x: &[f32], acts: &mut [ActBlock], ds: &mut [f32]) {
+    let mut qs = [0i8; Q8_0_BLOCK];
+    for ((xs, a), d) in x.chunks_exact(Q8_0_BLOCK).zip(acts).zip(ds) {
+        *d = quantize_block(xs, &mut qs);
+        for l in 0..8 {
+            let group = &qs[l * 4..l * 4 + 4];
+            a.qs[l * 8..l * 8 + 4].copy_from_slice(group);
+            a.qs[l * 8 + 4..l * 8 + 8].copy_from_slice(group);
+            let s = -128 * group.iter().map(|&q| q as i32).sum::<i32>();
+            a.init[2 * l] = s;
+            a.init[2 * l + 1] = s;
+        }
+    }
+}
+
+/// Rows of one tile, quantized.
+struct Acts<'a> {
+    blocks: &'a [ActBlock],
+    ds: &'a [f32],
+}
+
+pub(super) fn gemm_vnni(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+    let (k, n, kb) = (w.k, w.n, w.k_blocks());
+    let mut blocks = vec![ZERO_ACT; m * kb];
+    let mut ds = vec![0f32; m * kb];
+    blocks
+        .par_chunks_mut(kb)
+        .zip(ds.par_chunks_mut(kb))
+        .zip(x.par_chunks(k))
+        .for_each(|((a, d), xr)| quantize_row(xr, a, d));
+
+    let row_bytes = kb * (std::mem::size_of::<ActBlock>() + 4);
+    let split = Split {
+        m,
+        n,
+        unit_cols: 2,
+        units: n.div_ceil(2),
+        unit_align: NP,
+        tile_rows: tile_rows(row_bytes, MR),
+    };
+    split.run(out, |rows, units, out, stride| {
+        let acts = Acts {
+            blocks: &blocks[rows.start * kb..rows.end * kb],
+            ds: &ds[rows.start * kb..rows.end * kb],
+        };
+        tile(w, &acts, rows.len(), units, out, stride);
+    });
+}
+
+/// Rows per task: enough quantized activations to fill about half of a 1 MiB L2, so that
+/// each weight column unit is read from memory once per row tile.
+fn tile_rows(row_bytes: usize, mr: usize) -> usize {
+    ((512 * 1024) / row_bytes).clamp(mr, 256) / mr * mr
+}
+
+/// How an `m × n` output is cut into tasks: row tiles when there are enough of them for the
+/// threads, otherwise column chunks (each computed into its own buffer and copied out).
+struct Split {
+    m: usize,
+    n: usize,
+    /// Output columns per column unit (the last unit may be partial).
+    unit_cols: usize,
+    units: usize,
+    /// Column chunks are a multiple of this many units.
+    unit_align: usize,
+    tile_rows: usize,
+}
+
+impl Split {
+    /// `work(rows, units, out, stride)` fills `out`: `rows.len()` rows of `stride` floats whose
+    /// first column is unit `units.start`'s first column.
+    fn run<F>(&self, out: &mut [f32], work: F)
+    where
+        F: Fn(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32], usize) + Sync,
+    {
+        let (m, n, tile_rows) = (self.m, self.n, self.tile_rows);
+        let threads = rayon::current_num_threads().max(1);
+        if m.div_ceil(tile_rows) >= 2 * threads || self.units < 2 * self.unit_align * threads {
+            out.par_chunks_mut(tile_rows * n)
+                .enumerate()
+                .for_each(|(t, out_tile)| {
+                    let r0 = t * tile_rows;
+                    let rows = out_tile.len() / n;
+                    work(r0..r0 + rows, 0..self.units, out_tile, n);
+                });
+            return;
+        }
+        let chunk = self.units.div_ceil(2 * threads).div_ceil(self.unit_align) * self.unit_align;
+        let parts: Vec<(usize, Vec<f32>)> = (0..self.units.div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                let u0 = c * chunk;
+                let u1 = (u0 + chunk).min(self.units);
+                let c0 = u0 * self.unit_cols;
+                let cols = (u1 * self.unit_cols).min(n) - c0;
+                let mut buf = vec![0f32; m * cols];
+                work(0..m, u0..u1, &mut buf, cols);
+                (c0, buf)
+            })
+            .collect();
+        for (c0, buf) in parts {
+            let cols = buf.len() / m;
+            for (row, src) in buf.chunks_exact(cols).enumerate() {
+                out[row * n + c0..row * n + c0 + cols].copy_from_slice(src);
+            }
+        }
+    }
+}
+
+/// All `rows` of `acts` against column pairs `pairs`; `out` holds `rows` rows of `stride`
+/// floats whose first column is column pair `pairs.start`'s first column.
+fn tile(
+    w: &PackedQ8_0,
+    acts: &Acts<'_>,
+    rows: usize,
+    pairs: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let kb = w.k_blocks();
+    let mut p = pairs.start;
+    while p < pairs.end {
+        let np = (pairs.end - p).min(NP);
+        let mut r = 0;
+        while r < rows {
+            let mr = (rows - r).min(MR);
+            let mut lanes = [[[0f32; 16]; NP]; MR];
+            let job = Job {
+                w,
+                acts,
+                row: r,
+                pair: p,
+                kb,
+            };
+            // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
+            // `gemm_vnni` was called; the indices are in bounds by construction of `tile`.
+            unsafe {
+                match (mr, np) {
+                    (4, 3) => micro::<4, 3>(&job, &mut lanes),
+                    (4, 2) => micro::<4, 2>(&job, &mut lanes),
+                    (4, 1) => micro::<4, 1>(&job, &mut lanes),
+                    (3, 3) => micro::<3, 3>(&job, &mut lanes),
+                    (3, 2) => micro::<3, 2>(&job, &mut lanes),
+                    (3, 1) => micro::<3, 1>(&job, &mut lanes),
+                    (2, 3) => micro::<2, 3>(&job, &mut lanes),
+                    (2, 2) => micro::<2, 2>(&job, &mut lanes),
+                    (2, 1) => micro::<2, 1>(&job, &mut lanes),
+                    (1, 3) => micro::<1, 3>(&job, &mut lanes),
+                    (1, 2) => micro::<1, 2>(&job, &mut lanes),
+                    _ => micro::<1, 1>(&job, &mut lanes),
+                }
+            }
+            for (i, row_lanes) in lanes.iter().enumerate().take(mr) {
+                let out_row = &mut out[(r + i) * stride..(r + i + 1) * stride];
+                for (j, l) in row_lanes.iter().enumerate().take(np) {
+                    for half in 0..2 {
+                        let col = 2 * (p + j - pairs.start) + half;
+                        if col < stride && 2 * (p + j) + half < w.n {
+                            let mut eight = [0f32; 8];
+                            for (e, lane) in eight.iter_mut().enumerate() {
+                                *lane = l[2 * e + half];
+                            }
+                            out_row[col] = hsum8(eight);
+                        }
+                    }
+                }
+            }
+            r += mr;
+        }
+        p += np;
+    }
+}
+
+struct Job<'a> {
+    w: &'a PackedQ8_0,
+    acts: &'a Acts<'a>,
+    /// First row within `acts`.
+    row: usize,
+    /// First column pair.
+    pair: usize,
+    kb: usize,
+}
+
+/// `R` rows × `P` column pairs over all blocks; writes the 16 f32 lanes of each pair.
+///
+/// # Safety
+/// The CPU must support avx512f, avx512bw and avx512vnni; `job.row + R` rows and
+/// `job.pair + P` column pairs must exist.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn micro<const R: usize, const P: usize>(job: &Job<'_>, lanes: &mut [[[f32; 16]; NP]; MR]) {
+    let kb = job.kb;
+    let acts = &job.acts.blocks[job.row * kb..(job.row + R) * kb];
+    let ads = &job.acts.ds[job.row * kb..(job.row + R) * kb];
+    let wq = &job.w.pairs[job.pair * kb..(job.pair + P) * kb];
+    let ws = &job.w.scales[job.pair * kb..(job.pair + P) * kb];
+    let mut acc = [[_mm512_setzero_ps(); P]; R];
+    for b in 0..kb {
+        let mut wv = [_mm512_setzero_si512(); P];
+        let mut wd = [_mm512_setzero_ps(); P];
+        for j in 0..P {
+            // SAFETY: `PairBlock` is 64 bytes; unaligned loads accept any address.
+            wv[j] = unsafe { _mm512_loadu_si512(wq[j * kb + b].0.as_ptr().cast()) };
+            let [d0, d1] = ws[j * kb + b];
+            // Lanes alternate between the pair's two columns.
+            wd[j] = _mm512_castpd_ps(_mm512_set1_pd(f64::from_bits(
+                (d0.to_bits() as u64) | ((d1.to_bits() as u64) << 32),
+            )));
+        }
+        for i in 0..R {
+            let a = &acts[i * kb + b];
+            // SAFETY: both fields are 64 bytes.
+            let (av, init) = unsafe {
+                (
+                    _mm512_loadu_si512(a.qs.as_ptr().cast()),
+                    _mm512_loadu_si512(a.init.as_ptr().cast()),
+                )
+            };
+            let ad = _mm512_set1_ps(ads[i * kb + b]);
+            for j in 0..P {
+                let sums = _mm512_dpbusd_epi32(init, wv[j], av);
+                let d = _mm512_mul_ps(wd[j], ad);
+                acc[i][j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i][j]);
+            }
+        }
+    }
+    for i in 0..R {
+        for j in 0..P {
+            // SAFETY: the destination is 16 f32.
+            unsafe { _mm512_storeu_ps(lanes[i][j].as_mut_ptr(), acc[i][j]) };
+        }
+    }
+}
+
+/// Rows per call of the repacked-path microkernel.
+const MR16: usize = 4;
+/// 16-column tiles per call of the repacked-path microkernel.
+const NT16: usize = 2;
+
+/// Activations quantized to Q8_K, laid out for [`micro16`].
+struct ActsQ8K<'a> {
+    /// `[rows][k]`.
+    qs: &'a [i8],
+    /// `[rows][k / 32]`: `-128 * (sum of the block's values)`, cancelling the weight offset.
+    init: &'a [i32],
+    /// `[rows][k / 256]`.
+    ds: &'a [f32],
+}
+
+/// candle's repacked Q8_0 path (see [`PackedQ8_0::candle_repacks`]), 16 outputs per vector.
+pub(super) fn gemm_tiles(w: &PackedQ8_0, tiles: &Tiles, x: &[f32], m: usize, out: &mut [f32]) {
+    let (k, n, kb) = (w.k, w.n, w.k_blocks());
+    let sb = k / Q8K_BLOCK;
+    let mut qs = vec![0i8; m * k];
+    let mut init = vec![0i32; m * kb];
+    let mut ds = vec![0f32; m * sb];
+    qs.par_chunks_mut(k)
+        .zip(init.par_chunks_mut(kb))
+        .zip(ds.par_chunks_mut(sb))
+        .zip(x.par_chunks(k))
+        .for_each(|(((q, i), d), xr)| {
+            for ((xs, qb), db) in xr
+                .chunks_exact(Q8K_BLOCK)
+                .zip(q.chunks_exact_mut(Q8K_BLOCK))
+                .zip(d)
+            {
+                *db = quantize_q8k(xs, qb);
+            }
+            for (v, qb) in i.iter_mut().zip(q.chunks_exact(Q8_0_BLOCK)) {
+                *v = -128 * qb.iter().map(|&q| q as i32).sum::<i32>();
+            }
+        });
+    let split = Split {
+        m,
+        n,
+        unit_cols: 16,
+        units: n / 16,
+        unit_align: NT16,
+        tile_rows: tile_rows(k + 4 * kb + 4 * sb, MR16),
+    };
+    split.run(out, |rows, units, out, stride| {
+        let acts = ActsQ8K {
+            qs: &qs[rows.start * k..rows.end * k],
+            init: &init[rows.start * kb..rows.end * kb],
+            ds: &ds[rows.start * sb..rows.end * sb],
+        };
+        tile16(w, tiles, &acts, rows.len(), units, out, stride);
+    });
+}
+
+fn tile16(
+    w: &PackedQ8_0,
+    tiles: &Tiles,
+    acts: &ActsQ8K<'_>,
+    rows: usize,
+    units: std::ops::Range<usize>,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let mut t = units.start;
+    while t < units.end {
+        let nt = (units.end - t).min(NT16);
+        let mut r = 0;
+        while r < rows {
+            let mr = (rows - r).min(MR16);
+            let mut res = [[[0f32; 16]; NT16]; MR16];
+            let job = Job16 {
+                k: w.k,
+                tiles,
+                acts,
+                row: r,
+                tile: t,
+            };
+            // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
+            // `gemm_tiles` was called; `r + mr <= rows` and `t + nt <= units.end`.
+            unsafe {
+                match (mr, nt) {
+                    (4, 2) => micro16::<4, 2>(&job, &mut res),
+                    (4, _) => micro16::<4, 1>(&job, &mut res),
+                    (3, 2) => micro16::<3, 2>(&job, &mut res),
+                    (3, _) => micro16::<3, 1>(&job, &mut res),
+                    (2, 2) => micro16::<2, 2>(&job, &mut res),
+                    (2, _) => micro16::<2, 1>(&job, &mut res),
+                    (_, 2) => micro16::<1, 2>(&job, &mut res),
+                    _ => micro16::<1, 1>(&job, &mut res),
+                }
+            }
+            for (i, row_res) in res.iter().enumerate().take(mr) {
+                let c0 = (r + i) * stride + (t - units.start) * 16;
+                for (j, v) in row_res.iter().enumerate().take(nt) {
+                    out[c0 + j * 16..c0 + j * 16 + 16].copy_from_slice(v);
+                }
+            }
+            r += mr;
+        }
+        t += nt;
+    }
+}
+
+struct Job16<'a> {
+    k: usize,
+    tiles: &'a Tiles,
+    acts: &'a ActsQ8K<'a>,
+    row: usize,
+    tile: usize,
+}
+
+/// `R` rows × `T` 16-column tiles over all blocks.
+///
+/// # Safety
+/// The CPU must support avx512f, avx512bw and avx512vnni; rows `job.row + R` and tiles
+/// `job.tile + T` must exist.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn micro16<const R: usize, const T: usize>(
+    job: &Job16<'_>,
+    res: &mut [[[f32; 16]; NT16]; MR16],
+) {
+    let k = job.k;
+    let (kb, sb) = (k / Q8_0_BLOCK, k / Q8K_BLOCK);
+    let qs = &job.acts.qs[job.row * k..(job.row + R) * k];
+    let init = &job.acts.init[job.row * kb..(job.row + R) * kb];
+    let ds = &job.acts.ds[job.row * sb..(job.row + R) * sb];
+    let wq = &job.tiles.qs[job.tile * kb..(job.tile + T) * kb];
+    let ws = &job.tiles.scales[job.tile * kb..(job.tile + T) * kb];
+    let mut acc = [[_mm512_setzero_ps(); T]; R];
+    for b in 0..kb {
+        let mut isum = [[_mm512_setzero_si512(); T]; R];
+        for i in 0..R {
+            for s in isum[i].iter_mut() {
+                *s = _mm512_set1_epi32(init[i * kb + b]);
+            }
+        }
+        for g in 0..Q8_0_BLOCK / 4 {
+            let mut wv = [_mm512_setzero_si512(); T];
+            for (j, v) in wv.iter_mut().enumerate() {
+                // SAFETY: `g * 64 + 64 <= 512`, the size of a `TileBlock`.
+                *v = unsafe { _mm512_loadu_si512(wq[j * kb + b].0.as_ptr().add(g * 64).cast()) };
+            }
+            for (i, row_sums) in isum.iter_mut().enumerate() {
+                let off = i * k + b * Q8_0_BLOCK + g * 4;
+                let four = i32::from_le_bytes([
+                    qs[off] as u8,
+                    qs[off + 1] as u8,
+                    qs[off + 2] as u8,
+                    qs[off + 3] as u8,
+                ]);
+                let a = _mm512_set1_epi32(four);
+                for (s, &wj) in row_sums.iter_mut().zip(&wv) {
+                    *s = _mm512_dpbusd_epi32(*s, wj, a);
+                }
+            }
+        }
+        for i in 0..R {
+            let ad = _mm512_set1_ps(ds[i * sb + b * Q8_0_BLOCK / Q8K_BLOCK]);
+            for j in 0..T {
+                // SAFETY: 16 f32.
+                let wd = unsafe { _mm512_loadu_ps(ws[j * kb + b].as_ptr()) };
+                let d = _mm512_mul_ps(wd, ad);
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[i][j]), d, acc[i][j]);
+            }
+        }
+    }
+    for i in 0..R {
+        for j in 0..T {
+            // SAFETY: the destination is 16 f32.
+            unsafe { _mm512_storeu_ps(res[i][j].as_mut_ptr(), acc[i][j]) };
+        }
+    }
+}
