@@ -22,9 +22,6 @@ struct Args {
     runs: usize,
     #[arg(long, default_value_t = 64)]
     new_tokens: usize,
-    /// Row threshold for the dense-prefill configuration.
-    #[arg(long, default_value_t = 32)]
-    dense_from_rows: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +60,7 @@ fn main() -> Result<()> {
 
     let mut reference = ReferenceModel::load(&reencoded_copy(&args.model)?)?;
     let quantized = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly)?;
-    let dense = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::DenseFromRows(args.dense_from_rows))?;
+    let int8 = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::Int8Prefill { min_rows: 2 })?;
 
     let (mut r_ref, mut r_q, mut r_d) = (Vec::new(), Vec::new(), Vec::new());
     // Interleave configurations so that machine noise hits all of them alike.
@@ -75,7 +72,7 @@ fn main() -> Result<()> {
             prefill_tps: ids.len() as f64 / prefill,
             decode_tps: (toks.len() - 1) as f64 / (total - prefill),
         });
-        for (model, out) in [(&quantized, &mut r_q), (&dense, &mut r_d)] {
+        for (model, out) in [(&quantized, &mut r_q), (&int8, &mut r_d)] {
             let g = greedy_generate(model, &ids, n, &[], |_| {})?;
             out.push(Speed {
                 prefill_tps: ids.len() as f64 / g.prefill_secs,
@@ -85,8 +82,8 @@ fn main() -> Result<()> {
     }
     let base = summarize("candle-transformers quantized reference", &r_ref, ids.len());
     let q = summarize("quorum quantized", &r_q, ids.len());
-    let d = summarize("quorum dense-prefill", &r_d, ids.len());
-    for (name, s) in [("quorum quantized", q), ("quorum dense-prefill", d)] {
+    let d = summarize("quorum int8-prefill (default)", &r_d, ids.len());
+    for (name, s) in [("quorum quantized", q), ("quorum int8-prefill (default)", d)] {
         println!(
             "{name}: prefill {:.2}x, decode {:.2}x the reference",
             s.prefill_tps / base.prefill_tps,

@@ -94,12 +94,15 @@ mod tests {
     #[test]
     fn kernel_matches_candle_reference() {
         let dev = Device::Cpu;
-        let q = Tensor::randn(0f32, 1.0, (6, 5, 16), &dev).unwrap();
-        let k = Tensor::randn(0f32, 1.0, (2, 9, 16), &dev).unwrap();
-        let v = Tensor::randn(0f32, 1.0, (2, 9, 16), &dev).unwrap();
-        let a = causal_attention(&q, &k, &v, 4).unwrap();
-        let b = causal_attention_reference(&q, &k, &v, 4).unwrap();
-        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(diff < 1e-5, "max diff {diff}");
+        // (heads, kv heads, dim, len, start): odd shapes, then the real models' shapes.
+        for (h, kvh, d, len, start) in [(6, 2, 16, 5, 4), (9, 3, 64, 37, 0), (14, 2, 64, 1, 40), (14, 2, 64, 20, 7)] {
+            let q = (Tensor::randn(0f32, 1.0, (h, len, d), &dev).unwrap() * 3.0).unwrap();
+            let k = (Tensor::randn(0f32, 1.0, (kvh, start + len, d), &dev).unwrap() * 3.0).unwrap();
+            let v = Tensor::randn(0f32, 1.0, (kvh, start + len, d), &dev).unwrap();
+            let a = causal_attention(&q, &k, &v, start).unwrap();
+            let b = causal_attention_reference(&q, &k, &v, start).unwrap();
+            let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(diff < 1e-4, "max diff {diff} for {:?}", (h, kvh, d, len, start));
+        }
     }
 }

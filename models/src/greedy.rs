@@ -29,9 +29,19 @@ pub fn greedy_generate(
     prompt: &[u32],
     max_new: usize,
     stop: &[u32],
+    on_token: impl FnMut(u32),
+) -> ModelResult<GreedyOutput> {
+    greedy_generate_with_cache(model, DenseKvCache::new(), prompt, (max_new, stop), on_token)
+}
+
+/// [`greedy_generate`] with a given (empty) cache, e.g. one using the row-wise attention kernel.
+pub fn greedy_generate_with_cache(
+    model: &DecoderModel,
+    mut cache: DenseKvCache,
+    prompt: &[u32],
+    (max_new, stop): (usize, &[u32]),
     mut on_token: impl FnMut(u32),
 ) -> ModelResult<GreedyOutput> {
-    let mut cache = DenseKvCache::new();
     let start = std::time::Instant::now();
     let logits = model.forward(
         prompt,

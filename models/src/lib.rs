@@ -27,5 +27,5 @@ pub use decoder::{DecoderModel, LoadOptions};
 pub use dense_cache::DenseKvCache;
 pub use device::parse_device;
 pub use error::{ModelError, ModelResult};
-pub use greedy::{GreedyOutput, greedy_generate};
+pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};

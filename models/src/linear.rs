@@ -7,18 +7,17 @@ use candle_core::{DType, Module, Result, Tensor};
 use quorum_kernels::PackedQ8_0;
 use quorum_weights::{StoredTensor, TensorStore, WeightsResult};
 
-/// When to run a quantized layer through a dense copy of its weights.
+/// Which kernel runs a quantized layer.
 ///
-/// candle's quantized CPU matmul quantizes the activations and runs one dot product per output
-/// (fast for decode, bandwidth-bound); a dense f32 GEMM is several times faster once many rows
-/// share each weight read (prefill). The dense copy costs 4 bytes per weight of memory.
+/// candle's quantized CPU matmul quantizes the activations and runs one dot product per output:
+/// right for decode (one row, bandwidth-bound), slow for prefill, where many rows could share each
+/// weight read. (A dense f32 copy of the weights was tried for prefill: 1.4x faster, 4 bytes per
+/// weight, and not bit-identical, so it was dropped for the int8 GEMM below.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MatmulPolicy {
     /// Always the quantized kernel: bit-compatible with candle's own GGUF models.
     #[default]
     QuantizedOnly,
-    /// Dense f32 GEMM for batches of at least this many rows.
-    DenseFromRows(usize),
     /// For Q8_0 weights on the CPU, an int8 GEMM ([`PackedQ8_0`]) for batches of at least
     /// `min_rows` f32 rows, bit-identical to the quantized kernel, so greedy outputs stay equal
     /// to candle's own GGUF models; other weights and smaller batches as `QuantizedOnly`. The
@@ -32,7 +31,6 @@ pub enum MatmulPolicy {
 enum Weight {
     Quantized {
         qmatmul: QMatMul,
-        dense: Option<Tensor>,
         int8: Option<Box<PackedQ8_0>>,
     },
     /// `[out, in]`.
@@ -91,10 +89,6 @@ impl Linear {
     }
 
     fn quantized_weight(q: &Arc<QTensor>, policy: MatmulPolicy) -> Result<Weight> {
-        let dense = match policy {
-            MatmulPolicy::QuantizedOnly | MatmulPolicy::Int8Prefill { .. } => None,
-            MatmulPolicy::DenseFromRows(_) => Some(q.dequantize(&q.device())?),
-        };
         let int8 = match (policy, q.shape().dims()) {
             (MatmulPolicy::Int8Prefill { .. }, &[n, k])
                 if q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() && k > 0 && n > 0 =>
@@ -107,7 +101,6 @@ impl Linear {
         };
         Ok(Weight::Quantized {
             qmatmul: QMatMul::from_arc(q.clone())?,
-            dense,
             int8,
         })
     }
@@ -120,15 +113,8 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let rows = x.dim(0)?;
         let y = match &self.weight {
-            Weight::Quantized {
-                qmatmul,
-                dense,
-                int8,
-            } => match (dense, int8, self.policy) {
-                (Some(w), _, MatmulPolicy::DenseFromRows(min)) if rows >= min => {
-                    x.matmul(&w.t()?)?
-                }
-                (_, Some(packed), MatmulPolicy::Int8Prefill { min_rows })
+            Weight::Quantized { qmatmul, int8 } => match (int8, self.policy) {
+                (Some(packed), MatmulPolicy::Int8Prefill { min_rows })
                     if rows >= min_rows && x.dtype() == DType::F32 && x.device().is_cpu() =>
                 {
                     packed.forward(x).map_err(candle_core::Error::wrap)?

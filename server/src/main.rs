@@ -38,9 +38,10 @@ enum Command {
         chat: bool,
         #[arg(long, default_value_t = 128)]
         max_tokens: usize,
-        /// Run prefill through dense f32 copies of the weights (faster, more memory).
+        /// Use only candle's quantized matmul (no int8 prefill GEMM); results are identical,
+        /// prefill is slower. For comparisons.
         #[arg(long, default_value_t = false)]
-        dense_prefill: bool,
+        no_int8_prefill: bool,
         /// Print prefill and decode speed to stderr.
         #[arg(long)]
         stats: bool,
@@ -69,7 +70,7 @@ fn main() -> Result<()> {
             prompt,
             chat,
             max_tokens,
-            dense_prefill,
+            no_int8_prefill,
             stats,
         } => {
             let args = GenerateArgs {
@@ -77,7 +78,7 @@ fn main() -> Result<()> {
                 prompt,
                 chat,
                 max_tokens,
-                dense_prefill,
+                no_int8_prefill,
                 stats,
             };
             generate(&dirs, &cli.device, &args)
@@ -95,7 +96,7 @@ struct GenerateArgs {
     prompt: String,
     chat: bool,
     max_tokens: usize,
-    dense_prefill: bool,
+    no_int8_prefill: bool,
     stats: bool,
 }
 
@@ -104,10 +105,10 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
     let path = dirs.resolve(&args.model)?;
     let ckpt = load_checkpoint(&path, &device, candle_core::DType::F32)
         .with_context(|| format!("loading {}", path.display()))?;
-    let policy = if args.dense_prefill {
-        MatmulPolicy::DenseFromRows(32)
-    } else {
+    let policy = if args.no_int8_prefill {
         MatmulPolicy::QuantizedOnly
+    } else {
+        MatmulPolicy::Int8Prefill { min_rows: 2 }
     };
     let model = DecoderModel::load(&ckpt, &device, policy)?;
     let text = if args.chat {

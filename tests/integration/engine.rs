@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::Device;
 use quorum_engine::{EngineConfig, EngineEvent, EngineHandle, FinishReason, GenerateRequest, SamplingParams, spawn_engine};
-use quorum_models::{DecoderModel, MatmulPolicy, greedy_generate};
+use quorum_models::{DecoderModel, DenseKvCache, MatmulPolicy, greedy_generate_with_cache};
 use quorum_tests::{QWEN_05B, SMOLLM2, model_path};
 use quorum_weights::{ChatMessage, load_checkpoint};
 
@@ -73,7 +73,9 @@ fn check_invariance(model: &str, max_new: u32) {
     let ckpt = load_checkpoint(&model_path(model), &Device::Cpu, candle_core::DType::F32).expect("load");
     let dense = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
     for (p, a) in prompts.iter().zip(&alone).take(3) {
-        let g = greedy_generate(&dense, p, max_new as usize, &ckpt.eos_token_ids, |_| {}).expect("greedy");
+        let cache = DenseKvCache::with_rowwise_attention();
+        let g = greedy_generate_with_cache(&dense, cache, p, (max_new as usize, &ckpt.eos_token_ids), |_| {})
+            .expect("greedy");
         assert_eq!(&g.tokens, a, "{model}: paged engine differs from the dense greedy loop");
     }
 
