@@ -32,13 +32,16 @@ fn write_tokenizer(dir: &Path) {
 }
 
 fn write_checkpoint(dir: &Path, arch: &str, seed: u64) {
+    use rand::{Rng, SeedableRng};
     let dev = Device::Cpu;
-    dev.set_seed(seed).expect("seed");
+    // candle cannot seed its CPU generator: draw the weights from a seeded generator here.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let hd = HIDDEN / HEADS;
     let mut t: HashMap<String, Tensor> = HashMap::new();
-    let mut put = |name: String, shape: &[usize], scale: f64| {
-        let x = (Tensor::randn(0f32, 1.0, shape, &dev).expect("randn") * scale).expect("scale");
-        t.insert(name, x);
+    let mut put = |name: String, shape: &[usize], scale: f32| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale * 1.7).collect();
+        t.insert(name, Tensor::from_vec(v, shape, &dev).expect("tensor"));
     };
     put("model.embed_tokens.weight".into(), &[VOCAB, HIDDEN], 0.5);
     put("lm_head.weight".into(), &[VOCAB, HIDDEN], 0.1);
