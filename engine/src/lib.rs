@@ -7,6 +7,13 @@
 //! ([`StopChecker`]) and incremental detokenization ([`Detokenizer`]).
 
 pub mod block_pool;
+mod config;
+mod engine_error;
+mod handle;
+mod paged_attention;
+mod request;
+mod runner;
+mod stats;
 pub mod block_table;
 mod detokenizer;
 pub mod ids;
@@ -19,6 +26,12 @@ pub mod scheduler;
 pub mod step;
 mod stop;
 
+pub use config::EngineConfig;
+pub use engine_error::EngineError;
+pub use handle::{EngineHandle, ModelInfo, spawn_engine};
+pub use paged_attention::{PagedAttention, SeqBlocks};
+pub use request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
+pub use stats::{EngineStats, Histogram};
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
 pub use detokenizer::{Detokenizer, DetokenizerError};

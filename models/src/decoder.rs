@@ -216,6 +216,10 @@ impl DecoderModel {
             x = self.layer_forward(i, layer, &x, &positions, batch, attention)?;
         }
         let rows = batch.logit_rows();
+        if rows.is_empty() {
+            // Only non-final prefill chunks: their KV is stored, no logits are needed.
+            return Ok(Tensor::zeros((0, self.config.vocab_size), DType::F32, &self.device)?);
+        }
         let rows = Tensor::from_vec(rows.clone(), rows.len(), &self.device)?;
         let x = self.norm.forward(&x.index_select(&rows, 0)?)?;
         Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)

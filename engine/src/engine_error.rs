@@ -1,0 +1,42 @@
+use crate::sampling_params::SamplingParamsError;
+
+/// Why the engine refused or failed a request. Admission errors are returned by `submit`
+/// synchronously so callers can map them to a status at once.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("engine is at capacity ({pending} requests pending, limit {limit})")]
+    QueueFull { pending: usize, limit: usize },
+    #[error("prompt has {n_tokens} tokens plus {max_new_tokens} new tokens, above the limit of {max}")]
+    PromptTooLong {
+        n_tokens: usize,
+        max_new_tokens: usize,
+        max: usize,
+    },
+    #[error("empty prompt")]
+    EmptyPrompt,
+    #[error("invalid sampling parameters: {0}")]
+    InvalidParams(#[from] SamplingParamsError),
+    #[error("unknown adapter `{adapter}`")]
+    UnknownAdapter { adapter: String },
+    #[error("engine is shutting down")]
+    ShuttingDown,
+    #[error("engine configuration: {detail}")]
+    Config { detail: String },
+    #[error("model: {0}")]
+    Model(#[from] quorum_models::ModelError),
+}
+
+impl EngineError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::QueueFull { .. } => "queue_full",
+            Self::PromptTooLong { .. } => "prompt_too_long",
+            Self::EmptyPrompt => "empty_prompt",
+            Self::InvalidParams(_) => "invalid_params",
+            Self::UnknownAdapter { .. } => "unknown_adapter",
+            Self::ShuttingDown => "shutting_down",
+            Self::Config { .. } => "config",
+            Self::Model(e) => e.kind(),
+        }
+    }
+}

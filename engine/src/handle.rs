@@ -1,0 +1,248 @@
+//! The cloneable handle callers hold, and engine start-up.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use candle_core::Device;
+use quorum_kernels::{KvLayout, PagedKvStore};
+use quorum_models::DecoderModel;
+use quorum_weights::ChatTemplate;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use crate::block_pool::blocks_for_budget;
+use crate::config::EngineConfig;
+use crate::engine_error::EngineError;
+use crate::ids::RequestId;
+use crate::request::{EngineEvent, GenerateRequest};
+use crate::runner::Runner;
+use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::stats::EngineStats;
+
+pub(crate) enum Command {
+    Add {
+        id: RequestId,
+        choice: u32,
+        request: GenerateRequest,
+        tx: UnboundedSender<EngineEvent>,
+    },
+    Shutdown,
+}
+
+/// State shared by the handle and the engine thread.
+pub(crate) struct Shared {
+    stats: Mutex<EngineStats>,
+    /// Sequences submitted and not yet finished; admission compares it with `limit`.
+    pending: AtomicUsize,
+    limit: usize,
+    shutting_down: AtomicBool,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn stats(&self) -> MutexGuard<'_, EngineStats> {
+        // A poisoned lock only means a panic elsewhere mid-update; the numbers are still usable.
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn release(&self, n: usize) {
+        self.pending.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// What the handle knows about the model.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub name: String,
+    pub device: String,
+    pub vocab_size: usize,
+    pub max_model_len: usize,
+    pub eos_token_ids: Vec<u32>,
+}
+
+#[derive(Clone)]
+pub struct EngineHandle {
+    commands: SyncSender<Command>,
+    shared: Arc<Shared>,
+    tokenizer: Arc<tokenizers::Tokenizer>,
+    chat_template: Option<Arc<ChatTemplate>>,
+    info: Arc<ModelInfo>,
+}
+
+impl std::fmt::Debug for EngineHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineHandle").field("model", &self.info.name).finish()
+    }
+}
+
+impl EngineHandle {
+    /// Queues a request. Fails fast (never blocks) when the engine is full, the prompt cannot
+    /// fit, or the parameters are invalid. Dropping the receiver cancels the request: its
+    /// blocks are freed at the next step.
+    pub fn submit(&self, req: GenerateRequest) -> Result<UnboundedReceiver<EngineEvent>, EngineError> {
+        if self.shared.shutting_down.load(Ordering::Acquire) {
+            return Err(EngineError::ShuttingDown);
+        }
+        req.params.validate()?;
+        req.params.validate_for_vocab(self.info.vocab_size)?;
+        if req.prompt_tokens.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let max_new = req.params.max_new_tokens as usize;
+        if req.prompt_tokens.len() + max_new > self.info.max_model_len {
+            return Err(EngineError::PromptTooLong {
+                n_tokens: req.prompt_tokens.len(),
+                max_new_tokens: max_new,
+                max: self.info.max_model_len,
+            });
+        }
+        let n = req.params.n.max(1) as usize;
+        let pending = self.shared.pending.fetch_add(n, Ordering::AcqRel);
+        if pending + n > self.shared.limit {
+            self.shared.release(n);
+            return Err(EngineError::QueueFull {
+                pending,
+                limit: self.shared.limit,
+            });
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for choice in 0..n as u32 {
+            let id = RequestId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+            let cmd = Command::Add { id, choice, request: req.clone(), tx: tx.clone() };
+            match self.commands.try_send(cmd) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.shared.release(n - choice as usize);
+                    return Err(EngineError::QueueFull { pending, limit: self.shared.limit });
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    self.shared.release(n - choice as usize);
+                    return Err(EngineError::ShuttingDown);
+                }
+            }
+        }
+        Ok(rx)
+    }
+
+    pub fn tokenizer(&self) -> &Arc<tokenizers::Tokenizer> {
+        &self.tokenizer
+    }
+
+    pub fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.chat_template.as_deref()
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn model_name(&self) -> &str {
+        &self.info.name
+    }
+
+    pub fn device(&self) -> String {
+        self.info.device.clone()
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.shared.stats().clone()
+    }
+
+    /// Stops admitting; the engine finishes in-flight requests (callers cancel by dropping
+    /// receivers) and its thread exits once idle.
+    pub fn shutdown(&self) {
+        self.shared.shutting_down.store(true, Ordering::Release);
+        let _ = self.commands.try_send(Command::Shutdown);
+    }
+}
+
+fn device_label(d: &Device) -> String {
+    match d {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda".into(),
+        Device::Metal(_) => "metal".into(),
+    }
+}
+
+/// Loads the checkpoint and starts the engine thread; returns once the model is loaded and has
+/// run one warm-up step.
+pub fn spawn_engine(
+    config: EngineConfig,
+    checkpoint_path: &Path,
+    device: &Device,
+) -> Result<EngineHandle, EngineError> {
+    let ckpt = quorum_weights::load_checkpoint(checkpoint_path, device, candle_core::DType::F32)
+        .map_err(quorum_models::ModelError::from)?;
+    let model = DecoderModel::load(&ckpt, device, config.matmul_policy)?;
+    let mc = model.config().clone();
+    let layout = KvLayout {
+        num_layers: mc.num_layers,
+        num_blocks: 0,
+        block_size: config.block_size,
+        num_kv_heads: mc.num_kv_heads,
+        head_dim: mc.head_dim,
+    };
+    let num_blocks = blocks_for_budget(
+        config.kv_cache_bytes,
+        layout.bytes_per_token() as u64,
+        config.block_size,
+    )
+    .map_err(|e| EngineError::Config { detail: e.to_string() })?;
+    let layout = KvLayout { num_blocks: num_blocks as usize, ..layout };
+    let max_model_len = config.max_model_len.min(mc.max_position);
+    let scheduler = Scheduler::new(SchedulerConfig {
+        block_size: config.block_size,
+        num_blocks,
+        max_batched_tokens: config.max_batched_tokens,
+        max_running_seqs: config.max_running_seqs,
+        max_waiting: config.max_waiting,
+        max_model_len,
+        enable_prefix_caching: config.enable_prefix_caching,
+    })
+    .map_err(|e| EngineError::Config { detail: e.to_string() })?;
+    warm_up(&model)?;
+    let limit = config.max_running_seqs + config.max_waiting;
+    let shared = Arc::new(Shared {
+        stats: Mutex::new(EngineStats { kv_blocks_total: num_blocks, ..EngineStats::default() }),
+        pending: AtomicUsize::new(0),
+        limit,
+        shutting_down: AtomicBool::new(false),
+        next_id: AtomicU64::new(1),
+    });
+    let tokenizer = Arc::new(ckpt.tokenizer);
+    let info = Arc::new(ModelInfo {
+        name: config.model_name.clone(),
+        device: device_label(device),
+        vocab_size: mc.vocab_size,
+        max_model_len,
+        eos_token_ids: ckpt.eos_token_ids.clone(),
+    });
+    let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
+    let runner = Runner::new(
+        model,
+        PagedKvStore::new(layout),
+        scheduler,
+        shared.clone(),
+        (config.model_name.clone(), ckpt.eos_token_ids, tokenizer.clone()),
+    );
+    std::thread::Builder::new()
+        .name(format!("engine-{}", config.model_name))
+        .spawn(move || runner.run(rx))
+        .map_err(|e| EngineError::Config { detail: format!("cannot start the engine thread: {e}") })?;
+    Ok(EngineHandle {
+        commands: tx,
+        shared,
+        tokenizer,
+        chat_template: ckpt.chat_template.map(Arc::new),
+        info,
+    })
+}
+
+/// One tiny forward pass so the first real request does not pay for lazy initialization.
+fn warm_up(model: &DecoderModel) -> Result<(), EngineError> {
+    let mut cache = quorum_models::DenseKvCache::new();
+    let layout = quorum_models::BatchLayout::from_chunks([(0, 0, 1, true)]);
+    model.forward(&[0], &layout, &mut cache)?;
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! The engine's [`Attention`]: keys/values go into the paged block store at the slots the
+//! scheduler assigned; each chunk then attends over its sequence's gathered context with the
+//! same `causal_attention` the dense cache uses, so paged and dense results agree.
+
+use candle_core::{Result, Tensor};
+use quorum_kernels::PagedKvStore;
+use quorum_models::{Attention, BatchLayout, causal_attention};
+
+/// Where one scheduled sequence's tokens go and what it attends to.
+#[derive(Debug, Clone)]
+pub struct SeqBlocks {
+    /// Flat slot of each new token.
+    pub slots: Vec<usize>,
+    pub block_table: Vec<usize>,
+}
+
+/// Attention for one step. `seqs[i]` describes the chunk whose `seq_slot` is `i`.
+pub struct PagedAttention<'a> {
+    pub store: &'a mut PagedKvStore,
+    pub seqs: &'a [SeqBlocks],
+}
+
+fn kernel_err(e: quorum_kernels::PagedKvError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+impl Attention for PagedAttention<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        let width = self.store.layout().token_width();
+        // Token-major rows for slot writes: [tokens, kv_heads * dim].
+        let rows = |t: &Tensor| -> Result<Vec<f32>> {
+            t.transpose(0, 1)?.contiguous()?.flatten_all()?.to_device(&candle_core::Device::Cpu)?.to_vec1::<f32>()
+        };
+        let (k_rows, v_rows) = (rows(k)?, rows(v)?);
+        let mut outs = Vec::with_capacity(batch.chunks.len());
+        for c in &batch.chunks {
+            let seq = self.seqs.get(c.seq_slot).ok_or_else(|| {
+                candle_core::Error::Msg(format!("no block table for chunk slot {}", c.seq_slot))
+            })?;
+            let range = c.offset * width..(c.offset + c.len) * width;
+            self.store
+                .write(layer, &seq.slots, &k_rows[range.clone()], &v_rows[range])
+                .map_err(kernel_err)?;
+            let (kc, vc) = self
+                .store
+                .gather(layer, &seq.block_table, c.context_len())
+                .map_err(kernel_err)?;
+            let (kc, vc) = (kc.to_device(q.device())?, vc.to_device(q.device())?);
+            let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;
+            outs.push(causal_attention(&qc, &kc, &vc, c.start_position)?);
+        }
+        Tensor::cat(&outs, 0)
+    }
+}

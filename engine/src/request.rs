@@ -1,0 +1,52 @@
+//! What callers hand the engine and what streams back.
+
+use std::time::{Duration, Instant};
+
+use crate::sampling_params::SamplingParams;
+use crate::stop::FinishReason;
+
+/// One generation request: already-tokenized prompt plus sampling settings.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub prompt_tokens: Vec<u32>,
+    pub params: SamplingParams,
+    /// LoRA adapter name; part of the prefix-cache key (KV differs across adapters).
+    pub adapter: Option<String>,
+    /// After this instant the request is cancelled at the next step.
+    pub deadline: Option<Instant>,
+}
+
+/// A streamed event. Every request ends with exactly one `Finished` per choice (unless the
+/// receiver was dropped, which cancels it).
+#[derive(Debug, Clone)]
+pub enum EngineEvent {
+    Token(TokenEvent),
+    Finished(FinishEvent),
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenEvent {
+    /// Which of the request's `n` choices this token belongs to.
+    pub choice: u32,
+    pub token_id: u32,
+    /// Text this token adds (may be empty: held back for a possible stop string, or a stop token).
+    pub text: String,
+    pub logprob: Option<f32>,
+    /// Log-probabilities of the request's `candidate_token_ids` at this step (raw logits).
+    pub candidate_logprobs: Vec<(u32, f32)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct FinishEvent {
+    pub choice: u32,
+    pub reason: FinishReason,
+    /// Text released at the end (held-back text of an unmatched stop-string prefix).
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_tokens: usize,
+    pub ttft: Option<Duration>,
+    pub total: Duration,
+    pub error: Option<String>,
+}

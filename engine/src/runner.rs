@@ -1,0 +1,375 @@
+//! The engine loop: one OS thread per model turning scheduler plans into forward passes.
+//!
+//! Each step: take new requests, drop cancelled or expired ones (their blocks are freed before
+//! planning), plan, run one packed forward pass over every scheduled token, sample, stream, and
+//! commit. A failing request is finished with an error; the loop itself never stops on one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Instant;
+
+use candle_core::Tensor;
+use quorum_kernels::PagedKvStore;
+use quorum_models::{BatchLayout, DecoderModel};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::detokenizer::Detokenizer;
+use crate::handle::{Command, Shared};
+use crate::ids::RequestId;
+use crate::paged_attention::{PagedAttention, SeqBlocks};
+use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
+use crate::sampler::Sampler;
+use crate::scheduler::{NewRequest, Scheduler};
+use crate::step::{StepPlan, StepResult};
+use crate::stop::{FinishReason, StopChecker};
+use crate::prefix_cache::CacheKey;
+
+/// Per-request state the scheduler does not keep.
+struct Active {
+    choice: u32,
+    tx: UnboundedSender<EngineEvent>,
+    sampler: Sampler,
+    stop: StopChecker,
+    detok: Detokenizer,
+    prompt: Vec<u32>,
+    generated: Vec<u32>,
+    submitted: Instant,
+    first_token: Option<Instant>,
+    last_token: Option<Instant>,
+    deadline: Option<Instant>,
+    cached_tokens: Option<usize>,
+    reason: Option<FinishReason>,
+    error: Option<String>,
+}
+
+pub(crate) struct Runner {
+    pub model: DecoderModel,
+    pub store: PagedKvStore,
+    pub scheduler: Scheduler,
+    pub shared: Arc<Shared>,
+    pub model_name: String,
+    pub eos_ids: Vec<u32>,
+    pub tokenizer: Arc<tokenizers::Tokenizer>,
+    active: HashMap<RequestId, Active>,
+    draining: bool,
+}
+
+impl Runner {
+    pub fn new(
+        model: DecoderModel,
+        store: PagedKvStore,
+        scheduler: Scheduler,
+        shared: Arc<Shared>,
+        meta: (String, Vec<u32>, Arc<tokenizers::Tokenizer>),
+    ) -> Self {
+        Self {
+            model,
+            store,
+            scheduler,
+            shared,
+            model_name: meta.0,
+            eos_ids: meta.1,
+            tokenizer: meta.2,
+            active: HashMap::new(),
+            draining: false,
+        }
+    }
+
+    /// Runs until shut down (or every handle is dropped) and no work is left.
+    pub fn run(mut self, commands: Receiver<Command>) {
+        loop {
+            if !self.intake(&commands) {
+                break;
+            }
+            self.reap();
+            if let Err(e) = self.step() {
+                tracing::error!(model = %self.model_name, error = %e, "engine step failed");
+            }
+            self.publish_stats();
+        }
+        tracing::info!(model = %self.model_name, "engine stopped");
+    }
+
+    /// Takes queued commands; blocks when idle. Returns false when the loop should end.
+    fn intake(&mut self, commands: &Receiver<Command>) -> bool {
+        if !self.scheduler.has_work() {
+            if self.draining {
+                return false;
+            }
+            match commands.recv() {
+                Ok(cmd) => self.handle(cmd),
+                Err(_) => return false,
+            }
+        }
+        loop {
+            match commands.try_recv() {
+                Ok(cmd) => self.handle(cmd),
+                Err(TryRecvError::Empty) => return true,
+                Err(TryRecvError::Disconnected) => {
+                    self.draining = true;
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Shutdown => self.draining = true,
+            Command::Add { id, choice, request, tx } => self.add(id, choice, request, tx),
+        }
+    }
+
+    fn add(&mut self, id: RequestId, choice: u32, req: GenerateRequest, tx: UnboundedSender<EngineEvent>) {
+        let new = NewRequest {
+            id,
+            prompt: req.prompt_tokens.clone(),
+            max_new_tokens: req.params.max_new_tokens as usize,
+            cache_key: CacheKey::new(&self.model_name, req.adapter.as_deref()),
+        };
+        let now = Instant::now();
+        if let Err(e) = self.scheduler.add_request(new) {
+            self.shared.release(1);
+            let _ = tx.send(EngineEvent::Finished(FinishEvent {
+                choice,
+                reason: FinishReason::Error,
+                text: String::new(),
+                prompt_tokens: req.prompt_tokens.len(),
+                completion_tokens: 0,
+                cached_tokens: 0,
+                ttft: None,
+                total: now.elapsed(),
+                error: Some(e.to_string()),
+            }));
+            return;
+        }
+        let active = Active {
+            choice,
+            sampler: Sampler::for_choice(&req.params, choice),
+            stop: StopChecker::new(&req.params, &self.eos_ids, &[]),
+            detok: Detokenizer::new(self.tokenizer.clone(), &req.prompt_tokens, true),
+            prompt: req.prompt_tokens,
+            generated: Vec::new(),
+            submitted: now,
+            first_token: None,
+            last_token: None,
+            deadline: req.deadline,
+            cached_tokens: None,
+            reason: None,
+            error: None,
+            tx,
+        };
+        self.active.insert(id, active);
+    }
+
+    /// Cancels requests whose receiver is gone or whose deadline passed, freeing their blocks
+    /// before the next plan.
+    fn reap(&mut self) {
+        let now = Instant::now();
+        let doomed: Vec<(RequestId, bool)> = self
+            .active
+            .iter()
+            .filter_map(|(id, a)| {
+                if a.tx.is_closed() {
+                    Some((*id, false))
+                } else if a.deadline.is_some_and(|d| now >= d) {
+                    Some((*id, true))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (id, expired) in doomed {
+            if let Err(e) = self.scheduler.cancel(id) {
+                tracing::warn!(error = %e, "cancel failed");
+            }
+            if let Some(mut a) = self.active.remove(&id) {
+                let error = expired.then(|| "deadline exceeded".to_string());
+                self.finish(&mut a, FinishReason::Cancelled, error);
+            }
+        }
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        let plan = self.scheduler.plan_step().map_err(|e| e.to_string())?;
+        if plan.is_empty() {
+            return Ok(());
+        }
+        for c in &plan.copies {
+            self.store
+                .copy_block(c.src.index(), c.dst.index(), c.num_tokens)
+                .map_err(|e| e.to_string())?;
+        }
+        match self.forward(&plan) {
+            Ok(logits) => {
+                let results = self.sample(&plan, logits);
+                let finished = self.scheduler.commit(&results).map_err(|e| e.to_string())?;
+                for f in finished {
+                    if let Some(mut a) = self.active.remove(&f.request_id) {
+                        let reason = a.reason.unwrap_or(f.reason);
+                        let error = a.error.take();
+                        self.finish(&mut a, reason, error);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The whole batch failed: finish every request in it, keep the engine alive.
+                for s in &plan.seqs {
+                    let _ = self.scheduler.cancel(s.request_id);
+                    if let Some(mut a) = self.active.remove(&s.request_id) {
+                        self.finish(&mut a, FinishReason::Error, Some(format!("forward pass failed: {e}")));
+                    }
+                }
+                let results: Vec<StepResult> = Vec::new();
+                let _ = self.scheduler.commit(&results);
+                Err(e)
+            }
+        }
+    }
+
+    fn forward(&mut self, plan: &StepPlan) -> Result<Option<Tensor>, String> {
+        let block_size = self.scheduler.config().block_size;
+        let mut tokens = Vec::with_capacity(plan.num_tokens());
+        let mut chunks = Vec::with_capacity(plan.seqs.len());
+        let mut seqs = Vec::with_capacity(plan.seqs.len());
+        for (i, s) in plan.seqs.iter().enumerate() {
+            tokens.extend_from_slice(&s.token_ids);
+            chunks.push((i, s.start_position, s.num_tokens(), s.samples));
+            seqs.push(SeqBlocks {
+                slots: s.slots.iter().map(|sl| sl.flat(block_size) as usize).collect(),
+                block_table: s.block_table.iter().map(|b| b.index()).collect(),
+            });
+            if let Some(a) = self.active.get_mut(&s.request_id) {
+                a.cached_tokens.get_or_insert(s.start_position);
+            }
+        }
+        let layout = BatchLayout::from_chunks(chunks);
+        let mut attn = PagedAttention { store: &mut self.store, seqs: &seqs };
+        let logits = self.model.forward(&tokens, &layout, &mut attn).map_err(|e| e.to_string())?;
+        Ok(Some(logits))
+    }
+
+    fn sample(&mut self, plan: &StepPlan, logits: Option<Tensor>) -> Vec<StepResult> {
+        let rows: Vec<Vec<f32>> = match logits.map(|l| l.to_vec2::<f32>()) {
+            Some(Ok(rows)) => rows,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "reading logits failed");
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let mut rows = rows.into_iter();
+        let now = Instant::now();
+        let mut results = Vec::with_capacity(plan.seqs.len());
+        let mut latencies = Vec::new();
+        for s in &plan.seqs {
+            if !s.samples {
+                results.push(StepResult { request_id: s.request_id, token: None, stop: false });
+                continue;
+            }
+            let row = rows.next();
+            let Some(a) = self.active.get_mut(&s.request_id) else {
+                // Cancelled between plan and commit: the scheduler ignores its result.
+                results.push(StepResult { request_id: s.request_id, token: Some(0), stop: true });
+                continue;
+            };
+            let first = a.first_token.is_none();
+            let prev = a.last_token;
+            let submitted = a.submitted;
+            let (token, stop) = sample_one(a, row, now);
+            if first {
+                latencies.push((true, now - submitted));
+            } else if let Some(p) = prev {
+                latencies.push((false, now - p));
+            }
+            results.push(StepResult { request_id: s.request_id, token: Some(token), stop });
+        }
+        let mut stats = self.shared.stats();
+        for (is_first, d) in latencies {
+            if is_first {
+                stats.ttft.observe(d);
+            } else {
+                stats.inter_token_latency.observe(d);
+            }
+        }
+        results
+    }
+
+    fn finish(&mut self, a: &mut Active, reason: FinishReason, error: Option<String>) {
+        // Held-back text of an unmatched stop-string prefix, then any undecodable tail bytes.
+        let mut released = a.stop.finish(reason).text;
+        if reason != FinishReason::Stop {
+            released.push_str(&a.detok.finish().unwrap_or_default());
+        }
+        let total = a.submitted.elapsed();
+        let _ = a.tx.send(EngineEvent::Finished(FinishEvent {
+            choice: a.choice,
+            reason,
+            text: released,
+            prompt_tokens: a.prompt.len(),
+            completion_tokens: a.generated.len(),
+            cached_tokens: a.cached_tokens.unwrap_or(0),
+            ttft: a.first_token.map(|t| t - a.submitted),
+            total,
+            error,
+        }));
+        self.shared.release(1);
+        let mut stats = self.shared.stats();
+        stats.requests_finished += 1;
+        stats.generation_tokens_total += a.generated.len() as u64;
+        stats.prompt_tokens_total += a.prompt.len() as u64;
+    }
+
+    fn publish_stats(&mut self) {
+        let s = self.scheduler.stats();
+        let mut stats = self.shared.stats();
+        stats.running = s.running;
+        stats.waiting = s.waiting;
+        stats.kv_blocks_used = s.blocks_used;
+        stats.kv_blocks_total = s.blocks_total;
+        stats.prefix_cache_queries = s.prefix_cache.queried_tokens;
+        stats.prefix_cache_hits = s.prefix_cache.hit_tokens;
+        stats.preemptions = s.preemptions;
+        stats.steps += 1;
+    }
+}
+
+/// Samples one sequence's next token, streams it, and says whether it stops.
+fn sample_one(a: &mut Active, row: Option<Vec<f32>>, now: Instant) -> (u32, bool) {
+    let Some(mut row) = row else {
+        a.reason = Some(FinishReason::Error);
+        a.error = Some("no logits for this sequence".into());
+        return (0, true);
+    };
+    match a.sampler.sample(&mut row, &a.generated, &a.prompt) {
+        Ok(out) => {
+            a.generated.push(out.token);
+            a.first_token.get_or_insert(now);
+            a.last_token = Some(now);
+            let delta = a.detok.step(out.token).unwrap_or_default();
+            let step = a.stop.step(out.token, &delta);
+            let _ = a.tx.send(EngineEvent::Token(TokenEvent {
+                choice: a.choice,
+                token_id: out.token,
+                text: step.text,
+                logprob: out.logprob,
+                candidate_logprobs: out.candidate_logprobs,
+            }));
+            match step.finish {
+                Some(FinishReason::Length) => (out.token, false),
+                Some(r) => {
+                    a.reason = Some(r);
+                    (out.token, true)
+                }
+                None => (out.token, false),
+            }
+        }
+        Err(e) => {
+            a.reason = Some(FinishReason::Error);
+            a.error = Some(e.to_string());
+            (0, true)
+        }
+    }
+}
