@@ -215,12 +215,13 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
             }
             generated.push(t);
             // Decode the whole tail so multi-byte characters split across tokens print whole.
-            if let Ok(text) = ckpt.tokenizer.decode(&generated, true) {
-                if text.len() > printed && !text.ends_with('\u{fffd}') {
-                    let _ = stdout.write_all(text[printed..].as_bytes());
-                    let _ = stdout.flush();
-                    printed = text.len();
-                }
+            if let Ok(text) = ckpt.tokenizer.decode(&generated, true)
+                && text.len() > printed
+                && !text.ends_with('\u{fffd}')
+            {
+                let _ = stdout.write_all(&text.as_bytes()[printed..]);
+                let _ = stdout.flush();
+                printed = text.len();
             }
         },
     )?;
@@ -229,7 +230,7 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
         .decode(&generated, true)
         .map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
     if text.len() > printed {
-        stdout.write_all(text[printed..].as_bytes())?;
+        stdout.write_all(&text.as_bytes()[printed..])?;
     }
     writeln!(stdout)?;
     if args.stats {

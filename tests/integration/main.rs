@@ -1,4 +1,8 @@
 //! One integration test binary (fast to link): real models against their references.
 
 mod gguf_parity;
+mod server_inference;
+mod server_lifecycle;
+mod server_support;
+mod server_text2sql;
 mod tokenizer;
