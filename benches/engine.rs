@@ -10,7 +10,10 @@ use std::time::Instant;
 use anyhow::Result;
 use candle_core::Device;
 use clap::Parser;
-use quorum_engine::{EngineConfig, EngineEvent, EngineHandle, FinishEvent, GenerateRequest, SamplingParams, spawn_engine};
+use quorum_engine::{
+    EngineConfig, EngineEvent, EngineHandle, FinishEvent, GenerateRequest, SamplingParams,
+    spawn_engine,
+};
 use quorum_tests::{QWEN_05B, ReferenceModel, long_schema_prompt, model_path, reencoded_copy};
 use quorum_weights::ChatMessage;
 
@@ -26,25 +29,44 @@ struct Args {
 }
 
 const QUESTIONS: &[&str] = &[
-    "How many singers do we have?", "List all stadium names ordered by capacity.",
-    "What is the average age of singers from France?", "Which year had the most concerts?",
-    "Show the names of students older than 20.", "Count the pets of each type.",
-    "Find the youngest teacher's name.", "List the countries with more than two singers.",
-    "What is the total capacity of all stadiums?", "Show employees hired after 2010.",
-    "Which department has the highest budget?", "List the cities and their populations.",
-    "How many flights depart from Aberdeen?", "Find the most expensive product.",
-    "What are the names of the orchestras founded after 2003?", "Count the documents per template.",
+    "How many singers do we have?",
+    "List all stadium names ordered by capacity.",
+    "What is the average age of singers from France?",
+    "Which year had the most concerts?",
+    "Show the names of students older than 20.",
+    "Count the pets of each type.",
+    "Find the youngest teacher's name.",
+    "List the countries with more than two singers.",
+    "What is the total capacity of all stadiums?",
+    "Show employees hired after 2010.",
+    "Which department has the highest budget?",
+    "List the cities and their populations.",
+    "How many flights depart from Aberdeen?",
+    "Find the most expensive product.",
+    "What are the names of the orchestras founded after 2003?",
+    "Count the documents per template.",
 ];
 
 fn chat(h: &EngineHandle, text: &str) -> Vec<u32> {
-    let t = h.chat_template().expect("template").render(&[ChatMessage::new("user", text)], true).expect("render");
-    h.tokenizer().encode(t.as_str(), false).expect("encode").get_ids().to_vec()
+    let t = h
+        .chat_template()
+        .expect("template")
+        .render(&[ChatMessage::new("user", text)], true)
+        .expect("render");
+    h.tokenizer()
+        .encode(t.as_str(), false)
+        .expect("encode")
+        .get_ids()
+        .to_vec()
 }
 
 fn request(tokens: Vec<u32>, n: u32) -> GenerateRequest {
     GenerateRequest {
         prompt_tokens: tokens,
-        params: SamplingParams { max_new_tokens: n, ..SamplingParams::greedy() },
+        params: SamplingParams {
+            max_new_tokens: n,
+            ..SamplingParams::greedy()
+        },
         adapter: None,
         deadline: None,
     }
@@ -60,16 +82,29 @@ fn finish(mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>) -> FinishEv
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let h = spawn_engine(EngineConfig::cpu_default("qwen"), &model_path(QWEN_05B), &Device::Cpu)?;
-    let prompts: Vec<Vec<u32>> = QUESTIONS.iter().cycle().take(args.concurrency).map(|q| chat(&h, q)).collect();
+    let h = spawn_engine(
+        EngineConfig::cpu_default("qwen"),
+        &model_path(QWEN_05B),
+        &Device::Cpu,
+    )?;
+    let prompts: Vec<Vec<u32>> = QUESTIONS
+        .iter()
+        .cycle()
+        .take(args.concurrency)
+        .map(|q| chat(&h, q))
+        .collect();
 
     // Single stream.
     let f = finish(h.submit(request(prompts[0].clone(), args.new_tokens))?);
-    let single_decode = (f.completion_tokens - 1) as f64 / (f.total - f.ttft.unwrap_or_default()).as_secs_f64();
+    let single_decode =
+        (f.completion_tokens - 1) as f64 / (f.total - f.ttft.unwrap_or_default()).as_secs_f64();
 
     // N concurrent.
     let t = Instant::now();
-    let rxs: Vec<_> = prompts.iter().map(|p| h.submit(request(p.clone(), args.new_tokens))).collect::<Result<_, _>>()?;
+    let rxs: Vec<_> = prompts
+        .iter()
+        .map(|p| h.submit(request(p.clone(), args.new_tokens)))
+        .collect::<Result<_, _>>()?;
     let fins: Vec<FinishEvent> = rxs.into_iter().map(finish).collect();
     let wall = t.elapsed().as_secs_f64();
     let generated: usize = fins.iter().map(|f| f.completion_tokens).sum();
@@ -79,19 +114,25 @@ fn main() -> Result<()> {
     let schema = long_schema_prompt();
     let cut = schema.rfind("### Question:").unwrap_or(schema.len());
     let ask = |q: &str| format!("{}### Question: {q}\n### SQL:", &schema[..cut]);
-    let cold = finish(h.submit(request(chat(&h, &ask("How many students are enrolled?")), 1))?);
+    let cold = finish(h.submit(request(
+        chat(&h, &ask("How many students are enrolled?")),
+        1,
+    ))?);
     let warm_prompt = chat(&h, &ask("List the names of all courses."));
     let warm = finish(h.submit(request(warm_prompt.clone(), 1))?);
     let cold_ttft = cold.ttft.unwrap_or_default().as_secs_f64();
     let warm_ttft = warm.ttft.unwrap_or_default().as_secs_f64();
 
-    println!("{}", serde_json::json!({
-        "single_stream_decode_tok_s": single_decode,
-        "concurrency": args.concurrency, "generated_tokens": generated, "wall_s": wall,
-        "aggregate_tok_s": aggregate, "aggregate_over_single": aggregate / single_decode,
-        "prefix_prompt_tokens": warm_prompt.len(), "prefix_cached_tokens": warm.cached_tokens,
-        "cold_ttft_s": cold_ttft, "warm_ttft_s": warm_ttft, "warm_over_cold": warm_ttft / cold_ttft,
-    }));
+    println!(
+        "{}",
+        serde_json::json!({
+            "single_stream_decode_tok_s": single_decode,
+            "concurrency": args.concurrency, "generated_tokens": generated, "wall_s": wall,
+            "aggregate_tok_s": aggregate, "aggregate_over_single": aggregate / single_decode,
+            "prefix_prompt_tokens": warm_prompt.len(), "prefix_cached_tokens": warm.cached_tokens,
+            "cold_ttft_s": cold_ttft, "warm_ttft_s": warm_ttft, "warm_over_cold": warm_ttft / cold_ttft,
+        })
+    );
 
     if !args.no_reference {
         let mut reference = ReferenceModel::load(&reencoded_copy(QWEN_05B)?)?;
@@ -103,11 +144,14 @@ fn main() -> Result<()> {
             ref_tokens += toks.len();
         }
         let ref_wall = t.elapsed().as_secs_f64();
-        println!("{}", serde_json::json!({
-            "reference_sequential_wall_s": ref_wall, "reference_tokens": ref_tokens,
-            "engine_concurrent_wall_s": wall, "engine_tokens": generated,
-            "wall_clock_ratio": ref_wall / wall,
-        }));
+        println!(
+            "{}",
+            serde_json::json!({
+                "reference_sequential_wall_s": ref_wall, "reference_tokens": ref_tokens,
+                "engine_concurrent_wall_s": wall, "engine_tokens": generated,
+                "wall_clock_ratio": ref_wall / wall,
+            })
+        );
     }
     Ok(())
 }

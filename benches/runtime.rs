@@ -54,13 +54,20 @@ fn main() -> Result<()> {
     let ckpt = load_checkpoint(&path, &Device::Cpu, candle_core::DType::F32)?;
     let template = ckpt.chat_template.as_ref().expect("chat template");
     let text = template.render(&[ChatMessage::new("user", &long_schema_prompt())], true)?;
-    let ids = ckpt.tokenizer.encode(text.as_str(), false).map_err(anyhow::Error::msg)?;
+    let ids = ckpt
+        .tokenizer
+        .encode(text.as_str(), false)
+        .map_err(anyhow::Error::msg)?;
     let ids = ids.get_ids().to_vec();
     let n = args.new_tokens;
 
     let mut reference = ReferenceModel::load(&reencoded_copy(&args.model)?)?;
     let quantized = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly)?;
-    let int8 = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::Int8Prefill { min_rows: 2 })?;
+    let int8 = DecoderModel::load(
+        &ckpt,
+        &Device::Cpu,
+        MatmulPolicy::Int8Prefill { min_rows: 2 },
+    )?;
 
     let (mut r_ref, mut r_q, mut r_d) = (Vec::new(), Vec::new(), Vec::new());
     // Interleave configurations so that machine noise hits all of them alike.
@@ -83,7 +90,10 @@ fn main() -> Result<()> {
     let base = summarize("candle-transformers quantized reference", &r_ref, ids.len());
     let q = summarize("quorum quantized", &r_q, ids.len());
     let d = summarize("quorum int8-prefill (default)", &r_d, ids.len());
-    for (name, s) in [("quorum quantized", q), ("quorum int8-prefill (default)", d)] {
+    for (name, s) in [
+        ("quorum quantized", q),
+        ("quorum int8-prefill (default)", d),
+    ] {
         println!(
             "{name}: prefill {:.2}x, decode {:.2}x the reference",
             s.prefill_tps / base.prefill_tps,

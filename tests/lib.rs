@@ -125,7 +125,11 @@ impl ReferenceModel {
 
 impl ReferenceModel {
     /// The reference greedy loop with its prefill time in seconds: (tokens, logits, prefill secs).
-    pub fn greedy_timed(&mut self, prompt: &[u32], max_new: usize) -> Result<(Vec<u32>, Tensor, f64)> {
+    pub fn greedy_timed(
+        &mut self,
+        prompt: &[u32],
+        max_new: usize,
+    ) -> Result<(Vec<u32>, Tensor, f64)> {
         if let Self::Qwen2(m) = self {
             m.clear_kv_cache();
         }
@@ -208,4 +212,3 @@ pub fn long_schema_prompt() -> String {
         values.join("\n")
     )
 }
-

@@ -6,7 +6,9 @@ use crate::sampling_params::SamplingParamsError;
 pub enum EngineError {
     #[error("engine is at capacity ({pending} requests pending, limit {limit})")]
     QueueFull { pending: usize, limit: usize },
-    #[error("prompt has {n_tokens} tokens plus {max_new_tokens} new tokens, above the limit of {max}")]
+    #[error(
+        "prompt has {n_tokens} tokens plus {max_new_tokens} new tokens, above the limit of {max}"
+    )]
     PromptTooLong {
         n_tokens: usize,
         max_new_tokens: usize,

@@ -72,7 +72,9 @@ pub struct EngineHandle {
 
 impl std::fmt::Debug for EngineHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineHandle").field("model", &self.info.name).finish()
+        f.debug_struct("EngineHandle")
+            .field("model", &self.info.name)
+            .finish()
     }
 }
 
@@ -80,7 +82,10 @@ impl EngineHandle {
     /// Queues a request. Fails fast (never blocks) when the engine is full, the prompt cannot
     /// fit, or the parameters are invalid. Dropping the receiver cancels the request: its
     /// blocks are freed at the next step.
-    pub fn submit(&self, req: GenerateRequest) -> Result<UnboundedReceiver<EngineEvent>, EngineError> {
+    pub fn submit(
+        &self,
+        req: GenerateRequest,
+    ) -> Result<UnboundedReceiver<EngineEvent>, EngineError> {
         if self.shared.shutting_down.load(Ordering::Acquire) {
             return Err(EngineError::ShuttingDown);
         }
@@ -109,12 +114,20 @@ impl EngineHandle {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for choice in 0..n as u32 {
             let id = RequestId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
-            let cmd = Command::Add { id, choice, request: req.clone(), tx: tx.clone() };
+            let cmd = Command::Add {
+                id,
+                choice,
+                request: req.clone(),
+                tx: tx.clone(),
+            };
             match self.commands.try_send(cmd) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
                     self.shared.release(n - choice as usize);
-                    return Err(EngineError::QueueFull { pending, limit: self.shared.limit });
+                    return Err(EngineError::QueueFull {
+                        pending,
+                        limit: self.shared.limit,
+                    });
                 }
                 Err(TrySendError::Disconnected(_)) => {
                     self.shared.release(n - choice as usize);
@@ -188,23 +201,35 @@ pub fn spawn_engine(
         layout.bytes_per_token() as u64,
         config.block_size,
     )
-    .map_err(|e| EngineError::Config { detail: e.to_string() })?;
-    let layout = KvLayout { num_blocks: num_blocks as usize, ..layout };
+    .map_err(|e| EngineError::Config {
+        detail: e.to_string(),
+    })?;
+    let layout = KvLayout {
+        num_blocks: num_blocks as usize,
+        ..layout
+    };
     let max_model_len = config.max_model_len.min(mc.max_position);
     let scheduler = Scheduler::new(SchedulerConfig {
         block_size: config.block_size,
         num_blocks,
         max_batched_tokens: config.max_batched_tokens,
         max_running_seqs: config.max_running_seqs,
-        max_waiting: config.max_waiting,
+        // Admission is bounded by the handle (running + waiting); the scheduler's queue must hold
+        // every admitted request, including those that arrive before a step admits them.
+        max_waiting: config.max_running_seqs + config.max_waiting,
         max_model_len,
         enable_prefix_caching: config.enable_prefix_caching,
     })
-    .map_err(|e| EngineError::Config { detail: e.to_string() })?;
+    .map_err(|e| EngineError::Config {
+        detail: e.to_string(),
+    })?;
     warm_up(&model)?;
     let limit = config.max_running_seqs + config.max_waiting;
     let shared = Arc::new(Shared {
-        stats: Mutex::new(EngineStats { kv_blocks_total: num_blocks, ..EngineStats::default() }),
+        stats: Mutex::new(EngineStats {
+            kv_blocks_total: num_blocks,
+            ..EngineStats::default()
+        }),
         pending: AtomicUsize::new(0),
         limit,
         shutting_down: AtomicBool::new(false),
@@ -224,12 +249,18 @@ pub fn spawn_engine(
         PagedKvStore::new(layout),
         scheduler,
         shared.clone(),
-        (config.model_name.clone(), ckpt.eos_token_ids, tokenizer.clone()),
+        (
+            config.model_name.clone(),
+            ckpt.eos_token_ids,
+            tokenizer.clone(),
+        ),
     );
     std::thread::Builder::new()
         .name(format!("engine-{}", config.model_name))
         .spawn(move || runner.run(rx))
-        .map_err(|e| EngineError::Config { detail: format!("cannot start the engine thread: {e}") })?;
+        .map_err(|e| EngineError::Config {
+            detail: format!("cannot start the engine thread: {e}"),
+        })?;
     Ok(EngineHandle {
         commands: tx,
         shared,

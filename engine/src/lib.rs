@@ -7,44 +7,44 @@
 //! ([`StopChecker`]) and incremental detokenization ([`Detokenizer`]).
 
 pub mod block_pool;
+pub mod block_table;
 mod config;
+mod detokenizer;
 mod engine_error;
 mod handle;
-mod paged_attention;
-mod request;
-mod runner;
-mod stats;
-pub mod block_table;
-mod detokenizer;
 pub mod ids;
 pub mod kv_cache;
 mod logits_constraint;
+mod paged_attention;
 pub mod prefix_cache;
+mod request;
+mod runner;
 mod sampler;
 mod sampling_params;
 pub mod scheduler;
+mod stats;
 pub mod step;
 mod stop;
 
-pub use config::EngineConfig;
-pub use engine_error::EngineError;
-pub use handle::{EngineHandle, ModelInfo, spawn_engine};
-pub use paged_attention::{PagedAttention, SeqBlocks};
-pub use request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
-pub use stats::{EngineStats, Histogram};
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
+pub use config::EngineConfig;
 pub use detokenizer::{Detokenizer, DetokenizerError};
+pub use engine_error::EngineError;
+pub use handle::{EngineHandle, ModelInfo, spawn_engine};
 pub use ids::{BlockId, RequestId, SeqId};
 pub use kv_cache::{KvCache, KvCacheError};
 pub use logits_constraint::{AllowedTokens, LogitsConstraint};
+pub use paged_attention::{PagedAttention, SeqBlocks};
 pub use prefix_cache::{
     BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
 };
+pub use request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 pub use sampler::{SampleOutcome, Sampler, SamplerError};
 pub use sampling_params::{
     DEFAULT_MAX_NEW_TOKENS, MAX_N, MAX_STOP_STRINGS, SamplingParams, SamplingParamsError,
 };
 pub use scheduler::{NewRequest, Scheduler, SchedulerConfig, SchedulerError, SchedulerStats};
+pub use stats::{EngineStats, Histogram};
 pub use step::{Finished, ScheduledSeq, StepPlan, StepResult};
 pub use stop::{FinishReason, StopChecker, StopStep};

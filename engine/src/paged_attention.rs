@@ -36,7 +36,11 @@ impl Attention for PagedAttention<'_> {
         let width = self.store.layout().token_width();
         // Token-major rows for slot writes: [tokens, kv_heads * dim].
         let rows = |t: &Tensor| -> Result<Vec<f32>> {
-            t.transpose(0, 1)?.contiguous()?.flatten_all()?.to_device(&candle_core::Device::Cpu)?.to_vec1::<f32>()
+            t.transpose(0, 1)?
+                .contiguous()?
+                .flatten_all()?
+                .to_device(&candle_core::Device::Cpu)?
+                .to_vec1::<f32>()
         };
         let (k_rows, v_rows) = (rows(k)?, rows(v)?);
         let mut outs = Vec::with_capacity(batch.chunks.len());

@@ -18,12 +18,12 @@ use crate::detokenizer::Detokenizer;
 use crate::handle::{Command, Shared};
 use crate::ids::RequestId;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
+use crate::prefix_cache::CacheKey;
 use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 use crate::sampler::Sampler;
 use crate::scheduler::{NewRequest, Scheduler};
 use crate::step::{StepPlan, StepResult};
 use crate::stop::{FinishReason, StopChecker};
-use crate::prefix_cache::CacheKey;
 
 /// Per-request state the scheduler does not keep.
 struct Active {
@@ -117,11 +117,22 @@ impl Runner {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Shutdown => self.draining = true,
-            Command::Add { id, choice, request, tx } => self.add(id, choice, request, tx),
+            Command::Add {
+                id,
+                choice,
+                request,
+                tx,
+            } => self.add(id, choice, request, tx),
         }
     }
 
-    fn add(&mut self, id: RequestId, choice: u32, req: GenerateRequest, tx: UnboundedSender<EngineEvent>) {
+    fn add(
+        &mut self,
+        id: RequestId,
+        choice: u32,
+        req: GenerateRequest,
+        tx: UnboundedSender<EngineEvent>,
+    ) {
         let new = NewRequest {
             id,
             prompt: req.prompt_tokens.clone(),
@@ -194,6 +205,9 @@ impl Runner {
     fn step(&mut self) -> Result<(), String> {
         let plan = self.scheduler.plan_step().map_err(|e| e.to_string())?;
         if plan.is_empty() {
+            // Every plan is committed, even an empty one: the scheduler refuses a new plan while
+            // one is outstanding (this once stalled the engine after cancellations).
+            self.scheduler.commit(&[]).map_err(|e| e.to_string())?;
             return Ok(());
         }
         for c in &plan.copies {
@@ -219,7 +233,11 @@ impl Runner {
                 for s in &plan.seqs {
                     let _ = self.scheduler.cancel(s.request_id);
                     if let Some(mut a) = self.active.remove(&s.request_id) {
-                        self.finish(&mut a, FinishReason::Error, Some(format!("forward pass failed: {e}")));
+                        self.finish(
+                            &mut a,
+                            FinishReason::Error,
+                            Some(format!("forward pass failed: {e}")),
+                        );
                     }
                 }
                 let results: Vec<StepResult> = Vec::new();
@@ -238,7 +256,11 @@ impl Runner {
             tokens.extend_from_slice(&s.token_ids);
             chunks.push((i, s.start_position, s.num_tokens(), s.samples));
             seqs.push(SeqBlocks {
-                slots: s.slots.iter().map(|sl| sl.flat(block_size) as usize).collect(),
+                slots: s
+                    .slots
+                    .iter()
+                    .map(|sl| sl.flat(block_size) as usize)
+                    .collect(),
                 block_table: s.block_table.iter().map(|b| b.index()).collect(),
             });
             if let Some(a) = self.active.get_mut(&s.request_id) {
@@ -246,8 +268,14 @@ impl Runner {
             }
         }
         let layout = BatchLayout::from_chunks(chunks);
-        let mut attn = PagedAttention { store: &mut self.store, seqs: &seqs };
-        let logits = self.model.forward(&tokens, &layout, &mut attn).map_err(|e| e.to_string())?;
+        let mut attn = PagedAttention {
+            store: &mut self.store,
+            seqs: &seqs,
+        };
+        let logits = self
+            .model
+            .forward(&tokens, &layout, &mut attn)
+            .map_err(|e| e.to_string())?;
         Ok(Some(logits))
     }
 
@@ -266,13 +294,21 @@ impl Runner {
         let mut latencies = Vec::new();
         for s in &plan.seqs {
             if !s.samples {
-                results.push(StepResult { request_id: s.request_id, token: None, stop: false });
+                results.push(StepResult {
+                    request_id: s.request_id,
+                    token: None,
+                    stop: false,
+                });
                 continue;
             }
             let row = rows.next();
             let Some(a) = self.active.get_mut(&s.request_id) else {
                 // Cancelled between plan and commit: the scheduler ignores its result.
-                results.push(StepResult { request_id: s.request_id, token: Some(0), stop: true });
+                results.push(StepResult {
+                    request_id: s.request_id,
+                    token: Some(0),
+                    stop: true,
+                });
                 continue;
             };
             let first = a.first_token.is_none();
@@ -284,7 +320,11 @@ impl Runner {
             } else if let Some(p) = prev {
                 latencies.push((false, now - p));
             }
-            results.push(StepResult { request_id: s.request_id, token: Some(token), stop });
+            results.push(StepResult {
+                request_id: s.request_id,
+                token: Some(token),
+                stop,
+            });
         }
         let mut stats = self.shared.stats();
         for (is_first, d) in latencies {

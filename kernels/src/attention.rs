@@ -29,7 +29,10 @@ const LANES: usize = 8;
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = a.len() / LANES * LANES;
-    for (ca, cb) in a[..chunks].chunks_exact(LANES).zip(b[..chunks].chunks_exact(LANES)) {
+    for (ca, cb) in a[..chunks]
+        .chunks_exact(LANES)
+        .zip(b[..chunks].chunks_exact(LANES))
+    {
         for l in 0..LANES {
             acc[l] = ca[l].mul_add(cb[l], acc[l]);
         }
@@ -46,7 +49,14 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// contiguous). Returns `[len, num_heads * head_dim]`. Query row `i` attends to keys
 /// `0..=start + i`; query head `h` reads kv head `h / (num_heads / num_kv_heads)`.
 pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDims) -> Vec<f32> {
-    let AttentionDims { num_heads, num_kv_heads, head_dim: d, len, context, start } = dims;
+    let AttentionDims {
+        num_heads,
+        num_kv_heads,
+        head_dim: d,
+        len,
+        context,
+        start,
+    } = dims;
     assert_eq!(q.len(), num_heads * len * d, "q shape");
     assert_eq!(k.len(), num_kv_heads * context * d, "k shape");
     assert_eq!(v.len(), k.len(), "v shape");
@@ -55,33 +65,35 @@ pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDim
     let scale = 1.0 / (d as f32).sqrt();
     let mut out = vec![0f32; len * num_heads * d];
     // One task per (query row, head): output slices are disjoint, inputs shared read-only.
-    out.par_chunks_mut(d).enumerate().for_each_init(Vec::new, |scores, (idx, dst)| {
-        let (i, h) = (idx / num_heads, idx % num_heads);
-        let kv = h / group;
-        let qrow = &q[(h * len + i) * d..(h * len + i + 1) * d];
-        let keys = &k[kv * context * d..];
-        let values = &v[kv * context * d..];
-        let visible = start + i + 1;
-        scores.clear();
-        let mut max = f32::NEG_INFINITY;
-        for j in 0..visible {
-            let s = dot(qrow, &keys[j * d..(j + 1) * d]) * scale;
-            max = max.max(s);
-            scores.push(s);
-        }
-        let mut sum = 0f32;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
-        let inv = 1.0 / sum;
-        for (j, p) in scores.iter().enumerate() {
-            let w = p * inv;
-            for (o, x) in dst.iter_mut().zip(&values[j * d..(j + 1) * d]) {
-                *o = w.mul_add(*x, *o);
+    out.par_chunks_mut(d)
+        .enumerate()
+        .for_each_init(Vec::new, |scores, (idx, dst)| {
+            let (i, h) = (idx / num_heads, idx % num_heads);
+            let kv = h / group;
+            let qrow = &q[(h * len + i) * d..(h * len + i + 1) * d];
+            let keys = &k[kv * context * d..];
+            let values = &v[kv * context * d..];
+            let visible = start + i + 1;
+            scores.clear();
+            let mut max = f32::NEG_INFINITY;
+            for j in 0..visible {
+                let s = dot(qrow, &keys[j * d..(j + 1) * d]) * scale;
+                max = max.max(s);
+                scores.push(s);
             }
-        }
-    });
+            let mut sum = 0f32;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            let inv = 1.0 / sum;
+            for (j, p) in scores.iter().enumerate() {
+                let w = p * inv;
+                for (o, x) in dst.iter_mut().zip(&values[j * d..(j + 1) * d]) {
+                    *o = w.mul_add(*x, *o);
+                }
+            }
+        });
     out
 }
 
@@ -113,14 +125,20 @@ mod tests {
                 let s: Vec<f64> = (0..vis)
                     .map(|j| {
                         let kr = &k[(kv * dm.context + j) * d..][..d];
-                        qr.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() / (d as f64).sqrt()
+                        qr.iter()
+                            .zip(kr)
+                            .map(|(a, b)| *a as f64 * *b as f64)
+                            .sum::<f64>()
+                            / (d as f64).sqrt()
                     })
                     .collect();
                 let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
                 let z: f64 = e.iter().sum();
                 for c in 0..d {
-                    let val: f64 = (0..vis).map(|j| e[j] / z * v[(kv * dm.context + j) * d + c] as f64).sum();
+                    let val: f64 = (0..vis)
+                        .map(|j| e[j] / z * v[(kv * dm.context + j) * d + c] as f64)
+                        .sum();
                     out[(i * dm.num_heads + h) * d + c] = val as f32;
                 }
             }
@@ -130,7 +148,14 @@ mod tests {
 
     #[test]
     fn matches_naive_attention_on_odd_shapes() {
-        let dm = AttentionDims { num_heads: 6, num_kv_heads: 2, head_dim: 13, len: 5, context: 9, start: 4 };
+        let dm = AttentionDims {
+            num_heads: 6,
+            num_kv_heads: 2,
+            head_dim: 13,
+            len: 5,
+            context: 9,
+            start: 4,
+        };
         let q = data(6 * 5 * 13, 1);
         let k = data(2 * 9 * 13, 2);
         let v = data(2 * 9 * 13, 3);
@@ -147,13 +172,37 @@ mod tests {
         let q = data(h * ctx * d, 7);
         let k = data(kvh * ctx * d, 8);
         let v = data(kvh * ctx * d, 9);
-        let whole = causal_attention_rows(&q, &k, &v, AttentionDims { num_heads: h, num_kv_heads: kvh, head_dim: d, len: ctx, context: ctx, start: 0 });
+        let whole = causal_attention_rows(
+            &q,
+            &k,
+            &v,
+            AttentionDims {
+                num_heads: h,
+                num_kv_heads: kvh,
+                head_dim: d,
+                len: ctx,
+                context: ctx,
+                start: 0,
+            },
+        );
         // The last 3 queries as their own chunk.
         let mut q_tail = Vec::new();
         for hh in 0..h {
             q_tail.extend_from_slice(&q[(hh * ctx + 9) * d..(hh * ctx + 12) * d]);
         }
-        let tail = causal_attention_rows(&q_tail, &k, &v, AttentionDims { num_heads: h, num_kv_heads: kvh, head_dim: d, len: 3, context: ctx, start: 9 });
+        let tail = causal_attention_rows(
+            &q_tail,
+            &k,
+            &v,
+            AttentionDims {
+                num_heads: h,
+                num_kv_heads: kvh,
+                head_dim: d,
+                len: 3,
+                context: ctx,
+                start: 9,
+            },
+        );
         let width = h * d;
         assert_eq!(&whole[9 * width..], &tail[..], "chunked rows differ");
     }

@@ -60,7 +60,12 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Res
 /// positions `start..start+len`, `k`/`v` `[num_kv_heads, start+len, head_dim]`. Query i sees keys
 /// `0..=start+i`. Returns `[len, num_heads * head_dim]`. This is the reference every other
 /// attention path is tested against.
-pub fn causal_attention_reference(q: &Tensor, k: &Tensor, v: &Tensor, start: usize) -> Result<Tensor> {
+pub fn causal_attention_reference(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    start: usize,
+) -> Result<Tensor> {
     let (n_heads, len, head_dim) = q.dims3()?;
     let n_kv = k.dim(0)?;
     let ctx = k.dim(1)?;
@@ -95,14 +100,30 @@ mod tests {
     fn kernel_matches_candle_reference() {
         let dev = Device::Cpu;
         // (heads, kv heads, dim, len, start): odd shapes, then the real models' shapes.
-        for (h, kvh, d, len, start) in [(6, 2, 16, 5, 4), (9, 3, 64, 37, 0), (14, 2, 64, 1, 40), (14, 2, 64, 20, 7)] {
+        for (h, kvh, d, len, start) in [
+            (6, 2, 16, 5, 4),
+            (9, 3, 64, 37, 0),
+            (14, 2, 64, 1, 40),
+            (14, 2, 64, 20, 7),
+        ] {
             let q = (Tensor::randn(0f32, 1.0, (h, len, d), &dev).unwrap() * 3.0).unwrap();
             let k = (Tensor::randn(0f32, 1.0, (kvh, start + len, d), &dev).unwrap() * 3.0).unwrap();
             let v = Tensor::randn(0f32, 1.0, (kvh, start + len, d), &dev).unwrap();
             let a = causal_attention(&q, &k, &v, start).unwrap();
             let b = causal_attention_reference(&q, &k, &v, start).unwrap();
-            let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            assert!(diff < 1e-4, "max diff {diff} for {:?}", (h, kvh, d, len, start));
+            let diff = (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff < 1e-4,
+                "max diff {diff} for {:?}",
+                (h, kvh, d, len, start)
+            );
         }
     }
 }

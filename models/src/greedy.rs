@@ -31,7 +31,13 @@ pub fn greedy_generate(
     stop: &[u32],
     on_token: impl FnMut(u32),
 ) -> ModelResult<GreedyOutput> {
-    greedy_generate_with_cache(model, DenseKvCache::new(), prompt, (max_new, stop), on_token)
+    greedy_generate_with_cache(
+        model,
+        DenseKvCache::new(),
+        prompt,
+        (max_new, stop),
+        on_token,
+    )
 }
 
 /// [`greedy_generate`] with a given (empty) cache, e.g. one using the row-wise attention kernel.

@@ -1,1 +1,12 @@
-//! quorum-proto
+//! quorum-proto: the gRPC API of Quorum (`quorum.v1`), generated from `quorum/v1/*.proto`.
+//!
+//! Only the server, the tests and the benches depend on this crate: the library crates keep
+//! their own domain types, and the server converts between the two in one module.
+
+/// The `quorum.v1` package: messages, enums, clients and servers.
+pub mod v1 {
+    tonic::include_proto!("quorum.v1");
+}
+
+/// The encoded `FileDescriptorSet` of every `quorum.v1` file, for server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("quorum_v1_descriptor");

@@ -1,8 +1,7 @@
 //! `quorum`: the command-line entry point.
 
-mod model_source;
-
 use std::io::Write;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -11,14 +10,15 @@ use quorum_models::{
 };
 use quorum_weights::{ChatMessage, load_checkpoint};
 
-use crate::model_source::ModelDirs;
+use quorum_server::model_source::ModelDirs;
+use quorum_server::{Overrides, RawConfig};
 
 #[derive(Parser, Debug)]
 #[command(name = "quorum", version, about = "Text-to-SQL inference server")]
 struct Cli {
-    /// Device to run on: cpu, cuda or cuda:N.
-    #[arg(long, global = true, default_value = "cpu", env = "QUORUM_DEVICE")]
-    device: String,
+    /// Device to run on: cpu, cuda or cuda:N (default cpu; for `serve`, the config's).
+    #[arg(long, global = true, env = "QUORUM_DEVICE")]
+    device: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,6 +46,9 @@ enum Command {
         #[arg(long)]
         stats: bool,
     },
+    /// Serves the gRPC API (Text2Sql, Inference, Databases, health, reflection) and
+    /// Prometheus metrics. With no config: the default models over Spider's dev databases.
+    Serve(ServeArgs),
     /// Sentence embeddings: prints each vector, or with --similarity the cosine matrix.
     Embed {
         #[arg(long, default_value = "all-minilm-l6-v2")]
@@ -55,6 +58,26 @@ enum Command {
         #[arg(required = true)]
         texts: Vec<String>,
     },
+}
+
+/// `quorum serve` flags; each also reads an environment variable, and both win over the file.
+#[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// TOML configuration file (models by role, databases, pipeline, limits).
+    #[arg(long, env = "QUORUM_CONFIG")]
+    config: Option<PathBuf>,
+    /// gRPC address (default 127.0.0.1:50051).
+    #[arg(long, env = "QUORUM_LISTEN")]
+    listen: Option<String>,
+    /// Prometheus metrics address (default 127.0.0.1:9464; empty disables).
+    #[arg(long, env = "QUORUM_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Require `authorization: Bearer <token>` on the Quorum services.
+    #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+    /// Directory scanned for SQLite databases (default: Spider's dev databases).
+    #[arg(long, env = "QUORUM_DATABASE_DIR")]
+    database_dir: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -75,6 +98,7 @@ fn run() -> Result<()> {
         .init();
     let cli = Cli::parse();
     let dirs = ModelDirs::from_env();
+    let device = cli.device.clone().unwrap_or_else(|| "cpu".to_owned());
     match cli.command {
         Command::Generate {
             model,
@@ -92,13 +116,66 @@ fn run() -> Result<()> {
                 no_int8_prefill,
                 stats,
             };
-            generate(&dirs, &cli.device, &args)
+            generate(&dirs, &device, &args)
         }
         Command::Embed {
             model,
             similarity,
             texts,
-        } => embed(&dirs, &cli.device, &model, similarity, &texts),
+        } => embed(&dirs, &device, &model, similarity, &texts),
+        Command::Serve(args) => serve(&dirs, cli.device, args),
+    }
+}
+
+fn serve(dirs: &ModelDirs, device: Option<String>, args: ServeArgs) -> Result<()> {
+    let mut raw = match &args.config {
+        Some(path) => RawConfig::from_file(path)?,
+        None => RawConfig::default(),
+    };
+    raw.apply(Overrides {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        auth_token: args.auth_token,
+        device,
+        database_dir: args.database_dir,
+    });
+    let spider = std::env::var_os("QUORUM_SPIDER_DIR").map(PathBuf::from);
+    let default_db_dir = quorum_server::config::default_database_dir(spider);
+    let config = quorum_server::config::resolve(raw, dirs, &default_db_dir)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let mut server = quorum_server::start(config).await?;
+        eprintln!("quorum: serving gRPC on {}", server.addr);
+        if let Some(m) = server.metrics_addr {
+            eprintln!("quorum: metrics on http://{m}/metrics");
+        }
+        let drain = server.shutdown_token();
+        tokio::select! {
+            signal = shutdown_signal() => {
+                signal?;
+                eprintln!("quorum: shutting down (in-flight requests finish first)");
+                drain.cancel();
+            }
+            // The server also stops by itself when loading fails.
+            result = server.stopped() => return result,
+        }
+        server.stopped().await
+    })
+}
+
+/// SIGTERM (what orchestrators send) or ctrl-c.
+async fn shutdown_signal() -> Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => Ok(()),
+            r = tokio::signal::ctrl_c() => Ok(r?),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(tokio::signal::ctrl_c().await?)
     }
 }
 
@@ -150,12 +227,13 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
             }
             generated.push(t);
             // Decode the whole tail so multi-byte characters split across tokens print whole.
-            if let Ok(text) = ckpt.tokenizer.decode(&generated, true) {
-                if text.len() > printed && !text.ends_with('\u{fffd}') {
-                    let _ = stdout.write_all(text[printed..].as_bytes());
-                    let _ = stdout.flush();
-                    printed = text.len();
-                }
+            if let Ok(text) = ckpt.tokenizer.decode(&generated, true)
+                && text.len() > printed
+                && !text.ends_with('\u{fffd}')
+            {
+                let _ = stdout.write_all(&text.as_bytes()[printed..]);
+                let _ = stdout.flush();
+                printed = text.len();
             }
         },
     )?;
@@ -164,7 +242,7 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
         .decode(&generated, true)
         .map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
     if text.len() > printed {
-        stdout.write_all(text[printed..].as_bytes())?;
+        stdout.write_all(&text.as_bytes()[printed..])?;
     }
     writeln!(stdout)?;
     if args.stats {

@@ -28,7 +28,8 @@ fn write_tokenizer(dir: &Path) {
         .expect("wordlevel");
     let mut tok = tokenizers::Tokenizer::new(model);
     tok.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::whitespace::Whitespace {}));
-    tok.save(dir.join("tokenizer.json"), false).expect("save tokenizer");
+    tok.save(dir.join("tokenizer.json"), false)
+        .expect("save tokenizer");
 }
 
 fn write_checkpoint(dir: &Path, arch: &str, seed: u64) {
@@ -40,7 +41,9 @@ fn write_checkpoint(dir: &Path, arch: &str, seed: u64) {
     let mut t: HashMap<String, Tensor> = HashMap::new();
     let mut put = |name: String, shape: &[usize], scale: f32| {
         let n: usize = shape.iter().product();
-        let v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0) * scale * 1.7).collect();
+        let v: Vec<f32> = (0..n)
+            .map(|_| rng.random_range(-1.0f32..1.0) * scale * 1.7)
+            .collect();
         t.insert(name, Tensor::from_vec(v, shape, &dev).expect("tensor"));
     };
     put("model.embed_tokens.weight".into(), &[VOCAB, HIDDEN], 0.5);
@@ -48,10 +51,26 @@ fn write_checkpoint(dir: &Path, arch: &str, seed: u64) {
     put("model.norm.weight".into(), &[HIDDEN], 0.1);
     for l in 0..LAYERS {
         let p = format!("model.layers.{l}");
-        put(format!("{p}.self_attn.q_proj.weight"), &[HEADS * hd, HIDDEN], 0.1);
-        put(format!("{p}.self_attn.k_proj.weight"), &[KV_HEADS * hd, HIDDEN], 0.1);
-        put(format!("{p}.self_attn.v_proj.weight"), &[KV_HEADS * hd, HIDDEN], 0.1);
-        put(format!("{p}.self_attn.o_proj.weight"), &[HIDDEN, HEADS * hd], 0.1);
+        put(
+            format!("{p}.self_attn.q_proj.weight"),
+            &[HEADS * hd, HIDDEN],
+            0.1,
+        );
+        put(
+            format!("{p}.self_attn.k_proj.weight"),
+            &[KV_HEADS * hd, HIDDEN],
+            0.1,
+        );
+        put(
+            format!("{p}.self_attn.v_proj.weight"),
+            &[KV_HEADS * hd, HIDDEN],
+            0.1,
+        );
+        put(
+            format!("{p}.self_attn.o_proj.weight"),
+            &[HIDDEN, HEADS * hd],
+            0.1,
+        );
         if arch == "qwen2" {
             put(format!("{p}.self_attn.q_proj.bias"), &[HEADS * hd], 0.1);
             put(format!("{p}.self_attn.k_proj.bias"), &[KV_HEADS * hd], 0.1);
@@ -61,13 +80,21 @@ fn write_checkpoint(dir: &Path, arch: &str, seed: u64) {
         put(format!("{p}.mlp.up_proj.weight"), &[INTER, HIDDEN], 0.1);
         put(format!("{p}.mlp.down_proj.weight"), &[HIDDEN, INTER], 0.1);
         put(format!("{p}.input_layernorm.weight"), &[HIDDEN], 0.1);
-        put(format!("{p}.post_attention_layernorm.weight"), &[HIDDEN], 0.1);
+        put(
+            format!("{p}.post_attention_layernorm.weight"),
+            &[HIDDEN],
+            0.1,
+        );
     }
     // Norm weights around 1, as trained models have.
     let t: HashMap<String, Tensor> = t
         .into_iter()
         .map(|(k, v)| {
-            let v = if k.ends_with("norm.weight") { (v + 1.0).expect("shift") } else { v };
+            let v = if k.ends_with("norm.weight") {
+                (v + 1.0).expect("shift")
+            } else {
+                v
+            };
             (k, v)
         })
         .collect();
@@ -92,9 +119,11 @@ enum Reference {
 impl Reference {
     fn load(dir: &Path, arch: &str) -> Self {
         let cfg: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap())
+                .unwrap();
         let files = [dir.join("model.safetensors")];
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, DType::F32, &Device::Cpu) }.unwrap();
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, DType::F32, &Device::Cpu) }
+            .unwrap();
         if arch == "qwen2" {
             let c: qwen2::Config = serde_json::from_value(cfg).unwrap();
             Self::Qwen2(qwen2::ModelForCausalLM::new(&c, vb).unwrap())
@@ -107,7 +136,10 @@ impl Reference {
     }
 
     fn forward(&mut self, ids: &[u32], pos: usize) -> Tensor {
-        let x = Tensor::new(ids, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+        let x = Tensor::new(ids, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
         match self {
             Self::Qwen2(m) => m.forward(&x, pos).unwrap().flatten_all().unwrap(),
             Self::Llama(m, c) => m.forward(&x, pos, c).unwrap().flatten_all().unwrap(),
@@ -118,20 +150,29 @@ impl Reference {
 fn check(arch: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_checkpoint(dir.path(), arch, 7);
-    let ckpt = load_checkpoint(dir.path(), &Device::Cpu, DType::F32).expect("load dense checkpoint");
+    let ckpt =
+        load_checkpoint(dir.path(), &Device::Cpu, DType::F32).expect("load dense checkpoint");
     let ours = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
     let mut reference = Reference::load(dir.path(), arch);
     let prompt: Vec<u32> = (0..23).map(|i| (i * 37 % VOCAB) as u32).collect();
     let out = greedy_generate(&ours, &prompt, 12, &[], |_| {}).expect("generate");
     let ref_logits = reference.forward(&prompt, 0);
     let (diff, scale) = max_abs_diff(&out.prompt_logits, &ref_logits).unwrap();
-    assert!(diff <= 1e-4 * scale.max(1.0), "{arch}: prompt logits differ by {diff} (scale {scale})");
+    assert!(
+        diff <= 1e-4 * scale.max(1.0),
+        "{arch}: prompt logits differ by {diff} (scale {scale})"
+    );
     // Feed our tokens to the reference step by step; its logits must agree at every step.
     let mut pos = prompt.len();
     for (step, &t) in out.tokens.iter().enumerate().take(out.tokens.len() - 1) {
         let logits = reference.forward(&[t], pos);
         let next = logits.argmax(0).unwrap().to_scalar::<u32>().unwrap();
-        assert_eq!(next, out.tokens[step + 1], "{arch}: greedy token {} differs", step + 1);
+        assert_eq!(
+            next,
+            out.tokens[step + 1],
+            "{arch}: greedy token {} differs",
+            step + 1
+        );
         pos += 1;
     }
 }

@@ -4,7 +4,10 @@
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use quorum_engine::{EngineConfig, EngineEvent, EngineHandle, FinishReason, GenerateRequest, SamplingParams, spawn_engine};
+use quorum_engine::{
+    EngineConfig, EngineEvent, EngineHandle, FinishReason, GenerateRequest, SamplingParams,
+    spawn_engine,
+};
 use quorum_models::{DecoderModel, DenseKvCache, MatmulPolicy, greedy_generate_with_cache};
 use quorum_tests::{QWEN_05B, SMOLLM2, model_path};
 use quorum_weights::{ChatMessage, load_checkpoint};
@@ -33,20 +36,34 @@ fn prompt(h: &EngineHandle, q: &str) -> Vec<u32> {
         .expect("chat template")
         .render(&[ChatMessage::new("user", q)], true)
         .expect("render");
-    h.tokenizer().encode(text.as_str(), false).expect("encode").get_ids().to_vec()
+    h.tokenizer()
+        .encode(text.as_str(), false)
+        .expect("encode")
+        .get_ids()
+        .to_vec()
 }
 
 fn greedy(max_new: u32) -> SamplingParams {
     // No stop tokens beyond the model's: compare the full greedy continuation.
-    SamplingParams { max_new_tokens: max_new, ..SamplingParams::greedy() }
+    SamplingParams {
+        max_new_tokens: max_new,
+        ..SamplingParams::greedy()
+    }
 }
 
 fn request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
-    GenerateRequest { prompt_tokens: tokens, params: greedy(max_new), adapter: None, deadline: None }
+    GenerateRequest {
+        prompt_tokens: tokens,
+        params: greedy(max_new),
+        adapter: None,
+        deadline: None,
+    }
 }
 
 /// Drains a stream: (tokens, finish event).
-fn collect(mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>) -> (Vec<u32>, quorum_engine::FinishEvent) {
+fn collect(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>,
+) -> (Vec<u32>, quorum_engine::FinishEvent) {
     let mut tokens = Vec::new();
     loop {
         match rx.blocking_recv().expect("stream ends with Finished") {
@@ -67,28 +84,59 @@ fn run_all(h: &EngineHandle, prompts: &[Vec<u32>], max_new: u32) -> Vec<Vec<u32>
 fn check_invariance(model: &str, max_new: u32) {
     let base = engine(model, |_| {});
     let prompts: Vec<Vec<u32>> = QUESTIONS.iter().map(|q| prompt(&base, q)).collect();
-    let alone: Vec<Vec<u32>> = prompts.iter().map(|p| run_all(&base, std::slice::from_ref(p), max_new).remove(0)).collect();
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| run_all(&base, std::slice::from_ref(p), max_new).remove(0))
+        .collect();
 
     // Paged attention in the engine equals the dense-cache greedy loop.
-    let ckpt = load_checkpoint(&model_path(model), &Device::Cpu, candle_core::DType::F32).expect("load");
-    let dense = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
+    let ckpt =
+        load_checkpoint(&model_path(model), &Device::Cpu, candle_core::DType::F32).expect("load");
+    let dense =
+        DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
     for (p, a) in prompts.iter().zip(&alone).take(3) {
         let cache = DenseKvCache::with_rowwise_attention();
-        let g = greedy_generate_with_cache(&dense, cache, p, (max_new as usize, &ckpt.eos_token_ids), |_| {})
-            .expect("greedy");
-        assert_eq!(&g.tokens, a, "{model}: paged engine differs from the dense greedy loop");
+        let g = greedy_generate_with_cache(
+            &dense,
+            cache,
+            p,
+            (max_new as usize, &ckpt.eos_token_ids),
+            |_| {},
+        )
+        .expect("greedy");
+        assert_eq!(
+            &g.tokens, a,
+            "{model}: paged engine differs from the dense greedy loop"
+        );
     }
 
     let batched = run_all(&base, &prompts, max_new);
-    assert_eq!(batched, alone, "{model}: batched with 7 others differs from alone");
+    assert_eq!(
+        batched, alone,
+        "{model}: batched with 7 others differs from alone"
+    );
 
     // Prefix-cache hit: the same prompt again reuses its cached blocks and gives the same tokens.
-    let (again, fin) = collect(base.submit(request(prompts[1].clone(), max_new)).expect("submit"));
-    assert!(fin.cached_tokens >= 16, "{model}: expected a prefix-cache hit, got {} cached tokens", fin.cached_tokens);
-    assert_eq!(again, alone[1], "{model}: prefix-cache hit changed the output");
+    let (again, fin) = collect(
+        base.submit(request(prompts[1].clone(), max_new))
+            .expect("submit"),
+    );
+    assert!(
+        fin.cached_tokens >= 16,
+        "{model}: expected a prefix-cache hit, got {} cached tokens",
+        fin.cached_tokens
+    );
+    assert_eq!(
+        again, alone[1],
+        "{model}: prefix-cache hit changed the output"
+    );
 
     let chunked = engine(model, |c| c.max_batched_tokens = 7);
-    assert_eq!(run_all(&chunked, &prompts, max_new), alone, "{model}: chunked prefill differs");
+    assert_eq!(
+        run_all(&chunked, &prompts, max_new),
+        alone,
+        "{model}: chunked prefill differs"
+    );
 
     // So few blocks that 8 sequences cannot all stay resident: preemption by recompute.
     let per_token = ckpt_bytes_per_token(&ckpt);
@@ -100,8 +148,15 @@ fn check_invariance(model: &str, max_new: u32) {
         c.kv_cache_bytes = (per_token * (2 * longest + 8)) as u64;
         c.enable_prefix_caching = false;
     });
-    assert_eq!(run_all(&tight, &prompts, max_new), alone, "{model}: preemption changed the output");
-    assert!(tight.stats().preemptions > 0, "{model}: the tight cache never preempted");
+    assert_eq!(
+        run_all(&tight, &prompts, max_new),
+        alone,
+        "{model}: preemption changed the output"
+    );
+    assert!(
+        tight.stats().preemptions > 0,
+        "{model}: the tight cache never preempted"
+    );
 }
 
 fn ckpt_bytes_per_token(ckpt: &quorum_weights::Checkpoint) -> usize {
@@ -134,10 +189,17 @@ fn cancelling_a_stream_frees_its_blocks_within_a_step() {
     loop {
         let s = h.stats();
         if s.kv_blocks_used == 0 && s.running == 0 {
-            assert!(s.steps <= steps_at_cancel + 2, "blocks freed only after {} steps", s.steps - steps_at_cancel);
+            assert!(
+                s.steps <= steps_at_cancel + 2,
+                "blocks freed only after {} steps",
+                s.steps - steps_at_cancel
+            );
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(10), "blocks never freed: {s:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "blocks never freed: {s:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -151,21 +213,69 @@ fn admission_fails_fast_and_bad_requests_are_rejected() {
     let p = prompt(&h, QUESTIONS[0]);
     let _a = h.submit(request(p.clone(), 200)).expect("first");
     let _b = h.submit(request(p.clone(), 200)).expect("second waits");
-    let err = h.submit(request(p.clone(), 200)).expect_err("third is refused");
+    let err = h
+        .submit(request(p.clone(), 200))
+        .expect_err("third is refused");
     assert_eq!(err.kind(), "queue_full");
-    assert_eq!(h.submit(request(vec![], 4)).expect_err("empty").kind(), "empty_prompt");
+    assert_eq!(
+        h.submit(request(vec![], 4)).expect_err("empty").kind(),
+        "empty_prompt"
+    );
     let long = vec![1u32; h.info().max_model_len];
-    assert_eq!(h.submit(request(long, 4)).expect_err("too long").kind(), "prompt_too_long");
-    let bad = GenerateRequest { params: SamplingParams { temperature: -1.0, ..greedy(4) }, ..request(p, 4) };
-    assert_eq!(h.submit(bad).expect_err("bad temperature").kind(), "invalid_params");
+    assert_eq!(
+        h.submit(request(long, 4)).expect_err("too long").kind(),
+        "prompt_too_long"
+    );
+    let bad = GenerateRequest {
+        params: SamplingParams {
+            temperature: -1.0,
+            ..greedy(4)
+        },
+        ..request(p, 4)
+    };
+    assert_eq!(
+        h.submit(bad).expect_err("bad temperature").kind(),
+        "invalid_params"
+    );
 }
 
 #[test]
 fn deadline_cancels_with_a_reason() {
     let h = engine(SMOLLM2, |_| {});
     let p = prompt(&h, QUESTIONS[2]);
-    let req = GenerateRequest { deadline: Some(Instant::now() + Duration::from_millis(150)), ..request(p, 2000) };
+    let req = GenerateRequest {
+        deadline: Some(Instant::now() + Duration::from_millis(150)),
+        ..request(p, 2000)
+    };
     let (_, fin) = collect(h.submit(req).expect("submit"));
     assert_eq!(fin.reason, FinishReason::Cancelled);
     assert_eq!(fin.error.as_deref(), Some("deadline exceeded"));
+}
+
+#[test]
+fn engine_keeps_serving_after_cancelling_running_and_waiting_requests() {
+    let h = engine(SMOLLM2, |c| {
+        c.max_running_seqs = 1;
+        c.max_waiting = 1;
+    });
+    let p = prompt(&h, QUESTIONS[0]);
+    let mut a = h.submit(request(p.clone(), 400)).expect("running");
+    let b = h.submit(request(p.clone(), 400)).expect("waiting");
+    assert!(matches!(a.blocking_recv(), Some(EngineEvent::Token(_))));
+    assert_eq!(
+        h.submit(request(p.clone(), 4)).expect_err("full").kind(),
+        "queue_full"
+    );
+    drop(a);
+    drop(b);
+    let start = Instant::now();
+    while h.stats().running + h.stats().waiting > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "cancelled requests never left"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (tokens, fin) = collect(h.submit(request(p, 4)).expect("admitted after the cancels"));
+    assert_eq!(tokens.len(), 4, "{fin:?}");
 }

@@ -32,8 +32,12 @@ fn check_parity(model_file: &str, min_long_prompt: usize) {
         candle_core::DType::F32,
     )
     .expect("load checkpoint");
-    let ours =
-        DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::Int8Prefill { min_rows: 2 }).expect("load model");
+    let ours = DecoderModel::load(
+        &ckpt,
+        &Device::Cpu,
+        MatmulPolicy::Int8Prefill { min_rows: 2 },
+    )
+    .expect("load model");
     let mut reference = ReferenceModel::load(&reencoded).expect("load reference");
     let template = ckpt.chat_template.as_ref().expect("chat template");
     let mut longest = 0;

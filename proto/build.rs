@@ -1,0 +1,25 @@
+//! Generates the tonic/prost code for `quorum.v1` and a file descriptor set that the server's
+//! reflection service publishes (so that `grpcurl` works without the .proto files).
+
+use std::path::PathBuf;
+
+const PROTOS: &[&str] = &[
+    "quorum/v1/common.proto",
+    "quorum/v1/databases.proto",
+    "quorum/v1/inference.proto",
+    "quorum/v1/text2sql.proto",
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    // The vendored protoc keeps the build free of a system protoc install.
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out_dir.join("quorum_v1_descriptor.bin"))
+        .compile_with_config(config, PROTOS, &["."])?;
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    Ok(())
+}

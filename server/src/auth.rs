@@ -1,0 +1,73 @@
+//! Optional bearer-token authentication for the Quorum services. Health and reflection stay
+//! open: probes and tooling (grpcurl, load balancers) do not carry application credentials.
+
+use std::sync::Arc;
+
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+#[derive(Debug, Clone)]
+pub struct BearerAuth {
+    token: Option<Arc<str>>,
+}
+
+impl BearerAuth {
+    pub fn new(token: Option<String>) -> Self {
+        Self {
+            token: token.map(Arc::from),
+        }
+    }
+}
+
+/// Compares without an early exit, so that response time does not reveal how much of a
+/// guessed token was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Interceptor for BearerAuth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.token else {
+            return Ok(request);
+        };
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match presented {
+            Some(token) if same(token.as_bytes(), expected.as_bytes()) => Ok(request),
+            _ => Err(Status::unauthenticated(
+                "missing or invalid bearer token (send `authorization: Bearer <token>`)",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_header(value: Option<&str>) -> Request<()> {
+        let mut r = Request::new(());
+        if let Some(v) = value {
+            r.metadata_mut()
+                .insert("authorization", v.parse().expect("ascii"));
+        }
+        r
+    }
+
+    #[test]
+    fn checks_the_bearer_token_only_when_configured() {
+        let mut open = BearerAuth::new(None);
+        assert!(open.call(with_header(None)).is_ok());
+        let mut closed = BearerAuth::new(Some("s3cret".into()));
+        assert!(closed.call(with_header(Some("Bearer s3cret"))).is_ok());
+        let denied = closed
+            .call(with_header(Some("Bearer nope")))
+            .expect_err("wrong token");
+        assert_eq!(denied.code(), tonic::Code::Unauthenticated);
+        assert!(closed.call(with_header(None)).is_err());
+        assert!(closed.call(with_header(Some("s3cret"))).is_err());
+    }
+}

@@ -1,0 +1,475 @@
+//! Server configuration in two stages: [`RawConfig`] is what the TOML file and the command line
+//! say (every field optional, flags win over the file), [`ServerConfig`] is the resolved and
+//! validated result the server runs with (model names resolved to files, databases found,
+//! limits checked against each other).
+//!
+//! With no file at all the defaults serve the project's default models over the Spider dev
+//! databases, so that `quorum serve` works right after `scripts/fetch-models.sh`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use quorum_sql::pipeline::PromptFormat;
+use serde::Deserialize;
+
+use crate::model_source::ModelDirs;
+
+/// The TOML file, also filled in by command-line flags.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub limits: RawLimits,
+    /// Models in order; the first generator writes the PreSQL and is the default for
+    /// `Inference` calls that name no model. Empty means the default models.
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+    #[serde(default)]
+    pub databases: RawDatabases,
+    #[serde(default)]
+    pub pipeline: RawPipeline,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: Option<String>,
+    /// Address of the Prometheus endpoint; an empty string disables it.
+    pub metrics_listen: Option<String>,
+    /// Clients must send `authorization: Bearer <token>` when set.
+    pub auth_token: Option<String>,
+    /// How long in-flight requests may run after SIGTERM before they are cancelled.
+    pub grace_period_secs: Option<f64>,
+    /// Device for models that name none: cpu, cuda or cuda:N.
+    pub device: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_prompt_tokens: Option<usize>,
+    pub max_new_tokens: Option<u32>,
+    pub max_n: Option<u32>,
+    pub max_queue: Option<usize>,
+    pub max_running: Option<usize>,
+    pub max_batched_tokens: Option<usize>,
+    pub kv_cache_mib: Option<u64>,
+    pub request_timeout_secs: Option<f64>,
+    pub max_concurrent_text2sql: Option<usize>,
+}
+
+/// A model by role.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The name requests and pipeline settings use; defaults to `source`.
+    pub name: Option<String>,
+    /// A path, a hub id in the local cache, or a default model's short name.
+    pub source: String,
+    pub roles: Vec<Role>,
+    pub device: Option<String>,
+    /// Prompt format when the model writes SQL in the pipeline.
+    pub format: Option<PromptFormat>,
+    pub max_model_len: Option<usize>,
+    /// LoRA adapters: name → PEFT directory.
+    #[serde(default)]
+    pub adapters: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDatabases {
+    /// Scanned for `<id>/<id>.sqlite` (Spider's layout) and `<id>.sqlite`.
+    pub dir: Option<PathBuf>,
+    /// `Databases.Register` accepts files under this directory only; defaults to `dir`.
+    pub allowed_dir: Option<PathBuf>,
+    /// Explicit databases: id → SQLite file.
+    #[serde(default)]
+    pub entries: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    pub round1_shots: Option<usize>,
+    pub round2: Option<bool>,
+    pub round2_shots: Option<usize>,
+    pub revision: Option<bool>,
+    pub revision_rounds: Option<usize>,
+    /// `none`, `majority` or `difficulty_aware`.
+    pub voting: Option<String>,
+    pub selector: Option<bool>,
+    pub preview_rows: Option<usize>,
+    pub max_new_tokens: Option<usize>,
+    /// Spider-style train file (and its databases) for few-shot demonstrations.
+    pub demos_file: Option<PathBuf>,
+    pub demos_database_dir: Option<PathBuf>,
+}
+
+/// What a model is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Generator,
+    Selector,
+    Embedder,
+}
+
+/// Command-line and environment overrides (the binary fills these from clap).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub metrics_listen: Option<String>,
+    pub auth_token: Option<String>,
+    pub device: Option<String>,
+    pub database_dir: Option<PathBuf>,
+}
+
+impl RawConfig {
+    pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
+        toml::from_str(text).context("parsing the configuration")
+    }
+
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the configuration {}", path.display()))?;
+        Self::from_toml_str(&text).with_context(|| path.display().to_string())
+    }
+
+    /// Flags and environment win over the file.
+    pub fn apply(&mut self, o: Overrides) {
+        let server = &mut self.server;
+        server.listen = o.listen.or(server.listen.take());
+        server.metrics_listen = o.metrics_listen.or(server.metrics_listen.take());
+        server.auth_token = o.auth_token.or(server.auth_token.take());
+        server.device = o.device.or(server.device.take());
+        self.databases.dir = o.database_dir.or(self.databases.dir.take());
+    }
+}
+
+/// Limits the server enforces per request and per engine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub max_prompt_tokens: usize,
+    pub max_new_tokens: u32,
+    pub max_n: u32,
+    pub max_queue: usize,
+    pub max_running: usize,
+    pub max_batched_tokens: usize,
+    pub kv_cache_bytes: u64,
+    pub request_timeout: Duration,
+    /// Text-to-SQL runs each hold a blocking thread and several engine sequences; beyond this
+    /// many at once callers get RESOURCE_EXHAUSTED instead of queueing without bound.
+    pub max_concurrent_text2sql: usize,
+}
+
+/// A resolved model.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub name: String,
+    pub source: String,
+    pub path: PathBuf,
+    pub roles: Vec<Role>,
+    pub device: String,
+    pub format: PromptFormat,
+    pub max_model_len: usize,
+    pub adapters: BTreeMap<String, PathBuf>,
+}
+
+impl ModelSpec {
+    pub fn has_role(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+/// A database found at startup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatabaseSpec {
+    pub db_id: String,
+    pub path: PathBuf,
+    pub from_scan: bool,
+}
+
+/// The pipeline settings, before per-request overrides.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    pub raw: RawPipeline,
+    pub demos: Option<(PathBuf, PathBuf)>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub auth_token: Option<String>,
+    pub grace_period: Duration,
+    pub limits: Limits,
+    pub models: Vec<ModelSpec>,
+    pub databases: Vec<DatabaseSpec>,
+    pub allowed_dir: Option<PathBuf>,
+    pub pipeline: PipelineSettings,
+}
+
+/// The default models: Qwen2.5-Coder writes SQL; SmolLM2 is a second, different voter and the
+/// selector (cross-consistency needs models that err differently); MiniLM embeds questions.
+fn default_models() -> Vec<RawModel> {
+    let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
+        name: None,
+        source: source.to_owned(),
+        roles,
+        device: None,
+        format,
+        max_model_len: None,
+        adapters: BTreeMap::new(),
+    };
+    vec![
+        model(
+            "qwen2.5-coder-0.5b",
+            vec![Role::Generator],
+            Some(PromptFormat::Rep),
+        ),
+        model(
+            "smollm2-135m",
+            vec![Role::Generator, Role::Selector],
+            Some(PromptFormat::SimpleDdl),
+        ),
+        model("all-minilm-l6-v2", vec![Role::Embedder], None),
+    ]
+}
+
+/// Spider's dev databases beside the repository, or under `QUORUM_SPIDER_DIR` (read by the
+/// binary and passed in: libraries do not read the environment).
+pub fn default_database_dir(spider_dir: Option<PathBuf>) -> PathBuf {
+    spider_dir
+        .unwrap_or_else(|| PathBuf::from("../shared/data/spider"))
+        .join("database")
+}
+
+/// Resolves `raw` into a runnable configuration.
+pub fn resolve(
+    raw: RawConfig,
+    dirs: &ModelDirs,
+    default_db_dir: &Path,
+) -> anyhow::Result<ServerConfig> {
+    let limits = resolve_limits(&raw.limits)?;
+    let device = raw.server.device.clone().unwrap_or_else(|| "cpu".into());
+    let raw_models = if raw.models.is_empty() {
+        default_models()
+    } else {
+        raw.models.clone()
+    };
+    let models = resolve_models(raw_models, dirs, &device, &limits)?;
+    let db_dir = raw
+        .databases
+        .dir
+        .clone()
+        .unwrap_or_else(|| default_db_dir.to_path_buf());
+    let databases = resolve_databases(&raw.databases, &db_dir)?;
+    let allowed_dir = raw
+        .databases
+        .allowed_dir
+        .clone()
+        .or_else(|| db_dir.is_dir().then_some(db_dir.clone()));
+    let server = &raw.server;
+    let listen = parse_addr(
+        server.listen.as_deref().unwrap_or("127.0.0.1:50051"),
+        "listen",
+    )?;
+    let metrics_listen = match server.metrics_listen.as_deref().unwrap_or("127.0.0.1:9464") {
+        "" => None,
+        addr => Some(parse_addr(addr, "metrics_listen")?),
+    };
+    let grace = server.grace_period_secs.unwrap_or(30.0);
+    ensure!(
+        grace.is_finite() && grace >= 0.0,
+        "server.grace_period_secs must be >= 0"
+    );
+    let demos = match (&raw.pipeline.demos_file, &raw.pipeline.demos_database_dir) {
+        (Some(file), Some(dir)) => Some((file.clone(), dir.clone())),
+        (None, None) => None,
+        _ => bail!("pipeline.demos_file and pipeline.demos_database_dir go together"),
+    };
+    Ok(ServerConfig {
+        listen,
+        metrics_listen,
+        auth_token: server.auth_token.clone().filter(|t| !t.is_empty()),
+        grace_period: Duration::from_secs_f64(grace),
+        limits,
+        models,
+        databases,
+        allowed_dir,
+        pipeline: PipelineSettings {
+            raw: raw.pipeline,
+            demos,
+        },
+    })
+}
+
+fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("server.{field}: `{text}` is not an address like 127.0.0.1:50051"))
+}
+
+fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
+    // Defaults sized for the 0.5B model on a CPU: a few concurrent sequences of Spider prompts.
+    let limits = Limits {
+        max_prompt_tokens: raw.max_prompt_tokens.unwrap_or(4096),
+        max_new_tokens: raw.max_new_tokens.unwrap_or(1024),
+        max_n: raw.max_n.unwrap_or(8),
+        max_queue: raw.max_queue.unwrap_or(64),
+        max_running: raw.max_running.unwrap_or(16),
+        max_batched_tokens: raw.max_batched_tokens.unwrap_or(2048),
+        kv_cache_bytes: raw.kv_cache_mib.unwrap_or(512) << 20,
+        request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
+        max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),
+    };
+    ensure!(
+        limits.max_prompt_tokens > 0,
+        "limits.max_prompt_tokens must be > 0"
+    );
+    ensure!(
+        limits.max_new_tokens > 0,
+        "limits.max_new_tokens must be > 0"
+    );
+    ensure!(
+        (1..=quorum_engine::MAX_N).contains(&limits.max_n),
+        "limits.max_n must be in 1..={}",
+        quorum_engine::MAX_N
+    );
+    ensure!(limits.max_running > 0, "limits.max_running must be > 0");
+    ensure!(
+        limits.max_batched_tokens > 0,
+        "limits.max_batched_tokens must be > 0"
+    );
+    ensure!(limits.kv_cache_bytes > 0, "limits.kv_cache_mib must be > 0");
+    ensure!(
+        limits.max_concurrent_text2sql > 0,
+        "limits.max_concurrent_text2sql must be > 0"
+    );
+    Ok(limits)
+}
+
+fn resolve_models(
+    raw: Vec<RawModel>,
+    dirs: &ModelDirs,
+    device: &str,
+    limits: &Limits,
+) -> anyhow::Result<Vec<ModelSpec>> {
+    let mut out: Vec<ModelSpec> = Vec::with_capacity(raw.len());
+    for m in raw {
+        let name = m.name.clone().unwrap_or_else(|| m.source.clone());
+        ensure!(
+            !out.iter().any(|o| o.name == name),
+            "two models are named `{name}`"
+        );
+        ensure!(!m.roles.is_empty(), "model `{name}` has no roles");
+        let embedder = m.roles.contains(&Role::Embedder);
+        ensure!(
+            !(embedder && m.roles.len() > 1),
+            "model `{name}`: an embedder cannot also be a generator or selector"
+        );
+        let path = dirs
+            .resolve(&m.source)
+            .with_context(|| format!("model `{name}`"))?;
+        for (adapter, dir) in &m.adapters {
+            ensure!(
+                dir.exists(),
+                "model `{name}`: adapter `{adapter}` is missing at {}",
+                dir.display()
+            );
+        }
+        // The prompt limit plus the generation budget must fit the context.
+        let max_model_len = m
+            .max_model_len
+            .unwrap_or(limits.max_prompt_tokens + limits.max_new_tokens as usize);
+        out.push(ModelSpec {
+            name,
+            source: m.source,
+            path,
+            roles: m.roles,
+            device: m.device.unwrap_or_else(|| device.to_owned()),
+            format: m.format.unwrap_or(PromptFormat::SimpleDdl),
+            max_model_len,
+            adapters: m.adapters,
+        });
+    }
+    ensure!(
+        out.iter().any(|m| m.has_role(Role::Generator)),
+        "at least one model needs the `generator` role"
+    );
+    ensure!(
+        out.iter().filter(|m| m.has_role(Role::Selector)).count() <= 1,
+        "at most one model can be the selector"
+    );
+    ensure!(
+        out.iter().filter(|m| m.has_role(Role::Embedder)).count() <= 1,
+        "at most one model can be the embedder"
+    );
+    Ok(out)
+}
+
+fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
+    let mut found: BTreeMap<String, DatabaseSpec> = BTreeMap::new();
+    // A missing scan directory is not an error: the default points at Spider's data, which a
+    // deployment without it simply does not serve.
+    if dir.is_dir() {
+        for spec in scan_directory(dir)? {
+            found.insert(spec.db_id.clone(), spec);
+        }
+    }
+    for (db_id, path) in &raw.entries {
+        crate::databases::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.entries.{db_id}: {reason}"))?;
+        ensure!(
+            path.is_file(),
+            "databases.entries.{db_id}: no file at {}",
+            path.display()
+        );
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                path: path.clone(),
+                from_scan: false,
+            },
+        );
+    }
+    Ok(found.into_values().collect())
+}
+
+/// Finds `<id>/<id>.sqlite` and `<id>.sqlite` in `dir`, skipping names that are not valid ids.
+pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("scanning {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        let (db_id, file) = if path.is_dir() {
+            let Some(id) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            (id.to_owned(), path.join(format!("{id}.sqlite")))
+        } else if path.extension().is_some_and(|e| e == "sqlite") {
+            let Some(id) = path.file_stem().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            (id.to_owned(), path.clone())
+        } else {
+            continue;
+        };
+        if file.is_file() && crate::databases::validate_db_id(&db_id).is_ok() {
+            out.push(DatabaseSpec {
+                db_id,
+                path: file,
+                from_scan: true,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.db_id.cmp(&b.db_id));
+    Ok(out)
+}

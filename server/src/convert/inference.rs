@@ -1,0 +1,111 @@
+//! Sampling options, chat messages and finish events.
+
+use quorum_engine::{FinishEvent, FinishReason, SamplingParams};
+use quorum_proto::v1 as pb;
+use quorum_weights::ChatMessage;
+
+use crate::config::Limits;
+use crate::status::ServiceError;
+
+/// A budget that fits a long SQL query; callers wanting more say so.
+const DEFAULT_MAX_TOKENS: u32 = 256;
+
+/// Builds and validates engine sampling parameters. Unset options are greedy decoding, so an
+/// API call without options is deterministic.
+pub fn sampling_params(
+    options: Option<&pb::SamplingOptions>,
+    limits: &Limits,
+) -> Result<SamplingParams, ServiceError> {
+    let default = pb::SamplingOptions::default();
+    let o = options.unwrap_or(&default);
+    let max_tokens = o
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS.min(limits.max_new_tokens));
+    if max_tokens == 0 || max_tokens > limits.max_new_tokens {
+        return Err(ServiceError::invalid(
+            "sampling.max_tokens",
+            format!("must be in 1..={}", limits.max_new_tokens),
+        ));
+    }
+    let n = o.n.unwrap_or(1);
+    if n == 0 || n > limits.max_n {
+        return Err(ServiceError::invalid(
+            "sampling.n",
+            format!("must be in 1..={}", limits.max_n),
+        ));
+    }
+    if o.stop.iter().any(String::is_empty) {
+        return Err(ServiceError::invalid(
+            "sampling.stop",
+            "stop strings must not be empty",
+        ));
+    }
+    let params = SamplingParams {
+        temperature: o.temperature.unwrap_or(0.0),
+        top_k: o.top_k.unwrap_or(0),
+        top_p: o.top_p.unwrap_or(1.0),
+        seed: o.seed,
+        repetition_penalty: o.repetition_penalty.unwrap_or(1.0),
+        max_new_tokens: max_tokens,
+        stop_token_ids: o.stop_token_ids.clone(),
+        stop_strings: o.stop.clone(),
+        logprobs: o.logprobs,
+        candidate_token_ids: Vec::new(),
+        n,
+    };
+    params.validate().map_err(|e| {
+        ServiceError::invalid(
+            format!("sampling.{}", proto_field(e.field())),
+            e.to_string(),
+        )
+    })?;
+    Ok(params)
+}
+
+/// The engine's field names where the API spells them differently.
+fn proto_field(engine_field: &'static str) -> &'static str {
+    match engine_field {
+        "max_new_tokens" => "max_tokens",
+        "stop_strings" => "stop",
+        other => other,
+    }
+}
+
+pub fn chat_messages(chat: &pb::ChatMessages) -> Result<Vec<ChatMessage>, ServiceError> {
+    if chat.messages.is_empty() {
+        return Err(ServiceError::invalid(
+            "chat.messages",
+            "at least one message is required",
+        ));
+    }
+    chat.messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match m.role.as_str() {
+            "system" | "user" | "assistant" => Ok(ChatMessage::new(&m.role, &m.content)),
+            other => Err(ServiceError::invalid(
+                format!("chat.messages[{i}].role"),
+                format!("must be system, user or assistant, got `{other}`"),
+            )),
+        })
+        .collect()
+}
+
+pub fn finish_reason(r: FinishReason) -> pb::FinishReason {
+    match r {
+        FinishReason::Stop => pb::FinishReason::Stop,
+        FinishReason::Length => pb::FinishReason::Length,
+        FinishReason::Cancelled => pb::FinishReason::Cancelled,
+        FinishReason::Error => pb::FinishReason::Error,
+    }
+}
+
+pub fn usage(f: &FinishEvent) -> pb::Usage {
+    pb::Usage {
+        prompt_tokens: f.prompt_tokens as u32,
+        completion_tokens: f.completion_tokens as u32,
+        cached_tokens: f.cached_tokens as u32,
+        ttft_ms: f.ttft.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        total_ms: f.total.as_secs_f64() * 1e3,
+    }
+}

@@ -1,0 +1,10 @@
+//! The only place where generated proto types meet domain types: requests are validated into
+//! domain values here (naming the offending field), and domain results become messages.
+
+mod inference;
+mod schema;
+mod text2sql;
+
+pub use inference::{chat_messages, finish_reason, sampling_params, usage};
+pub use schema::{cell_value, database_summary, describe_response, sandbox_value};
+pub use text2sql::{answer_response, event_message, pipeline_config};

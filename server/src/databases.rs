@@ -1,0 +1,156 @@
+//! The databases the server answers over: each introspected once into a shared handle, plus
+//! run-time registration of SQLite files under one allowed directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use quorum_sql::pipeline::DatabaseHandle;
+use quorum_sql::schema::IntrospectOptions;
+
+use crate::config::DatabaseSpec;
+use crate::status::ServiceError;
+
+/// How the server came to know a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Config,
+    Scan,
+    Registered,
+}
+
+#[derive(Debug, Clone)]
+pub struct Database {
+    pub handle: Arc<DatabaseHandle>,
+    pub origin: Origin,
+}
+
+/// Ids become parts of log lines and metric labels, so they are kept to a safe alphabet.
+pub fn validate_db_id(db_id: &str) -> Result<(), String> {
+    if db_id.is_empty() || db_id.len() > 64 {
+        return Err("must be 1 to 64 characters".into());
+    }
+    if !db_id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("may contain only letters, digits, `_` and `-`".into());
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub struct DatabaseRegistry {
+    databases: RwLock<BTreeMap<String, Database>>,
+    allowed_dir: Option<PathBuf>,
+}
+
+impl DatabaseRegistry {
+    /// Introspects every configured database. One that cannot be read is logged and left out,
+    /// so that a single damaged file does not keep the server from starting.
+    pub fn open(specs: &[DatabaseSpec], allowed_dir: Option<PathBuf>) -> Self {
+        let mut databases = BTreeMap::new();
+        for spec in specs {
+            match DatabaseHandle::open(&spec.path, &spec.db_id, IntrospectOptions::default()) {
+                Ok(handle) => {
+                    let origin = if spec.from_scan {
+                        Origin::Scan
+                    } else {
+                        Origin::Config
+                    };
+                    let db = Database {
+                        handle: Arc::new(handle),
+                        origin,
+                    };
+                    databases.insert(spec.db_id.clone(), db);
+                }
+                Err(e) => tracing::warn!(db_id = %spec.db_id, error = %e, "database skipped"),
+            }
+        }
+        tracing::info!(count = databases.len(), "databases ready");
+        Self {
+            databases: RwLock::new(databases),
+            allowed_dir: allowed_dir.and_then(|d| d.canonicalize().ok()),
+        }
+    }
+
+    pub fn get(&self, db_id: &str) -> Result<Database, ServiceError> {
+        self.read()
+            .get(db_id)
+            .cloned()
+            .ok_or_else(|| ServiceError::NotFound {
+                what: "database",
+                id: db_id.to_owned(),
+            })
+    }
+
+    pub fn list(&self) -> Vec<Database> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Registers `path` (relative to the allowed directory, or absolute inside it) as `db_id`.
+    pub fn register(&self, db_id: &str, path: &str) -> Result<Database, ServiceError> {
+        validate_db_id(db_id).map_err(|reason| ServiceError::invalid("db_id", reason))?;
+        if path.is_empty() {
+            return Err(ServiceError::invalid("path", "must not be empty"));
+        }
+        let Some(allowed) = &self.allowed_dir else {
+            return Err(ServiceError::PermissionDenied {
+                reason: "registration is disabled: the server has no allowed directory".into(),
+            });
+        };
+        let file = resolve_inside(allowed, Path::new(path))?;
+        let handle =
+            DatabaseHandle::open(&file, db_id, IntrospectOptions::default()).map_err(|e| {
+                tracing::info!(db_id, error = %e, "registration: cannot introspect");
+                ServiceError::invalid("path", "is not a readable SQLite database")
+            })?;
+        let db = Database {
+            handle: Arc::new(handle),
+            origin: Origin::Registered,
+        };
+        let mut map = self
+            .databases
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if map.contains_key(db_id) {
+            return Err(ServiceError::AlreadyExists {
+                what: "database",
+                id: db_id.to_owned(),
+            });
+        }
+        map.insert(db_id.to_owned(), db.clone());
+        tracing::info!(db_id, path = %file.display(), "database registered");
+        Ok(db)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Database>> {
+        // The map is never left half-updated (one insert under the lock), so a poisoned lock
+        // still holds consistent data.
+        self.databases
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Canonicalizes `path` against `allowed` and refuses anything that escapes it (`..`,
+/// symlinks pointing outside).
+fn resolve_inside(allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        allowed.join(path)
+    };
+    let canonical = joined
+        .canonicalize()
+        .map_err(|_| ServiceError::invalid("path", "no such file under the allowed directory"))?;
+    if !canonical.starts_with(allowed) {
+        return Err(ServiceError::PermissionDenied {
+            reason: "path is outside the allowed directory".into(),
+        });
+    }
+    if !canonical.is_file() {
+        return Err(ServiceError::invalid("path", "is not a file"));
+    }
+    Ok(canonical)
+}

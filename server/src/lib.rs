@@ -1,0 +1,23 @@
+//! quorum-server: the `quorum` binary's library half — configuration, the gRPC services over
+//! the engines and the text-to-SQL pipeline, health, metrics and the server lifecycle. A
+//! library so that integration tests can run the real server in-process.
+
+pub mod auth;
+pub mod config;
+pub mod convert;
+pub mod databases;
+pub mod health;
+pub mod metrics;
+pub mod metrics_http;
+pub mod model_source;
+pub mod models;
+pub mod pipeline_models;
+pub mod pipeline_runtime;
+pub mod rpc;
+pub mod server;
+pub mod services;
+pub mod state;
+pub mod status;
+
+pub use config::{Overrides, RawConfig, ServerConfig};
+pub use server::{RunningServer, start};

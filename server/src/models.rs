@@ -1,0 +1,266 @@
+//! The loaded models: one engine per decoder (a model with several roles is loaded once) and
+//! the embedder, which runs outside the engine because it generates nothing. Also renders
+//! the per-model engine metrics.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use quorum_engine::{EngineConfig, EngineHandle, EngineStats, spawn_engine};
+use quorum_models::{BertEmbedder, MatmulPolicy, parse_device};
+use quorum_weights::ChatMessage;
+
+use crate::config::{Limits, ModelSpec, Role};
+use crate::metrics::{Histogram, render_family, render_histogram};
+use crate::status::ServiceError;
+
+/// Tokens per KV block: vLLM's default; small blocks waste little memory at the tail of each
+/// sequence while keeping block tables short.
+const BLOCK_SIZE: usize = 16;
+
+/// A decoder served by an engine.
+#[derive(Debug)]
+pub struct LoadedDecoder {
+    pub spec: ModelSpec,
+    pub engine: EngineHandle,
+}
+
+impl LoadedDecoder {
+    /// Renders chat messages with the model's template, opening the assistant turn.
+    pub fn render_chat(&self, messages: &[ChatMessage]) -> Result<String, ServiceError> {
+        let template =
+            self.engine
+                .chat_template()
+                .ok_or_else(|| ServiceError::FailedPrecondition {
+                    what: format!("a chat template for model `{}`", self.spec.name),
+                })?;
+        template
+            .render(messages, true)
+            .map_err(|e| ServiceError::invalid("chat.messages", e.to_string()))
+    }
+
+    /// Tokenizes a rendered prompt (the template already holds the special tokens).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, ServiceError> {
+        let encoding = self
+            .engine
+            .tokenizer()
+            .encode(text, add_special_tokens)
+            .map_err(|e| ServiceError::internal(format!("tokenizer: {e}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+}
+
+#[derive(Debug)]
+pub struct LoadedEmbedder {
+    pub spec: ModelSpec,
+    pub model: BertEmbedder,
+}
+
+/// Every configured model, loaded and warmed.
+#[derive(Debug)]
+pub struct ModelRegistry {
+    /// Decoders in configuration order.
+    pub decoders: Vec<Arc<LoadedDecoder>>,
+    pub embedder: Option<Arc<LoadedEmbedder>>,
+}
+
+impl ModelRegistry {
+    /// Loads every model; blocking (minutes for large models), so callers run it off the async
+    /// runtime. `spawn_engine` returns after its warm-up step, so a loaded registry is ready.
+    pub fn load(specs: &[ModelSpec], limits: &Limits) -> anyhow::Result<Self> {
+        let mut decoders = Vec::new();
+        let mut embedder = None;
+        for spec in specs {
+            let device = parse_device(&spec.device)
+                .with_context(|| format!("model `{}`: device", spec.name))?;
+            let started = std::time::Instant::now();
+            if spec.has_role(Role::Embedder) {
+                let ckpt =
+                    quorum_weights::load_checkpoint(&spec.path, &device, candle_core::DType::F32)
+                        .with_context(|| format!("loading embedder `{}`", spec.name))?;
+                let model = BertEmbedder::load(ckpt, &device)
+                    .with_context(|| format!("loading embedder `{}`", spec.name))?;
+                embedder = Some(Arc::new(LoadedEmbedder {
+                    spec: spec.clone(),
+                    model,
+                }));
+            } else {
+                let engine = spawn_engine(engine_config(spec, limits), &spec.path, &device)
+                    .with_context(|| format!("loading model `{}`", spec.name))?;
+                decoders.push(Arc::new(LoadedDecoder {
+                    spec: spec.clone(),
+                    engine,
+                }));
+            }
+            tracing::info!(
+                model = %spec.name,
+                device = %spec.device,
+                secs = started.elapsed().as_secs_f64(),
+                "model loaded"
+            );
+        }
+        Ok(Self { decoders, embedder })
+    }
+
+    /// A decoder by name; the empty name is the first generator.
+    pub fn decoder(&self, name: &str) -> Result<&Arc<LoadedDecoder>, ServiceError> {
+        let found = if name.is_empty() {
+            self.decoders
+                .iter()
+                .find(|d| d.spec.has_role(Role::Generator))
+        } else {
+            self.decoders.iter().find(|d| d.spec.name == name)
+        };
+        found.ok_or_else(|| ServiceError::NotFound {
+            what: "model",
+            id: name.to_owned(),
+        })
+    }
+
+    pub fn selector(&self) -> Option<&Arc<LoadedDecoder>> {
+        self.decoders
+            .iter()
+            .find(|d| d.spec.has_role(Role::Selector))
+    }
+
+    pub fn generators(&self) -> impl Iterator<Item = &Arc<LoadedDecoder>> {
+        self.decoders
+            .iter()
+            .filter(|d| d.spec.has_role(Role::Generator))
+    }
+
+    /// Stops admission in every engine; in-flight sequences finish or are cancelled by their
+    /// callers.
+    pub fn shutdown(&self) {
+        for d in &self.decoders {
+            d.engine.shutdown();
+        }
+    }
+
+    /// Engine metrics per model, with vLLM's metric meanings under a `quorum_` prefix.
+    pub fn render_metrics(&self, out: &mut String) {
+        let stats: Vec<(String, EngineStats)> = self
+            .decoders
+            .iter()
+            .map(|d| (format!("model=\"{}\"", d.spec.name), d.engine.stats()))
+            .collect();
+        let family = |out: &mut String, name, kind, help, get: &dyn Fn(&EngineStats) -> f64| {
+            let samples: Vec<(String, f64)> =
+                stats.iter().map(|(l, s)| (l.clone(), get(s))).collect();
+            render_family(out, name, kind, help, &samples);
+        };
+        family(
+            out,
+            "quorum_engine_running",
+            "gauge",
+            "Sequences being generated.",
+            &|s| s.running as f64,
+        );
+        family(
+            out,
+            "quorum_engine_waiting",
+            "gauge",
+            "Sequences waiting for admission.",
+            &|s| s.waiting as f64,
+        );
+        family(
+            out,
+            "quorum_engine_kv_blocks_used",
+            "gauge",
+            "KV cache blocks in use.",
+            &|s| s.kv_blocks_used as f64,
+        );
+        family(
+            out,
+            "quorum_engine_kv_usage",
+            "gauge",
+            "Fraction of KV blocks in use.",
+            &|s| s.kv_blocks_used as f64 / f64::from(s.kv_blocks_total.max(1)),
+        );
+        family(
+            out,
+            "quorum_engine_prefix_cache_queries_total",
+            "counter",
+            "Prompt blocks looked up in the prefix cache.",
+            &|s| s.prefix_cache_queries as f64,
+        );
+        family(
+            out,
+            "quorum_engine_prefix_cache_hits_total",
+            "counter",
+            "Prompt blocks found in the prefix cache.",
+            &|s| s.prefix_cache_hits as f64,
+        );
+        family(
+            out,
+            "quorum_engine_prompt_tokens_total",
+            "counter",
+            "Prompt tokens prefilled.",
+            &|s| s.prompt_tokens_total as f64,
+        );
+        family(
+            out,
+            "quorum_engine_generation_tokens_total",
+            "counter",
+            "Tokens generated.",
+            &|s| s.generation_tokens_total as f64,
+        );
+        family(
+            out,
+            "quorum_engine_preemptions_total",
+            "counter",
+            "Sequences preempted for lack of KV blocks.",
+            &|s| s.preemptions as f64,
+        );
+        self.render_latency(out, &stats);
+    }
+
+    fn render_latency(&self, out: &mut String, stats: &[(String, EngineStats)]) {
+        for (name, help, pick) in [
+            (
+                "quorum_engine_time_to_first_token_seconds",
+                "Time from admission to the first token.",
+                (|s: &EngineStats| &s.ttft) as fn(&EngineStats) -> &quorum_engine::Histogram,
+            ),
+            (
+                "quorum_engine_inter_token_latency_seconds",
+                "Time between consecutive tokens of a sequence.",
+                |s: &EngineStats| &s.inter_token_latency,
+            ),
+        ] {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
+            for (labels, s) in stats {
+                render_histogram(out, name, labels, &from_cumulative(pick(s)));
+            }
+        }
+    }
+}
+
+/// The engine keeps cumulative bucket counts; the renderer takes per-bucket counts.
+fn from_cumulative(h: &quorum_engine::Histogram) -> Histogram {
+    let mut counts = Vec::with_capacity(h.counts.len() + 1);
+    let mut previous = 0;
+    for c in &h.counts {
+        counts.push(c.saturating_sub(previous));
+        previous = *c;
+    }
+    counts.push(h.count.saturating_sub(previous));
+    Histogram {
+        bounds: h.bounds.clone(),
+        counts,
+        sum: h.sum,
+    }
+}
+
+fn engine_config(spec: &ModelSpec, limits: &Limits) -> EngineConfig {
+    EngineConfig {
+        model_name: spec.name.clone(),
+        block_size: BLOCK_SIZE,
+        kv_cache_bytes: limits.kv_cache_bytes,
+        max_batched_tokens: limits.max_batched_tokens,
+        max_running_seqs: limits.max_running,
+        max_waiting: limits.max_queue,
+        max_model_len: spec.max_model_len,
+        enable_prefix_caching: true,
+        matmul_policy: MatmulPolicy::QuantizedOnly,
+    }
+}

@@ -1,0 +1,262 @@
+//! The text-to-SQL pipeline's model traits implemented with the engines: the pipeline is
+//! synchronous and runs on a blocking thread; each call here submits to the engines and waits
+//! on the async runtime. One instance per request carries that request's cancellation and
+//! deadline, so a client that goes away stops its model work at the next engine step.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use quorum_engine::{EngineEvent, FinishReason, GenerateRequest, SamplingParams};
+use quorum_sql::pipeline::{
+    Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
+};
+use quorum_weights::ChatMessage;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+use crate::models::{LoadedDecoder, LoadedEmbedder, ModelRegistry};
+use crate::status::ServiceError;
+
+/// What bounds one request's model calls.
+#[derive(Debug, Clone)]
+pub struct CallScope {
+    pub runtime: tokio::runtime::Handle,
+    pub cancel: CancellationToken,
+    pub deadline: Instant,
+}
+
+impl CallScope {
+    /// Waits for `fut` unless the request is cancelled or its deadline passes first.
+    fn wait<T>(&self, fut: impl Future<Output = T>) -> Result<T, ModelCallError> {
+        self.runtime.block_on(async {
+            tokio::select! {
+                out = fut => Ok(out),
+                _ = self.cancel.cancelled() => Err(ModelCallError::Cancelled),
+                _ = tokio::time::sleep_until(self.deadline.into()) => Err(ModelCallError::Cancelled),
+            }
+        })
+    }
+}
+
+/// Renders a pipeline prompt: through the chat template when the model has one (instruct
+/// models answer far better in their own format), else system and user text concatenated.
+fn render(decoder: &LoadedDecoder, prompt: &PromptMessages) -> Result<String, ModelCallError> {
+    let mut messages = Vec::with_capacity(2);
+    if let Some(system) = &prompt.system {
+        messages.push(ChatMessage::new("system", system));
+    }
+    messages.push(ChatMessage::new("user", &prompt.user));
+    match decoder.engine.chat_template() {
+        Some(template) => template
+            .render(&messages, true)
+            .map_err(|e| failed(decoder, e.to_string())),
+        None => Ok(messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")),
+    }
+}
+
+fn failed(decoder: &LoadedDecoder, message: String) -> ModelCallError {
+    ModelCallError::Failed {
+        name: decoder.spec.name.clone(),
+        message,
+    }
+}
+
+fn submit_error(decoder: &LoadedDecoder, err: quorum_engine::EngineError) -> ModelCallError {
+    let name = decoder.spec.name.clone();
+    match ServiceError::from(err) {
+        ServiceError::Internal { detail } => ModelCallError::Failed {
+            name,
+            message: detail,
+        },
+        other => ModelCallError::Rejected {
+            name,
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn submit(
+    decoder: &LoadedDecoder,
+    prompt: &PromptMessages,
+    params: SamplingParams,
+    deadline: Instant,
+) -> Result<UnboundedReceiver<EngineEvent>, ModelCallError> {
+    let text = render(decoder, prompt)?;
+    let prompt_tokens = decoder
+        .encode(&text, false)
+        .map_err(|e| failed(decoder, e.to_string()))?;
+    let request = GenerateRequest {
+        prompt_tokens,
+        params,
+        adapter: None,
+        deadline: Some(deadline),
+    };
+    decoder
+        .engine
+        .submit(request)
+        .map_err(|e| submit_error(decoder, e))
+}
+
+/// Reads one choice to its end.
+async fn collect(
+    mut rx: UnboundedReceiver<EngineEvent>,
+    name: String,
+    started: Instant,
+) -> Result<Generation, ModelCallError> {
+    let mut text = String::new();
+    while let Some(event) = rx.recv().await {
+        match event {
+            EngineEvent::Token(t) => text.push_str(&t.text),
+            EngineEvent::Finished(f) => {
+                text.push_str(&f.text);
+                return match f.reason {
+                    FinishReason::Stop | FinishReason::Length => Ok(Generation {
+                        text,
+                        tokens_generated: f.completion_tokens,
+                        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+                    }),
+                    FinishReason::Cancelled => Err(ModelCallError::Cancelled),
+                    FinishReason::Error => Err(ModelCallError::Failed {
+                        name,
+                        message: f.error.unwrap_or_else(|| "engine error".into()),
+                    }),
+                };
+            }
+        }
+    }
+    Err(ModelCallError::Failed {
+        name,
+        message: "the engine stopped without finishing the request".into(),
+    })
+}
+
+/// Generators backed by the engines.
+#[derive(Debug, Clone)]
+pub struct EngineGenerator {
+    pub models: Arc<ModelRegistry>,
+    pub scope: CallScope,
+}
+
+impl Generator for EngineGenerator {
+    fn generate_batch(
+        &self,
+        requests: &[GenerationRequest],
+    ) -> Vec<Result<Generation, ModelCallError>> {
+        let started = Instant::now();
+        // Submit everything before waiting on anything, so the engines batch the requests.
+        let submitted: Vec<Result<(String, UnboundedReceiver<EngineEvent>), ModelCallError>> =
+            requests
+                .iter()
+                .map(|r| {
+                    let decoder = self.models.decoder(&r.generator).map_err(|_| {
+                        ModelCallError::UnknownModel {
+                            name: r.generator.clone(),
+                        }
+                    })?;
+                    let params = SamplingParams {
+                        temperature: r.sampling.temperature,
+                        top_p: r.sampling.top_p,
+                        seed: r.sampling.seed,
+                        max_new_tokens: r.sampling.max_new_tokens as u32,
+                        ..SamplingParams::greedy()
+                    };
+                    let rx = submit(decoder, &r.prompt, params, self.scope.deadline)?;
+                    Ok((decoder.spec.name.clone(), rx))
+                })
+                .collect();
+        submitted
+            .into_iter()
+            .map(|s| {
+                let (name, rx) = s?;
+                self.scope.wait(collect(rx, name, started))?
+            })
+            .collect()
+    }
+}
+
+/// The selection model: one decoding step, reading the labels' log-probabilities.
+#[derive(Debug, Clone)]
+pub struct EngineSelector {
+    pub decoder: Arc<LoadedDecoder>,
+    pub scope: CallScope,
+}
+
+impl EngineSelector {
+    fn label_tokens(&self, labels: &[String]) -> Result<Vec<u32>, ModelCallError> {
+        labels
+            .iter()
+            .map(|label| {
+                let ids = self
+                    .decoder
+                    .encode(label, false)
+                    .map_err(|e| failed(&self.decoder, e.to_string()))?;
+                // The answer's first token decides; labels are single letters, one token each
+                // in every tokenizer we serve.
+                ids.first()
+                    .copied()
+                    .ok_or_else(|| failed(&self.decoder, format!("label {label:?} is empty")))
+            })
+            .collect()
+    }
+}
+
+impl Selector for EngineSelector {
+    fn choose(&self, prompt: &str, labels: &[String]) -> Result<Vec<f32>, ModelCallError> {
+        let tokens = self.label_tokens(labels)?;
+        let params = SamplingParams {
+            max_new_tokens: 1,
+            candidate_token_ids: tokens.clone(),
+            ..SamplingParams::greedy()
+        };
+        let mut rx = submit(
+            &self.decoder,
+            &PromptMessages::user(prompt),
+            params,
+            self.scope.deadline,
+        )?;
+        let first = self.scope.wait(async {
+            while let Some(event) = rx.recv().await {
+                if let EngineEvent::Token(t) = event {
+                    return Some(t.candidate_logprobs);
+                }
+            }
+            None
+        })?;
+        let scores = first.ok_or_else(|| failed(&self.decoder, "no token was generated".into()))?;
+        Ok(tokens
+            .iter()
+            .map(|id| {
+                scores
+                    .iter()
+                    .find(|(t, _)| t == id)
+                    .map_or(f32::NEG_INFINITY, |(_, lp)| *lp)
+            })
+            .collect())
+    }
+}
+
+/// Sentence embeddings for demonstration retrieval (runs on the calling thread: MiniLM embeds
+/// a question in milliseconds, not worth a queue).
+#[derive(Debug, Clone)]
+pub struct BertSentenceEmbedder {
+    pub model: Arc<LoadedEmbedder>,
+}
+
+impl Embedder for BertSentenceEmbedder {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError> {
+        let fail = |e: String| ModelCallError::Failed {
+            name: self.model.spec.name.clone(),
+            message: e,
+        };
+        let vectors = self
+            .model
+            .model
+            .embed(texts)
+            .map_err(|e| fail(e.to_string()))?;
+        vectors.to_vec2::<f32>().map_err(|e| fail(e.to_string()))
+    }
+}

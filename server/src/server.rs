@@ -1,0 +1,218 @@
+//! Starting and stopping the server. `start` binds the ports and answers at once (health
+//! NOT_SERVING, Quorum RPCs UNAVAILABLE) while the models load in the background; shutdown is
+//! a message: stop admitting, let in-flight requests finish within the grace period, cancel
+//! what is left, stop the engines, then close the transport.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use quorum_proto::v1::databases_server::DatabasesServer;
+use quorum_proto::v1::inference_server::InferenceServer;
+use quorum_proto::v1::text2_sql_server::Text2SqlServer;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic_health::server::HealthReporter;
+
+use crate::auth::BearerAuth;
+use crate::config::ServerConfig;
+use crate::databases::DatabaseRegistry;
+use crate::models::ModelRegistry;
+use crate::pipeline_runtime::PipelineRuntime;
+use crate::services::databases::DatabasesService;
+use crate::services::inference::InferenceService;
+use crate::services::text2sql::Text2SqlService;
+use crate::state::{AppState, Phase};
+use crate::{health, metrics_http};
+
+/// After the grace period, cancelled requests get this long to notice and release.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// A server that is listening.
+#[derive(Debug)]
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    pub state: Arc<AppState>,
+    drain: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningServer {
+    /// Begins a graceful shutdown (what SIGTERM does); `wait` returns when it is complete.
+    pub fn shutdown(&self) {
+        self.drain.cancel();
+    }
+
+    /// A token that begins the shutdown when cancelled, for signal handlers.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.drain.clone()
+    }
+
+    /// Resolves when the server has stopped: after a shutdown, or when loading failed.
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.task.await.context("server task")?
+    }
+
+    /// `wait` without giving up the handle; await it at most once to completion.
+    pub async fn stopped(&mut self) -> anyhow::Result<()> {
+        (&mut self.task).await.context("server task")?
+    }
+}
+
+/// Binds the ports and starts serving; models load in the background.
+pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+    let specs = config.databases.clone();
+    let allowed = config.allowed_dir.clone();
+    let databases =
+        tokio::task::spawn_blocking(move || DatabaseRegistry::open(&specs, allowed)).await?;
+    let state = Arc::new(AppState::new(
+        config.models.clone(),
+        databases,
+        config.pipeline.clone(),
+        config.limits,
+    ));
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let stop_transport = CancellationToken::new();
+    let metrics_addr = match config.metrics_listen {
+        Some(a) => {
+            let l = metrics_http::bind(a)
+                .await
+                .with_context(|| format!("binding the metrics port {a}"))?;
+            let bound = l.local_addr()?;
+            tokio::spawn(metrics_http::serve(
+                l,
+                state.clone(),
+                stop_transport.clone(),
+            ));
+            Some(bound)
+        }
+        None => None,
+    };
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    health::set_ready(&reporter, false).await;
+    health::set_live(&reporter).await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(quorum_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("building the reflection service")?;
+    let auth = BearerAuth::new(config.auth_token.clone());
+    let router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(InferenceServer::with_interceptor(
+            InferenceService {
+                state: state.clone(),
+            },
+            auth.clone(),
+        ))
+        .add_service(Text2SqlServer::with_interceptor(
+            Text2SqlService {
+                state: state.clone(),
+            },
+            auth.clone(),
+        ))
+        .add_service(DatabasesServer::with_interceptor(
+            DatabasesService {
+                state: state.clone(),
+            },
+            auth,
+        ));
+    let serve = tokio::spawn(router.serve_with_incoming_shutdown(
+        TcpListenerStream::new(listener),
+        stop_transport.clone().cancelled_owned(),
+    ));
+    tracing::info!(%addr, metrics = ?metrics_addr, "listening; loading models");
+    let drain = CancellationToken::new();
+    let lifecycle = Lifecycle {
+        state: state.clone(),
+        config,
+        reporter,
+        drain: drain.clone(),
+        stop_transport,
+    };
+    let task = tokio::spawn(lifecycle.run(serve));
+    Ok(RunningServer {
+        addr,
+        metrics_addr,
+        state,
+        drain,
+        task,
+    })
+}
+
+struct Lifecycle {
+    state: Arc<AppState>,
+    config: ServerConfig,
+    reporter: HealthReporter,
+    drain: CancellationToken,
+    stop_transport: CancellationToken,
+}
+
+type ServeHandle = JoinHandle<Result<(), tonic::transport::Error>>;
+
+impl Lifecycle {
+    async fn run(self, serve: ServeHandle) -> anyhow::Result<()> {
+        let specs = self.config.models.clone();
+        let limits = self.config.limits;
+        let settings = self.config.pipeline.clone();
+        let load = tokio::task::spawn_blocking(move || {
+            let models = Arc::new(ModelRegistry::load(&specs, &limits)?);
+            let pipeline = PipelineRuntime::build(&settings, &models)?;
+            anyhow::Ok((models, Arc::new(pipeline)))
+        });
+        tokio::select! {
+            loaded = load => match loaded.context("model loading task").and_then(|r| r) {
+                Ok((models, pipeline)) => {
+                    self.state.models_ready(models, pipeline);
+                    if self.state.phase() == Phase::Serving {
+                        health::set_ready(&self.reporter, true).await;
+                        tracing::info!("ready");
+                    }
+                }
+                Err(e) => {
+                    self.state.set_phase(Phase::Failed);
+                    self.stop_transport.cancel();
+                    let _ = serve.await;
+                    return Err(e.context("loading the models"));
+                }
+            },
+            // A shutdown while loading: the loading thread is abandoned with the process.
+            _ = self.drain.cancelled() => {}
+        }
+        self.drain.cancelled().await;
+        self.shut_down(serve).await
+    }
+
+    async fn shut_down(self, serve: ServeHandle) -> anyhow::Result<()> {
+        self.state.set_phase(Phase::Draining);
+        health::set_ready(&self.reporter, false).await;
+        let grace = self.config.grace_period;
+        tracing::info!(in_flight = self.state.in_flight(), ?grace, "draining");
+        if tokio::time::timeout(grace, self.state.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                in_flight = self.state.in_flight(),
+                "grace period over; cancelling the remaining requests"
+            );
+            self.state.cancel_all.cancel();
+            let _ = tokio::time::timeout(CANCEL_WAIT, self.state.wait_idle()).await;
+        }
+        if let Some(models) = self.state.loaded_models() {
+            models.shutdown();
+        }
+        self.stop_transport.cancel();
+        serve.await.context("server task")??;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

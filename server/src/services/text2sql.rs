@@ -1,0 +1,257 @@
+//! `quorum.v1.Text2Sql`: the two-round pipeline over a registered database. The pipeline is
+//! synchronous, so each run holds a blocking thread; a per-request cancellation token reaches
+//! every model call, so a caller that leaves or a passed deadline frees the engines promptly.
+
+use std::sync::Arc;
+
+use quorum_proto::v1 as pb;
+use quorum_proto::v1::text2_sql_server::Text2Sql;
+use quorum_sql::pipeline::{Pipeline, PipelineAnswer, PipelineError, PipelineEvent};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, Request, Response, Status};
+use tracing::Instrument;
+
+use super::ResponseStream;
+use crate::convert;
+use crate::databases::Database;
+use crate::pipeline_models::CallScope;
+use crate::rpc::RpcContext;
+use crate::state::{Admission, AppState};
+use crate::status::ServiceError;
+
+#[derive(Debug, Clone)]
+pub struct Text2SqlService {
+    pub state: Arc<AppState>,
+}
+
+/// A validated request, ready to run.
+struct Prepared {
+    pipeline: Pipeline,
+    db: Database,
+    question: String,
+    evidence: Option<String>,
+    cancel: CancellationToken,
+    admission: Admission,
+    permit: OwnedSemaphorePermit,
+}
+
+type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
+
+impl Text2SqlService {
+    fn prepare(
+        &self,
+        ctx: &RpcContext,
+        req: pb::Text2SqlRequest,
+    ) -> Result<Prepared, ServiceError> {
+        let (admission, models) = self.state.admit()?;
+        if req.question.trim().is_empty() {
+            return Err(ServiceError::invalid("question", "must not be empty"));
+        }
+        if req.db_id.is_empty() {
+            return Err(ServiceError::invalid("db_id", "must not be empty"));
+        }
+        let db = self.state.databases.get(&req.db_id)?;
+        let runtime = self.state.pipeline_runtime()?;
+        let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
+        let permit = self
+            .state
+            .text2sql_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ServiceError::ResourceExhausted {
+                reason: format!(
+                    "{} text-to-SQL requests are already running",
+                    self.state.limits.max_concurrent_text2sql
+                ),
+            })?;
+        // A child token: cancelled by this request's own end or by the server's grace period.
+        let cancel = self.state.cancel_all.child_token();
+        let scope = CallScope {
+            runtime: tokio::runtime::Handle::current(),
+            cancel: cancel.clone(),
+            deadline: ctx.deadline,
+        };
+        let pipeline = runtime.pipeline(config, &models, scope)?;
+        Ok(Prepared {
+            pipeline,
+            db,
+            question: req.question,
+            evidence: req.evidence.filter(|e| !e.is_empty()),
+            cancel,
+            admission,
+            permit,
+        })
+    }
+
+    /// Starts the run on a blocking thread, reporting stage events to `events` when given.
+    fn spawn(
+        prepared: Prepared,
+        events: Option<mpsc::UnboundedSender<PipelineEvent>>,
+        ctx: &RpcContext,
+    ) -> (RunHandle, CancellationToken) {
+        let cancel = prepared.cancel.clone();
+        let span = ctx.span.clone();
+        let handle = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            // Held until the run really ends, so that shutdown waits for it.
+            let _admission = prepared.admission;
+            let _permit = prepared.permit;
+            let mut on_event = |e: PipelineEvent| {
+                if let Some(tx) = &events {
+                    let _ = tx.send(e);
+                }
+            };
+            prepared.pipeline.run_with_events(
+                &prepared.question,
+                prepared.evidence.as_deref(),
+                &prepared.db.handle,
+                &mut on_event,
+            )
+        });
+        (handle, cancel)
+    }
+
+    /// Why a run ended early, from the caller's point of view.
+    fn interrupted(&self, ctx: &RpcContext) -> ServiceError {
+        if self.state.cancel_all.is_cancelled() {
+            ServiceError::Unavailable {
+                reason: "the server shut down before the request finished".into(),
+            }
+        } else if std::time::Instant::now() >= ctx.deadline {
+            ServiceError::DeadlineExceeded
+        } else {
+            ServiceError::Cancelled {
+                reason: "the run was cancelled".into(),
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        ctx: &RpcContext,
+        handle: RunHandle,
+    ) -> Result<PipelineAnswer, ServiceError> {
+        let outcome = tokio::select! {
+            joined = handle => joined,
+            _ = tokio::time::sleep_until(ctx.deadline.into()) => return Err(ServiceError::DeadlineExceeded),
+            _ = self.state.cancel_all.cancelled() => return Err(self.interrupted(ctx)),
+        };
+        match outcome {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(PipelineError::Model {
+                source: quorum_sql::pipeline::ModelCallError::Cancelled,
+                ..
+            })) => Err(self.interrupted(ctx)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(join) => Err(ServiceError::internal(format!("pipeline task: {join}"))),
+        }
+    }
+
+    async fn stream(
+        self,
+        ctx: RpcContext,
+        handle: RunHandle,
+        mut events: mpsc::UnboundedReceiver<PipelineEvent>,
+        tx: mpsc::Sender<Result<pb::Text2SqlEvent, Status>>,
+        cancel: CancellationToken,
+    ) {
+        // Dropping the guard on any exit (client gone included) stops the run's model calls.
+        let _guard = cancel.drop_guard();
+        let code = self.pump(&ctx, handle, &mut events, &tx).await;
+        ctx.finish(code);
+    }
+
+    /// Sends stage events as they happen, then the answer or the error.
+    async fn pump(
+        &self,
+        ctx: &RpcContext,
+        handle: RunHandle,
+        events: &mut mpsc::UnboundedReceiver<PipelineEvent>,
+        tx: &mpsc::Sender<Result<pb::Text2SqlEvent, Status>>,
+    ) -> Code {
+        let finish = self.finish(ctx, handle);
+        tokio::pin!(finish);
+        let result = loop {
+            tokio::select! {
+                biased;
+                Some(event) = events.recv() => {
+                    if let Some(message) = convert::event_message(&event)
+                        && tx.send(Ok(message)).await.is_err()
+                    {
+                        return Code::Cancelled;
+                    }
+                }
+                result = &mut finish => break result,
+                _ = tx.closed() => return Code::Cancelled,
+            }
+        };
+        // The run has ended: whatever it reported before returning is already queued.
+        while let Ok(event) = events.try_recv() {
+            if let Some(message) = convert::event_message(&event)
+                && tx.send(Ok(message)).await.is_err()
+            {
+                return Code::Cancelled;
+            }
+        }
+        let (message, code) = match result {
+            Ok(answer) => {
+                let event = pb::text2_sql_event::Event::Answer(convert::answer_response(&answer));
+                (Ok(pb::Text2SqlEvent { event: Some(event) }), Code::Ok)
+            }
+            Err(e) => {
+                let code = e.code();
+                (Err(Status::from(e)), code)
+            }
+        };
+        if tx.send(message).await.is_err() {
+            return Code::Cancelled;
+        }
+        code
+    }
+}
+
+#[tonic::async_trait]
+impl Text2Sql for Text2SqlService {
+    type GenerateStreamStream = ResponseStream<pb::Text2SqlEvent>;
+
+    async fn generate(
+        &self,
+        request: Request<pb::Text2SqlRequest>,
+    ) -> Result<Response<pb::Text2SqlResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Generate", request.metadata());
+        let result = async {
+            let prepared = self.prepare(&ctx, request.into_inner())?;
+            let (handle, cancel) = Self::spawn(prepared, None, &ctx);
+            // If the client goes away, tonic drops this future and the guard cancels the run.
+            let _guard = cancel.drop_guard();
+            self.finish(&ctx, handle).await
+        }
+        .instrument(ctx.span.clone())
+        .await;
+        ctx.complete(result.map(|answer| convert::answer_response(&answer)))
+    }
+
+    async fn generate_stream(
+        &self,
+        request: Request<pb::Text2SqlRequest>,
+    ) -> Result<Response<Self::GenerateStreamStream>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/GenerateStream", request.metadata());
+        let prepared = {
+            let _entered = ctx.span.enter();
+            self.prepare(&ctx, request.into_inner())
+        };
+        let prepared = prepared.map_err(|e| ctx.fail(e))?;
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (handle, cancel) = Self::spawn(prepared, Some(events_tx), &ctx);
+        // Events are few (one per stage and candidate): a small buffer suffices.
+        let (tx, rx) = mpsc::channel(16);
+        let task = self
+            .clone()
+            .stream(ctx.clone(), handle, events_rx, tx, cancel);
+        tokio::spawn(task.instrument(ctx.span.clone()));
+        Ok(ctx.respond(Box::pin(ReceiverStream::new(rx)) as Self::GenerateStreamStream))
+    }
+}

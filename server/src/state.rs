@@ -1,0 +1,208 @@
+//! What every RPC shares: the lifecycle phase, the loaded models (once loaded), the databases,
+//! the limits, the metrics, and the count of requests in flight that shutdown waits for.
+
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Limits, ModelSpec, PipelineSettings};
+use crate::databases::DatabaseRegistry;
+use crate::metrics::Metrics;
+use crate::models::ModelRegistry;
+use crate::pipeline_runtime::PipelineRuntime;
+use crate::status::ServiceError;
+
+/// The server's lifecycle. Requests are admitted only while `Serving`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// Models are loading and warming up.
+    Starting = 0,
+    Serving = 1,
+    /// Shutdown began: in-flight requests finish, new ones get UNAVAILABLE.
+    Draining = 2,
+    /// Loading failed; the server is on its way out.
+    Failed = 3,
+}
+
+#[derive(Debug)]
+pub struct AppState {
+    phase: AtomicU8,
+    models: OnceLock<Arc<ModelRegistry>>,
+    pipeline_runtime: OnceLock<Arc<PipelineRuntime>>,
+    pub model_specs: Vec<ModelSpec>,
+    pub databases: DatabaseRegistry,
+    pub pipeline: PipelineSettings,
+    pub limits: Limits,
+    pub metrics: Metrics,
+    in_flight: AtomicUsize,
+    idle: Notify,
+    /// Cancelled when the grace period ends: every request still running stops.
+    pub cancel_all: CancellationToken,
+    pub text2sql_slots: Arc<Semaphore>,
+    next_request: AtomicU64,
+    /// Distinguishes request ids across restarts.
+    boot_id: u64,
+}
+
+/// Holds one unit of the in-flight count; dropping it (the request ended, however) releases it.
+#[derive(Debug)]
+pub struct Admission {
+    state: Arc<AppState>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if self.state.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.state.idle.notify_waiters();
+        }
+    }
+}
+
+impl AppState {
+    pub fn new(
+        model_specs: Vec<ModelSpec>,
+        databases: DatabaseRegistry,
+        pipeline: PipelineSettings,
+        limits: Limits,
+    ) -> Self {
+        let boot_id = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self {
+            phase: AtomicU8::new(Phase::Starting as u8),
+            models: OnceLock::new(),
+            pipeline_runtime: OnceLock::new(),
+            model_specs,
+            databases,
+            pipeline,
+            text2sql_slots: Arc::new(Semaphore::new(limits.max_concurrent_text2sql)),
+            limits,
+            metrics: Metrics::default(),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+            cancel_all: CancellationToken::new(),
+            next_request: AtomicU64::new(1),
+            boot_id,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Acquire) {
+            0 => Phase::Starting,
+            1 => Phase::Serving,
+            2 => Phase::Draining,
+            _ => Phase::Failed,
+        }
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Ordering::Release);
+    }
+
+    /// Publishes the loaded models and starts admitting requests.
+    pub fn models_ready(&self, models: Arc<ModelRegistry>, pipeline: Arc<PipelineRuntime>) {
+        let _ = self.models.set(models);
+        let _ = self.pipeline_runtime.set(pipeline);
+        // Shutdown may have begun while loading; it must not be undone.
+        let _ = self.phase.compare_exchange(
+            Phase::Starting as u8,
+            Phase::Serving as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    pub fn loaded_models(&self) -> Option<&Arc<ModelRegistry>> {
+        self.models.get()
+    }
+
+    pub fn pipeline_runtime(&self) -> Result<&Arc<PipelineRuntime>, ServiceError> {
+        self.pipeline_runtime
+            .get()
+            .ok_or_else(|| ServiceError::Unavailable {
+                reason: "the pipeline is not ready".into(),
+            })
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase() == Phase::Serving
+    }
+
+    /// Admits a request, or refuses it with UNAVAILABLE while starting or draining.
+    pub fn admit(self: &Arc<Self>) -> Result<(Admission, Arc<ModelRegistry>), ServiceError> {
+        let reason = match self.phase() {
+            Phase::Serving => None,
+            Phase::Starting => Some("the server is starting: models are loading"),
+            Phase::Draining => Some("the server is shutting down"),
+            Phase::Failed => Some("the server failed to start"),
+        };
+        if let Some(reason) = reason {
+            return Err(ServiceError::Unavailable {
+                reason: reason.into(),
+            });
+        }
+        let models = self
+            .models
+            .get()
+            .cloned()
+            .ok_or(ServiceError::Unavailable {
+                reason: "the models are not loaded".into(),
+            })?;
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Ok((
+            Admission {
+                state: self.clone(),
+            },
+            models,
+        ))
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Resolves when no request is in flight.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// A fresh request id: boot time and a sequence number, unique per server.
+    pub fn new_request_id(&self) -> String {
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}-{n}", self.boot_id)
+    }
+
+    /// All metrics in Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        let mut out = String::new();
+        self.metrics.render_rpc(&mut out);
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_ready",
+            "gauge",
+            "1 when models are loaded and requests are admitted.",
+            &[(String::new(), f64::from(u8::from(self.is_ready())))],
+        );
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_requests_in_flight",
+            "gauge",
+            "Admitted requests that have not finished.",
+            &[(String::new(), self.in_flight() as f64)],
+        );
+        if let Some(models) = self.models.get() {
+            models.render_metrics(&mut out);
+        }
+        out
+    }
+}

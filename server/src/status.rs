@@ -1,0 +1,146 @@
+//! The one place where failures become gRPC statuses. Every service returns [`ServiceError`];
+//! library errors are converted into it here with exhaustive matches, so that a new error
+//! variant fails to compile until someone decides its code. Internal details go to the log,
+//! never to the caller.
+
+use quorum_engine::EngineError;
+use quorum_sql::pipeline::{ModelCallError, PipelineError};
+use tonic::{Code, Status};
+
+/// Why an RPC failed, in terms a caller can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("invalid `{field}`: {reason}")]
+    InvalidArgument { field: String, reason: String },
+    #[error("unknown {what} `{id}`")]
+    NotFound { what: &'static str, id: String },
+    #[error("{what} `{id}` already exists")]
+    AlreadyExists { what: &'static str, id: String },
+    #[error("permission denied: {reason}")]
+    PermissionDenied { reason: String },
+    #[error("server busy: {reason}; retry later")]
+    ResourceExhausted { reason: String },
+    #[error("deadline exceeded")]
+    DeadlineExceeded,
+    #[error("cancelled: {reason}")]
+    Cancelled { reason: String },
+    #[error("unavailable: {reason}")]
+    Unavailable { reason: String },
+    #[error("missing or invalid bearer token")]
+    Unauthenticated,
+    #[error("{what} is not configured on this server")]
+    FailedPrecondition { what: String },
+    /// The detail is logged, never sent.
+    #[error("internal error: {detail}")]
+    Internal { detail: String },
+}
+
+impl ServiceError {
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self::Internal {
+            detail: detail.to_string(),
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        match self {
+            Self::InvalidArgument { .. } => Code::InvalidArgument,
+            Self::NotFound { .. } => Code::NotFound,
+            Self::AlreadyExists { .. } => Code::AlreadyExists,
+            Self::PermissionDenied { .. } => Code::PermissionDenied,
+            Self::ResourceExhausted { .. } => Code::ResourceExhausted,
+            Self::DeadlineExceeded => Code::DeadlineExceeded,
+            Self::Cancelled { .. } => Code::Cancelled,
+            Self::Unavailable { .. } => Code::Unavailable,
+            Self::Unauthenticated => Code::Unauthenticated,
+            Self::FailedPrecondition { .. } => Code::FailedPrecondition,
+            Self::Internal { .. } => Code::Internal,
+        }
+    }
+}
+
+impl From<ServiceError> for Status {
+    fn from(err: ServiceError) -> Status {
+        let code = err.code();
+        match &err {
+            ServiceError::Internal { detail } => {
+                tracing::error!(%detail, "internal error");
+                Status::internal("internal error (details are in the server log)")
+            }
+            _ => Status::new(code, err.to_string()),
+        }
+    }
+}
+
+impl From<EngineError> for ServiceError {
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::QueueFull { .. } => Self::ResourceExhausted {
+                reason: err.to_string(),
+            },
+            EngineError::PromptTooLong {
+                n_tokens,
+                max_new_tokens,
+                max,
+            } => Self::invalid(
+                "prompt",
+                format!(
+                    "{n_tokens} prompt tokens plus {max_new_tokens} new tokens exceed the \
+                     model's limit of {max}"
+                ),
+            ),
+            EngineError::EmptyPrompt => Self::invalid("prompt", "must not be empty"),
+            EngineError::InvalidParams(e) => {
+                Self::invalid(format!("sampling.{}", e.field()), e.to_string())
+            }
+            EngineError::UnknownAdapter { adapter } => Self::NotFound {
+                what: "adapter",
+                id: adapter,
+            },
+            EngineError::ShuttingDown => Self::Unavailable {
+                reason: "the model is shutting down".into(),
+            },
+            e @ (EngineError::Config { .. } | EngineError::Model(_)) => Self::internal(e),
+        }
+    }
+}
+
+impl From<ModelCallError> for ServiceError {
+    fn from(err: ModelCallError) -> Self {
+        match err {
+            ModelCallError::UnknownModel { name } => Self::NotFound {
+                what: "model",
+                id: name,
+            },
+            ModelCallError::Rejected { reason, .. } => Self::ResourceExhausted { reason },
+            ModelCallError::Cancelled => Self::Cancelled {
+                reason: "the model call was cancelled".into(),
+            },
+            ModelCallError::Failed { name, message } => {
+                Self::internal(format!("model {name}: {message}"))
+            }
+        }
+    }
+}
+
+impl From<PipelineError> for ServiceError {
+    fn from(err: PipelineError) -> Self {
+        match err {
+            PipelineError::Config { reason } => Self::invalid("options", reason),
+            PipelineError::Model { source, .. } => source.into(),
+            PipelineError::Database { db_id, source } => {
+                Self::internal(format!("database {db_id}: {source}"))
+            }
+            e @ (PipelineError::BatchSize { .. } | PipelineError::Demos { .. }) => {
+                Self::internal(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The Inference and Databases services over a real socket with SmolLM2: every RPC, streaming,
+//! errors mapped to their codes, bearer-token auth, health and metrics.
+
+use quorum_proto::v1 as pb;
+use tonic::Code;
+use tonic_health::pb::health_check_response::ServingStatus;
+
+use super::server_support::{TOKEN, TestConfig, TestServer, collect, prompt_request};
+
+fn authed<T>(body: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(body);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {TOKEN}").parse().expect("ascii"),
+    );
+    r
+}
+
+fn chat(messages: &[(&str, &str)]) -> pb::ChatMessages {
+    pb::ChatMessages {
+        messages: messages
+            .iter()
+            .map(|(role, content)| pb::ChatMessage {
+                role: (*role).into(),
+                content: (*content).into(),
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inference_rpcs_stream_tokenize_and_list_models() {
+    let server = TestServer::start(TestConfig {
+        auth: true,
+        ..TestConfig::default()
+    })
+    .await;
+    assert_eq!(server.health("liveness").await, ServingStatus::Serving);
+    assert_eq!(
+        server.health("quorum.v1.Inference").await,
+        ServingStatus::Serving
+    );
+    let mut client = server.inference();
+
+    let denied = client
+        .list_models(pb::ListModelsRequest {})
+        .await
+        .expect_err("no token");
+    assert_eq!(denied.code(), Code::Unauthenticated);
+
+    let models = client
+        .list_models(authed(pb::ListModelsRequest {}))
+        .await
+        .expect("list models")
+        .into_inner()
+        .models;
+    assert_eq!(models.len(), 1);
+    assert_eq!(models[0].name, "smol");
+    assert_eq!(models[0].state, pb::ModelState::Ready as i32);
+    assert_eq!(
+        models[0].roles,
+        vec![
+            pb::ModelRole::Generator as i32,
+            pb::ModelRole::Selector as i32
+        ]
+    );
+    assert_eq!(models[0].device, "cpu");
+    assert!(models[0].load.expect("load").kv_blocks_total > 0);
+
+    let tokens = client
+        .tokenize(authed(pb::TokenizeRequest {
+            model: "smol".into(),
+            input: Some(pb::tokenize_request::Input::Text(
+                "SELECT name FROM singer".into(),
+            )),
+            add_special_tokens: false,
+        }))
+        .await
+        .expect("tokenize")
+        .into_inner();
+    assert!(tokens.token_ids.len() >= 4, "{tokens:?}");
+    assert_eq!(tokens.tokens.len(), tokens.token_ids.len());
+    assert!(tokens.max_model_len > 0);
+
+    // Chat input, two choices, streamed: every choice ends with exactly one final message.
+    let request = pb::InferenceRequest {
+        model: "smol".into(),
+        input: Some(pb::inference_request::Input::Chat(chat(&[(
+            "user",
+            "Write a SQL query that counts the rows of table singer.",
+        )]))),
+        sampling: Some(pb::SamplingOptions {
+            max_tokens: Some(12),
+            n: Some(2),
+            logprobs: true,
+            ..Default::default()
+        }),
+        adapter: None,
+    };
+    let stream = client
+        .generate(authed(request))
+        .await
+        .expect("generate")
+        .into_inner();
+    let (text, finals, status) = collect(stream).await;
+    assert!(status.is_none(), "{status:?}");
+    assert!(!text.is_empty());
+    let mut indices: Vec<u32> = finals.iter().map(|f| f.index).collect();
+    indices.sort_unstable();
+    assert_eq!(indices, vec![0, 1]);
+    for f in &finals {
+        let usage = f.usage.expect("usage on the final message");
+        assert!(usage.prompt_tokens > 10);
+        assert!(usage.completion_tokens >= 1 && usage.completion_tokens <= 12);
+    }
+    server.wait_engine_idle().await;
+
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("quorum_rpc_requests_total{method=\"Inference/Generate\",code=\"OK\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("quorum_engine_kv_blocks_used{model=\"smol\"}"));
+    assert!(metrics.contains("quorum_engine_time_to_first_token_seconds_count{model=\"smol\"}"));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inference_errors_name_the_field_and_code() {
+    let server = TestServer::start(TestConfig {
+        max_prompt_tokens: 64,
+        ..TestConfig::default()
+    })
+    .await;
+    let mut client = server.inference();
+    let code_of = |r: Result<
+        tonic::Response<tonic::Streaming<pb::InferenceResponse>>,
+        tonic::Status,
+    >| { r.expect_err("must fail") };
+
+    let mut unknown_model = prompt_request("hi", 4);
+    unknown_model.model = "gpt-17".into();
+    let e = code_of(client.generate(unknown_model).await);
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("gpt-17"), "{}", e.message());
+
+    let mut unknown_adapter = prompt_request("hi", 4);
+    unknown_adapter.adapter = Some("spider-lora".into());
+    let e = code_of(client.generate(unknown_adapter).await);
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("spider-lora"));
+
+    let long = "SELECT name FROM singer WHERE age > 30; ".repeat(40);
+    let e = code_of(client.generate(prompt_request(&long, 4)).await);
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`prompt`"), "{}", e.message());
+
+    let mut no_input = prompt_request("x", 4);
+    no_input.input = None;
+    let e = code_of(client.generate(no_input).await);
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`input`"));
+
+    let mut bad_temperature = prompt_request("hi", 4);
+    bad_temperature.sampling = Some(pb::SamplingOptions {
+        temperature: Some(-1.0),
+        ..Default::default()
+    });
+    let e = code_of(client.generate(bad_temperature).await);
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().contains("sampling.temperature"),
+        "{}",
+        e.message()
+    );
+
+    let e = code_of(client.generate(prompt_request("hi", 0)).await);
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("sampling.max_tokens"));
+
+    let mut bad_role = prompt_request("hi", 4);
+    bad_role.input = Some(pb::inference_request::Input::Chat(chat(&[("robot", "hi")])));
+    let e = code_of(client.generate(bad_role).await);
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("chat.messages[0].role"));
+
+    let e = client
+        .tokenize(pb::TokenizeRequest {
+            model: "nope".into(),
+            input: Some(pb::tokenize_request::Input::Text("x".into())),
+            add_special_tokens: false,
+        })
+        .await
+        .expect_err("unknown model");
+    assert_eq!(e.code(), Code::NotFound);
+
+    let metrics = server.metrics().await;
+    assert!(metrics.contains("code=\"INVALID_ARGUMENT\""), "{metrics}");
+    assert!(metrics.contains("code=\"NOT_FOUND\""));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn databases_list_describe_and_register() {
+    let allowed = tempfile::tempdir().expect("tempdir");
+    let source = quorum_tests::spider_dir().join("database/pets_1/pets_1.sqlite");
+    std::fs::copy(&source, allowed.path().join("pets_copy.sqlite")).expect("copy database");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(&source, outside.path().join("elsewhere.sqlite")).expect("copy database");
+    let server = TestServer::start(TestConfig {
+        allowed_dir: Some(allowed.path().to_path_buf()),
+        ..TestConfig::default()
+    })
+    .await;
+    let mut client = server.databases();
+
+    let listed = client
+        .list(pb::ListDatabasesRequest {})
+        .await
+        .expect("list")
+        .into_inner()
+        .databases;
+    let ids: Vec<&str> = listed.iter().map(|d| d.db_id.as_str()).collect();
+    assert_eq!(ids, vec!["concert_singer", "pets_1"]);
+    assert_eq!(listed[0].origin, pb::DatabaseOrigin::Config as i32);
+
+    let schema = client
+        .describe(pb::DescribeDatabaseRequest {
+            db_id: "concert_singer".into(),
+        })
+        .await
+        .expect("describe")
+        .into_inner();
+    let singer = schema
+        .tables
+        .iter()
+        .find(|t| t.name == "singer")
+        .expect("singer table");
+    assert!(singer.columns.iter().any(|c| c.name == "Name"));
+    assert!(!singer.sample_rows.is_empty());
+    assert!(!schema.foreign_keys.is_empty());
+
+    let e = client
+        .describe(pb::DescribeDatabaseRequest {
+            db_id: "no_such_db".into(),
+        })
+        .await
+        .expect_err("unknown database");
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("no_such_db"));
+
+    let register = |db_id: &str, path: &str| pb::RegisterDatabaseRequest {
+        db_id: db_id.into(),
+        path: path.into(),
+    };
+    let added = client
+        .register(register("pets_copy", "pets_copy.sqlite"))
+        .await
+        .expect("register")
+        .into_inner()
+        .database
+        .expect("summary");
+    assert_eq!(added.origin, pb::DatabaseOrigin::Registered as i32);
+    assert!(added.table_count >= 3);
+    let again = client
+        .register(register("pets_copy", "pets_copy.sqlite"))
+        .await
+        .expect_err("duplicate id");
+    assert_eq!(again.code(), Code::AlreadyExists);
+    let escape = outside.path().join("elsewhere.sqlite");
+    let e = client
+        .register(register("escape", &escape.display().to_string()))
+        .await
+        .expect_err("outside the allowed directory");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = client
+        .register(register("bad id!", "pets_copy.sqlite"))
+        .await
+        .expect_err("bad id");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`db_id`"));
+    let e = client
+        .register(register("missing", "missing.sqlite"))
+        .await
+        .expect_err("missing file");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`path`"));
+
+    let listed = client
+        .list(pb::ListDatabasesRequest {})
+        .await
+        .expect("list")
+        .into_inner()
+        .databases;
+    assert_eq!(listed.len(), 3);
+    server.stop().await;
+}

@@ -1,0 +1,257 @@
+//! Starting the real server in-process on a loopback port with SmolLM2 in every role, and
+//! clients for it.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use quorum_proto::v1 as pb;
+use quorum_proto::v1::databases_client::DatabasesClient;
+use quorum_proto::v1::inference_client::InferenceClient;
+use quorum_proto::v1::text2_sql_client::Text2SqlClient;
+use quorum_server::model_source::ModelDirs;
+use quorum_server::{RawConfig, RunningServer};
+use quorum_tests::{SMOLLM2, model_path, spider_dir};
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+pub const TOKEN: &str = "test-token";
+
+/// Server settings a test may change.
+pub struct TestConfig {
+    pub max_queue: usize,
+    pub max_running: usize,
+    pub grace_secs: f64,
+    pub max_prompt_tokens: usize,
+    pub auth: bool,
+    /// A directory `Databases.Register` may read from.
+    pub allowed_dir: Option<PathBuf>,
+}
+
+impl Default for TestConfig {
+    fn default() -> Self {
+        Self {
+            max_queue: 8,
+            max_running: 4,
+            grace_secs: 10.0,
+            max_prompt_tokens: 1024,
+            auth: false,
+            allowed_dir: None,
+        }
+    }
+}
+
+impl TestConfig {
+    fn toml(&self) -> String {
+        let model = model_path(SMOLLM2);
+        let db = |id: &str| spider_dir().join(format!("database/{id}/{id}.sqlite"));
+        let auth = if self.auth {
+            format!("auth_token = \"{TOKEN}\"")
+        } else {
+            String::new()
+        };
+        let allowed = self
+            .allowed_dir
+            .as_ref()
+            .map(|d| format!("allowed_dir = {:?}", d.display().to_string()))
+            .unwrap_or_default();
+        format!(
+            r#"
+[server]
+listen = "127.0.0.1:0"
+metrics_listen = "127.0.0.1:0"
+grace_period_secs = {grace}
+{auth}
+
+[limits]
+max_queue = {queue}
+max_running = {running}
+kv_cache_mib = 64
+max_prompt_tokens = {max_prompt}
+max_new_tokens = 512
+request_timeout_secs = 120
+
+[[models]]
+name = "smol"
+source = {model:?}
+roles = ["generator", "selector"]
+format = "simple_ddl"
+
+[databases]
+{allowed}
+[databases.entries]
+concert_singer = {concert:?}
+pets_1 = {pets:?}
+
+[pipeline]
+round1_shots = 0
+round2_shots = 0
+max_new_tokens = 48
+"#,
+            grace = self.grace_secs,
+            queue = self.max_queue,
+            running = self.max_running,
+            max_prompt = self.max_prompt_tokens,
+            model = model.display().to_string(),
+            concert = db("concert_singer").display().to_string(),
+            pets = db("pets_1").display().to_string(),
+        )
+    }
+}
+
+/// A running server and channels to it.
+pub struct TestServer {
+    pub server: RunningServer,
+    pub channel: Channel,
+    auth: bool,
+}
+
+impl TestServer {
+    /// Starts the server and waits until health says SERVING.
+    pub async fn start(config: TestConfig) -> Self {
+        let raw = RawConfig::from_toml_str(&config.toml()).expect("test config parses");
+        let no_scan = PathBuf::from("/nonexistent-quorum-test-dir");
+        let resolved = quorum_server::config::resolve(raw, &ModelDirs::from_env(), &no_scan)
+            .expect("test config resolves");
+        let server = quorum_server::start(resolved).await.expect("server starts");
+        let channel = Channel::from_shared(format!("http://{}", server.addr))
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connects");
+        let this = Self {
+            server,
+            channel,
+            auth: config.auth,
+        };
+        this.wait_serving().await;
+        this
+    }
+
+    pub async fn health(&self, service: &str) -> ServingStatus {
+        let mut client = HealthClient::new(self.channel.clone());
+        let response = client
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("health check answers");
+        ServingStatus::try_from(response.into_inner().status).expect("known status")
+    }
+
+    async fn wait_serving(&self) {
+        let until = Instant::now() + Duration::from_secs(120);
+        while self.health("").await != ServingStatus::Serving {
+            assert!(Instant::now() < until, "server did not become ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn inference(&self) -> InferenceClient<Channel> {
+        InferenceClient::new(self.channel.clone())
+    }
+
+    pub fn text2sql(&self) -> Text2SqlClient<Channel> {
+        Text2SqlClient::new(self.channel.clone())
+    }
+
+    pub fn databases(&self) -> DatabasesClient<Channel> {
+        DatabasesClient::new(self.channel.clone())
+    }
+
+    /// The Prometheus text from the metrics port.
+    pub async fn metrics(&self) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.server.metrics_addr.expect("metrics enabled");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.expect("read");
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        body
+    }
+
+    /// The engine load of the one model.
+    pub async fn load(&self) -> pb::EngineLoad {
+        let mut request = tonic::Request::new(pb::ListModelsRequest {});
+        if self.auth {
+            let bearer = format!("Bearer {TOKEN}").parse().expect("ascii");
+            request.metadata_mut().insert("authorization", bearer);
+        }
+        let models = self
+            .inference()
+            .list_models(request)
+            .await
+            .expect("list models")
+            .into_inner();
+        models.models[0].load.expect("engine load")
+    }
+
+    /// Waits until the engine holds no sequences and no KV blocks.
+    pub async fn wait_engine_idle(&self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let load = self.load().await;
+            if load.running == 0 && load.waiting == 0 && load.kv_blocks_used == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "engine did not free its blocks: {load:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn stop(self) {
+        self.server.shutdown();
+        self.server.wait().await.expect("clean shutdown");
+    }
+}
+
+/// A generation request for a raw prompt.
+pub fn prompt_request(prompt: &str, max_tokens: u32) -> pb::InferenceRequest {
+    pb::InferenceRequest {
+        model: String::new(),
+        input: Some(pb::inference_request::Input::Prompt(prompt.into())),
+        sampling: Some(pb::SamplingOptions {
+            max_tokens: Some(max_tokens),
+            ..Default::default()
+        }),
+        adapter: None,
+    }
+}
+
+/// Sets a deadline the way every gRPC client does: the `grpc-timeout` header.
+pub fn with_timeout<T>(body: T, timeout: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(body);
+    request.set_timeout(timeout);
+    request
+}
+
+/// Reads a whole generation stream: the text of choice 0, the final messages, or the status
+/// that ended it.
+pub async fn collect(
+    mut stream: tonic::Streaming<pb::InferenceResponse>,
+) -> (String, Vec<pb::InferenceResponse>, Option<tonic::Status>) {
+    let mut text = String::new();
+    let mut finals = Vec::new();
+    loop {
+        match stream.message().await {
+            Ok(Some(m)) => {
+                if m.index == 0 {
+                    text.push_str(&m.text);
+                }
+                if m.finish_reason != pb::FinishReason::Unspecified as i32 {
+                    finals.push(m);
+                }
+            }
+            Ok(None) => return (text, finals, None),
+            Err(status) => return (text, finals, Some(status)),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The Text2Sql service over a real socket, with SmolLM2 as generator and selector: the unary
+//! answer with its evidence, the stage-event stream, and request validation.
+
+use quorum_proto::v1 as pb;
+use tonic::Code;
+
+use super::server_support::{TestConfig, TestServer};
+
+fn question(db_id: &str, text: &str) -> pb::Text2SqlRequest {
+    pb::Text2SqlRequest {
+        question: text.into(),
+        db_id: db_id.into(),
+        evidence: None,
+        options: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text2sql_answers_with_evidence_and_streams_stages() {
+    let server = TestServer::start(TestConfig::default()).await;
+    let mut client = server.text2sql();
+
+    let answer = client
+        .generate(question("concert_singer", "How many singers do we have?"))
+        .await
+        .expect("generate")
+        .into_inner();
+    assert!(!answer.sql.is_empty());
+    assert!(!answer.candidates.is_empty());
+    let first = &answer.candidates[0];
+    assert_eq!(first.round, pb::CandidateRound::PreSql as i32);
+    assert_eq!(first.model, "smol");
+    assert!(first.outcome.is_some());
+    assert!((answer.chosen_candidate as usize) < answer.candidates.len());
+    let timings = answer.timings.expect("timings");
+    assert!(timings.total_ms > 0.0 && timings.round1_ms > 0.0);
+    assert!(answer.vote.is_some());
+    assert!(answer.tokens_generated > 0);
+
+    let mut stream = client
+        .generate_stream(question("pets_1", "How many pets are there?"))
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut events = Vec::new();
+    while let Some(event) = stream.message().await.expect("event") {
+        events.push(event.event.expect("event set"));
+    }
+    use pb::text2_sql_event::Event;
+    assert!(
+        matches!(events.first(), Some(Event::PreSql(_))),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| matches!(e, Event::Vote(_))));
+    let Some(Event::Answer(final_answer)) = events.last() else {
+        panic!("the stream ends with the answer: {events:?}");
+    };
+    // Every candidate of the answer was streamed before it.
+    let streamed = events
+        .iter()
+        .filter(|e| matches!(e, Event::PreSql(_) | Event::Candidate(_)))
+        .count();
+    assert_eq!(streamed, final_answer.candidates.len());
+    server.wait_engine_idle().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text2sql_rejects_bad_requests() {
+    let server = TestServer::start(TestConfig::default()).await;
+    let mut client = server.text2sql();
+    let e = client
+        .generate(question("atlantis", "How many singers?"))
+        .await
+        .expect_err("unknown database");
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("atlantis"));
+
+    let e = client
+        .generate(question("concert_singer", "   "))
+        .await
+        .expect_err("empty question");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`question`"));
+
+    let mut bad_rounds = question("concert_singer", "How many singers?");
+    bad_rounds.options = Some(pb::PipelineOptions {
+        revision_rounds: Some(9),
+        ..Default::default()
+    });
+    let e = client
+        .generate(bad_rounds)
+        .await
+        .expect_err("too many rounds");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("options.revision_rounds"));
+
+    let mut unknown_generator = question("concert_singer", "How many singers?");
+    unknown_generator.options = Some(pb::PipelineOptions {
+        generators: vec!["gpt-17".into()],
+        ..Default::default()
+    });
+    let e = client
+        .generate(unknown_generator)
+        .await
+        .expect_err("unknown generator");
+    assert_eq!(e.code(), Code::NotFound);
+
+    let mut bad_voting = question("concert_singer", "How many singers?");
+    bad_voting.options = Some(pb::PipelineOptions {
+        voting: 42,
+        ..Default::default()
+    });
+    let e = client.generate(bad_voting).await.expect_err("bad enum");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("options.voting"));
+
+    let mut big_preview = question("concert_singer", "How many singers?");
+    big_preview.options = Some(pb::PipelineOptions {
+        preview_rows: Some(5000),
+        ..Default::default()
+    });
+    let e = client
+        .generate(big_preview)
+        .await
+        .expect_err("preview too large");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("options.preview_rows"));
+    server.stop().await;
+}
