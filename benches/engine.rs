@@ -109,6 +109,18 @@ fn main() -> Result<()> {
     let wall = t.elapsed().as_secs_f64();
     let generated: usize = fins.iter().map(|f| f.completion_tokens).sum();
     let aggregate = generated as f64 / wall;
+    // Decode phase: tokens after each request's first, over the time after the last first token.
+    let last_first = fins
+        .iter()
+        .filter_map(|f| f.ttft)
+        .max()
+        .unwrap_or_default()
+        .as_secs_f64();
+    let decode_tokens: usize = fins
+        .iter()
+        .map(|f| f.completion_tokens.saturating_sub(1))
+        .sum();
+    let decode_aggregate = decode_tokens as f64 / (wall - last_first);
 
     // Prefix cache: the same RE_p schema prompt with two different questions.
     let schema = long_schema_prompt();
@@ -129,6 +141,7 @@ fn main() -> Result<()> {
             "single_stream_decode_tok_s": single_decode,
             "concurrency": args.concurrency, "generated_tokens": generated, "wall_s": wall,
             "aggregate_tok_s": aggregate, "aggregate_over_single": aggregate / single_decode,
+        "decode_phase_tok_s": decode_aggregate, "decode_phase_over_single": decode_aggregate / single_decode,
             "prefix_prompt_tokens": warm_prompt.len(), "prefix_cached_tokens": warm.cached_tokens,
             "cold_ttft_s": cold_ttft, "warm_ttft_s": warm_ttft, "warm_over_cold": warm_ttft / cold_ttft,
         })

@@ -69,7 +69,13 @@ fn main() -> Result<()> {
         MatmulPolicy::Int8Prefill { min_rows: 2 },
     )?;
 
-    let (mut r_ref, mut r_q, mut r_d) = (Vec::new(), Vec::new(), Vec::new());
+    // Prefix caching off: every run must prefill the whole prompt, not hit the previous run's blocks.
+    let engine_config = quorum_engine::EngineConfig {
+        enable_prefix_caching: false,
+        ..quorum_engine::EngineConfig::cpu_default("qwen")
+    };
+    let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;
+    let (mut r_ref, mut r_q, mut r_d, mut r_e) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleave configurations so that machine noise hits all of them alike.
     for _ in 0..args.runs {
         let t = Instant::now();
@@ -86,13 +92,16 @@ fn main() -> Result<()> {
                 decode_tps: (g.tokens.len() - 1) as f64 / g.decode_secs,
             });
         }
+        r_e.push(engine_speed(&engine, &ids, n)?);
     }
     let base = summarize("candle-transformers quantized reference", &r_ref, ids.len());
     let q = summarize("quorum quantized", &r_q, ids.len());
     let d = summarize("quorum int8-prefill (default)", &r_d, ids.len());
+    let e = summarize("quorum engine (paged, row-wise attention)", &r_e, ids.len());
     for (name, s) in [
         ("quorum quantized", q),
         ("quorum int8-prefill (default)", d),
+        ("quorum engine", e),
     ] {
         println!(
             "{name}: prefill {:.2}x, decode {:.2}x the reference",
@@ -101,4 +110,30 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One request through the engine: prefill speed from its time to first token, decode speed from
+/// the rest. Stop tokens are the model's, as in serving.
+fn engine_speed(engine: &quorum_engine::EngineHandle, ids: &[u32], n: usize) -> Result<Speed> {
+    let params = quorum_engine::SamplingParams {
+        max_new_tokens: n as u32,
+        ..quorum_engine::SamplingParams::greedy()
+    };
+    let req = quorum_engine::GenerateRequest {
+        prompt_tokens: ids.to_vec(),
+        params,
+        adapter: None,
+        deadline: None,
+    };
+    let mut rx = engine.submit(req)?;
+    loop {
+        if let Some(quorum_engine::EngineEvent::Finished(f)) = rx.blocking_recv() {
+            let ttft = f.ttft.unwrap_or_default().as_secs_f64();
+            return Ok(Speed {
+                prefill_tps: ids.len() as f64 / ttft,
+                decode_tps: f.completion_tokens.saturating_sub(1) as f64
+                    / (f.total.as_secs_f64() - ttft),
+            });
+        }
+    }
 }

@@ -10,6 +10,8 @@ use quorum_models::{
 };
 use quorum_weights::{ChatMessage, load_checkpoint};
 
+mod ask;
+
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
 
@@ -25,6 +27,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Ask a running server one question (Text2Sql.Generate); waits until it is ready.
+    Ask(ask::AskArgs),
     /// Greedy completion of a prompt by a decoder model; prints the completion.
     Generate {
         /// A GGUF file, a Hugging Face directory, a hub id in the local cache, or a default
@@ -124,6 +128,9 @@ fn run() -> Result<()> {
             texts,
         } => embed(&dirs, &device, &model, similarity, &texts),
         Command::Serve(args) => serve(&dirs, cli.device, args),
+        Command::Ask(args) => tokio::runtime::Runtime::new()
+            .context("starting the async runtime")?
+            .block_on(ask::ask(args)),
     }
 }
 
