@@ -37,7 +37,7 @@ async fn wait_ready(server: &str, wait: Duration) -> Result<tonic::transport::Ch
                 })
                 .await
                 .map(|r| r.into_inner().status);
-            if status == Ok(ServingStatus::Serving as i32) {
+            if matches!(status, Ok(s) if s == ServingStatus::Serving as i32) {
                 return Ok(channel);
             }
         }
