@@ -24,7 +24,8 @@ pub(crate) enum Command {
     Add {
         id: RequestId,
         choice: u32,
-        request: GenerateRequest,
+        /// Boxed: a request is much larger than the other commands.
+        request: Box<GenerateRequest>,
         tx: UnboundedSender<EngineEvent>,
     },
     Shutdown,
@@ -117,7 +118,7 @@ impl EngineHandle {
             let cmd = Command::Add {
                 id,
                 choice,
-                request: req.clone(),
+                request: Box::new(req.clone()),
                 tx: tx.clone(),
             };
             match self.commands.try_send(cmd) {

@@ -122,7 +122,7 @@ impl Runner {
                 choice,
                 request,
                 tx,
-            } => self.add(id, choice, request, tx),
+            } => self.add(id, choice, *request, tx),
         }
     }
 

@@ -1,5 +1,8 @@
 //! One integration test binary (fast to link): real models against their references.
 
+// Test code: a failed unwrap is a failed test, with its location.
+#![allow(clippy::unwrap_used)]
+
 mod dense_parity;
 mod embedder;
 mod engine;

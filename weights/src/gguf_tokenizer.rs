@@ -153,10 +153,10 @@ fn add_special_tokens(
             .map(|v| v as u32)
             .or_else(|_| ty.to_u32())
             .map_err(|e| bad("tokenizer.ggml.token_type", e))?;
-        if ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_USER_DEFINED {
-            if let Some(t) = tokens.get(id) {
-                specials.push(AddedToken::from(t.clone(), ty == TOKEN_TYPE_CONTROL));
-            }
+        if (ty == TOKEN_TYPE_CONTROL || ty == TOKEN_TYPE_USER_DEFINED)
+            && let Some(t) = tokens.get(id)
+        {
+            specials.push(AddedToken::from(t.clone(), ty == TOKEN_TYPE_CONTROL));
         }
     }
     tokenizer

@@ -69,13 +69,13 @@ pub fn load_lora_adapter(
             path: cfg_path.clone(),
             detail: e.to_string(),
         })?;
-    if let Some(kind) = &config.peft_type {
-        if kind != "LORA" {
-            return Err(WeightsError::Corrupt {
-                path: cfg_path,
-                detail: format!("peft_type `{kind}` is not LORA"),
-            });
-        }
+    if let Some(kind) = &config.peft_type
+        && kind != "LORA"
+    {
+        return Err(WeightsError::Corrupt {
+            path: cfg_path,
+            detail: format!("peft_type `{kind}` is not LORA"),
+        });
     }
     let mut store = TensorStore::default();
     load_safetensors_into(
