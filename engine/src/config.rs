@@ -33,7 +33,7 @@ impl EngineConfig {
             max_waiting: 256,
             max_model_len: 8192,
             enable_prefix_caching: true,
-            matmul_policy: MatmulPolicy::Int8Prefill { min_rows: 2 },
+            matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
         }
     }
 }

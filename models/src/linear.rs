@@ -25,6 +25,21 @@ pub enum MatmulPolicy {
     /// (`in` a multiple of 256, `out` of 16, on CPUs with VNNI) the GEMM follows candle's
     /// repacked arithmetic instead (see [`PackedQ8_0::candle_repacks`]).
     Int8Prefill { min_rows: usize },
+    /// `Int8Prefill`, and a row's result never depends on how many rows share the call: candle
+    /// runs Q6_K weights through a different kernel (other activation quantization) for one row
+    /// than for several, so a single row is padded to two there. The engine uses this so that a
+    /// request's tokens do not change with what else is batched; single-stream loops that must
+    /// match candle's own models bit for bit use `Int8Prefill`.
+    BatchInvariant { min_rows: usize },
+}
+
+impl MatmulPolicy {
+    fn int8_min_rows(self) -> Option<usize> {
+        match self {
+            Self::QuantizedOnly => None,
+            Self::Int8Prefill { min_rows } | Self::BatchInvariant { min_rows } => Some(min_rows),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -90,7 +105,7 @@ impl Linear {
 
     fn quantized_weight(q: &Arc<QTensor>, policy: MatmulPolicy) -> Result<Weight> {
         let int8 = match (policy, q.shape().dims()) {
-            (MatmulPolicy::Int8Prefill { .. }, &[n, k])
+            (MatmulPolicy::Int8Prefill { .. } | MatmulPolicy::BatchInvariant { .. }, &[n, k])
                 if q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() && k > 0 && n > 0 =>
             {
                 Some(Box::new(
@@ -109,15 +124,29 @@ impl Linear {
         self.out_features
     }
 
+    /// Whether one row must be computed as two (see [`MatmulPolicy::BatchInvariant`]).
+    fn pads_single_row(&self) -> bool {
+        matches!(self.policy, MatmulPolicy::BatchInvariant { .. })
+            && matches!(&self.weight, Weight::Quantized { qmatmul: QMatMul::QTensor(q), .. } if q.dtype() == GgmlDType::Q6K)
+    }
+
     /// `x`: `[rows, in]` → `[rows, out]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let rows = x.dim(0)?;
         let y = match &self.weight {
             Weight::Quantized { qmatmul, int8 } => match (int8, self.policy) {
-                (Some(packed), MatmulPolicy::Int8Prefill { min_rows })
-                    if rows >= min_rows && x.dtype() == DType::F32 && x.device().is_cpu() =>
+                (Some(packed), policy)
+                    if policy
+                        .int8_min_rows()
+                        .is_some_and(|min_rows| rows >= min_rows)
+                        && x.dtype() == DType::F32
+                        && x.device().is_cpu() =>
                 {
                     packed.forward(x).map_err(candle_core::Error::wrap)?
+                }
+                _ if rows == 1 && self.pads_single_row() => {
+                    let padded = Tensor::cat(&[x, &x.zeros_like()?], 0)?;
+                    qmatmul.forward(&padded)?.narrow(0, 0, 1)?
                 }
                 _ => qmatmul.forward(x)?,
             },
