@@ -24,7 +24,8 @@ pub struct AskArgs {
     pub question: String,
 }
 
-async fn wait_ready(server: &str, wait: Duration) -> Result<tonic::transport::Channel> {
+/// Connects and waits until the server reports SERVING.
+pub(crate) async fn wait_ready(server: &str, wait: Duration) -> Result<tonic::transport::Channel> {
     let start = Instant::now();
     loop {
         if let Ok(channel) = tonic::transport::Endpoint::from_shared(server.to_string())?

@@ -109,6 +109,28 @@ pub struct RawPipeline {
     /// Spider-style train file (and its databases) for few-shot demonstrations.
     pub demos_file: Option<PathBuf>,
     pub demos_database_dir: Option<PathBuf>,
+    /// Where the embedded demonstration index is cached (default: `demo-index.bin` beside
+    /// the models directory); rebuilt when the train file or the embedder changes.
+    pub demos_cache: Option<PathBuf>,
+    /// The pipeline's generators in order (the first also writes the PreSQL). Empty: one per
+    /// model with the `generator` role, in that model's format.
+    #[serde(default)]
+    pub generators: Vec<RawGenerator>,
+}
+
+/// A generator "with its own preferences" (XiYan): a loaded model, a prompt format and
+/// sampling, so that one base model can cast several different votes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGenerator {
+    pub name: String,
+    /// A model's name from `[[models]]` with the `generator` role.
+    pub model: String,
+    /// Default: the model's format.
+    pub format: Option<PromptFormat>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub seed: Option<u64>,
 }
 
 /// What a model is used for.
@@ -200,6 +222,7 @@ pub struct DatabaseSpec {
 pub struct PipelineSettings {
     pub raw: RawPipeline,
     pub demos: Option<(PathBuf, PathBuf)>,
+    pub demos_cache: PathBuf,
 }
 
 /// The resolved configuration.
@@ -216,8 +239,9 @@ pub struct ServerConfig {
     pub pipeline: PipelineSettings,
 }
 
-/// The default models: Qwen2.5-Coder writes SQL; SmolLM2 is a second, different voter and the
-/// selector (cross-consistency needs models that err differently); MiniLM embeds questions.
+/// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
+/// loaded for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
+/// fails, so it is not a default voter); MiniLM embeds questions.
 fn default_models() -> Vec<RawModel> {
     let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
         name: None,
@@ -231,15 +255,33 @@ fn default_models() -> Vec<RawModel> {
     vec![
         model(
             "qwen2.5-coder-0.5b",
-            vec![Role::Generator],
+            vec![Role::Generator, Role::Selector],
             Some(PromptFormat::Rep),
         ),
         model(
             "smollm2-135m",
-            vec![Role::Generator, Role::Selector],
+            vec![Role::Generator],
             Some(PromptFormat::SimpleDdl),
         ),
         model("all-minilm-l6-v2", vec![Role::Embedder], None),
+    ]
+}
+
+/// The default pipeline's voters: one base model with three prompt formats ("generators with
+/// different preferences"), so cross-consistency has diverse votes from the models at hand.
+fn default_generators() -> Vec<RawGenerator> {
+    let generator = |name: &str, format: PromptFormat| RawGenerator {
+        name: name.to_owned(),
+        model: "qwen2.5-coder-0.5b".to_owned(),
+        format: Some(format),
+        temperature: None,
+        top_p: None,
+        seed: None,
+    };
+    vec![
+        generator("qwen-rep", PromptFormat::Rep),
+        generator("qwen-mschema", PromptFormat::MSchema),
+        generator("qwen-ddl", PromptFormat::SimpleDdl),
     ]
 }
 
@@ -259,7 +301,11 @@ pub fn resolve(
 ) -> anyhow::Result<ServerConfig> {
     let limits = resolve_limits(&raw.limits)?;
     let device = raw.server.device.clone().unwrap_or_else(|| "cpu".into());
+    let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
+        if raw.pipeline.generators.is_empty() {
+            raw.pipeline.generators = default_generators();
+        }
         default_models()
     } else {
         raw.models.clone()
@@ -290,6 +336,15 @@ pub fn resolve(
         grace.is_finite() && grace >= 0.0,
         "server.grace_period_secs must be >= 0"
     );
+    // The default setup retrieves demonstrations from Spider's train pool when it is there.
+    let default_train = db_dir.parent().map(|spider| spider.join("train.json"));
+    if raw.models.is_empty()
+        && raw.pipeline.demos_file.is_none()
+        && let Some(train) = default_train.filter(|t| t.is_file())
+    {
+        raw.pipeline.demos_file = Some(train);
+        raw.pipeline.demos_database_dir = Some(db_dir.clone());
+    }
     let demos = match (&raw.pipeline.demos_file, &raw.pipeline.demos_database_dir) {
         (Some(file), Some(dir)) => Some((file.clone(), dir.clone())),
         (None, None) => None,
@@ -305,6 +360,11 @@ pub fn resolve(
         databases,
         allowed_dir,
         pipeline: PipelineSettings {
+            demos_cache: raw
+                .pipeline
+                .demos_cache
+                .clone()
+                .unwrap_or_else(|| dirs.models_dir.with_file_name("demo-index.bin")),
             raw: raw.pipeline,
             demos,
         },

@@ -11,6 +11,7 @@ use quorum_models::{
 use quorum_weights::{ChatMessage, load_checkpoint};
 
 mod ask;
+mod eval;
 
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
@@ -53,6 +54,9 @@ enum Command {
     /// Serves the gRPC API (Text2Sql, Inference, Databases, health, reflection) and
     /// Prometheus metrics. With no config: the default models over Spider's dev databases.
     Serve(ServeArgs),
+    /// Runs a Spider-format dataset through the pipeline and scores it (EX, VA, VES, R_e/R_s,
+    /// by hardness); resumable; `--compare A B` prints two runs side by side.
+    Eval(Box<eval::EvalArgs>),
     /// Sentence embeddings: prints each vector, or with --similarity the cosine matrix.
     Embed {
         #[arg(long, default_value = "all-minilm-l6-v2")]
@@ -128,6 +132,7 @@ fn run() -> Result<()> {
             texts,
         } => embed(&dirs, &device, &model, similarity, &texts),
         Command::Serve(args) => serve(&dirs, cli.device, args),
+        Command::Eval(args) => eval::eval(&dirs, cli.device, *args),
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),

@@ -46,16 +46,20 @@ fn render(decoder: &LoadedDecoder, prompt: &PromptMessages) -> Result<String, Mo
         messages.push(ChatMessage::new("system", system));
     }
     messages.push(ChatMessage::new("user", &prompt.user));
-    match decoder.engine.chat_template() {
+    let mut text = match decoder.engine.chat_template() {
         Some(template) => template
             .render(&messages, true)
-            .map_err(|e| failed(decoder, e.to_string())),
-        None => Ok(messages
+            .map_err(|e| failed(decoder, e.to_string()))?,
+        None => messages
             .iter()
             .map(|m| m.content.as_str())
             .collect::<Vec<_>>()
-            .join("\n\n")),
+            .join("\n\n"),
+    };
+    if let Some(prefix) = &prompt.answer_prefix {
+        text.push_str(prefix);
     }
+    Ok(text)
 }
 
 fn failed(decoder: &LoadedDecoder, message: String) -> ModelCallError {
@@ -138,6 +142,8 @@ async fn collect(
 #[derive(Debug, Clone)]
 pub struct EngineGenerator {
     pub models: Arc<ModelRegistry>,
+    /// Generator name → model name (several generators may share one model).
+    pub routes: Arc<std::collections::HashMap<String, String>>,
     pub scope: CallScope,
 }
 
@@ -152,11 +158,11 @@ impl Generator for EngineGenerator {
             requests
                 .iter()
                 .map(|r| {
-                    let decoder = self.models.decoder(&r.generator).map_err(|_| {
-                        ModelCallError::UnknownModel {
-                            name: r.generator.clone(),
-                        }
-                    })?;
+                    let unknown = || ModelCallError::UnknownModel {
+                        name: r.generator.clone(),
+                    };
+                    let model = self.routes.get(&r.generator).ok_or_else(unknown)?;
+                    let decoder = self.models.decoder(model).map_err(|_| unknown())?;
                     let params = SamplingParams {
                         temperature: r.sampling.temperature,
                         top_p: r.sampling.top_p,
@@ -170,9 +176,15 @@ impl Generator for EngineGenerator {
                 .collect();
         submitted
             .into_iter()
-            .map(|s| {
+            .zip(requests)
+            .map(|(s, r)| {
                 let (name, rx) = s?;
-                self.scope.wait(collect(rx, name, started))?
+                let mut generation = self.scope.wait(collect(rx, name, started))??;
+                // The answer as the model "wrote" it, the prefix included.
+                if let Some(prefix) = &r.prompt.answer_prefix {
+                    generation.text.insert_str(0, prefix);
+                }
+                Ok(generation)
             })
             .collect()
     }

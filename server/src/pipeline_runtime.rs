@@ -4,12 +4,14 @@
 
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
-use quorum_sql::demo_index::DemoIndex;
+use std::collections::HashMap;
+
+use anyhow::{Context, bail, ensure};
+use quorum_sql::demo_index::{DemoIndex, DemoIndexSource};
 use quorum_sql::pipeline::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, VotingMode};
 use quorum_sql::vote::VotingPolicy;
 
-use crate::config::PipelineSettings;
+use crate::config::{PipelineSettings, RawGenerator};
 use crate::models::ModelRegistry;
 use crate::pipeline_models::{BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector};
 use crate::status::ServiceError;
@@ -21,6 +23,60 @@ const DEFAULT_SHOTS: usize = 9;
 pub struct PipelineRuntime {
     pub base: PipelineConfig,
     demos: Option<Arc<DemoIndex>>,
+    /// Generator name → the loaded model that runs it.
+    routes: Arc<HashMap<String, String>>,
+}
+
+/// A configured generator and the model behind it.
+struct Route {
+    config: GeneratorConfig,
+    model: String,
+}
+
+/// The configured generators, or one per generator-role model in its own format.
+fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Result<Vec<Route>> {
+    if raw.is_empty() {
+        return Ok(models
+            .generators()
+            .map(|d| Route {
+                config: GeneratorConfig::new(d.spec.name.clone(), d.spec.format),
+                model: d.spec.name.clone(),
+            })
+            .collect());
+    }
+    let mut routes: Vec<Route> = Vec::with_capacity(raw.len());
+    for g in raw {
+        ensure!(
+            !routes.iter().any(|r| r.config.name == g.name),
+            "pipeline.generators: two generators are named `{}`",
+            g.name
+        );
+        let decoder = models
+            .generators()
+            .find(|d| d.spec.name == g.model)
+            .with_context(|| {
+                format!(
+                    "pipeline.generators.{}: no model `{}` with the generator role",
+                    g.name, g.model
+                )
+            })?;
+        let mut config =
+            GeneratorConfig::new(g.name.clone(), g.format.unwrap_or(decoder.spec.format));
+        let defaults = config.sampling;
+        config.sampling.temperature = g.temperature.unwrap_or(defaults.temperature);
+        config.sampling.top_p = g.top_p.unwrap_or(defaults.top_p);
+        config.sampling.seed = g.seed.or(defaults.seed);
+        ensure!(
+            config.sampling.temperature >= 0.0 && (0.0..=1.0).contains(&config.sampling.top_p),
+            "pipeline.generators.{}: temperature must be >= 0 and top_p in 0..=1",
+            g.name
+        );
+        routes.push(Route {
+            config,
+            model: decoder.spec.name.clone(),
+        });
+    }
+    Ok(routes)
 }
 
 impl PipelineRuntime {
@@ -28,10 +84,11 @@ impl PipelineRuntime {
     pub fn build(settings: &PipelineSettings, models: &Arc<ModelRegistry>) -> anyhow::Result<Self> {
         let raw = &settings.raw;
         let sampling_budget = raw.max_new_tokens.unwrap_or(256);
-        let generators: Vec<GeneratorConfig> = models
-            .generators()
-            .map(|d| {
-                let mut g = GeneratorConfig::new(d.spec.name.clone(), d.spec.format);
+        let routes = generator_routes(&raw.generators, models)?;
+        let generators: Vec<GeneratorConfig> = routes
+            .iter()
+            .map(|route| {
+                let mut g = route.config.clone();
                 g.sampling.max_new_tokens = sampling_budget;
                 g
             })
@@ -41,7 +98,12 @@ impl PipelineRuntime {
             .map(|g| g.format)
             .context("no generator is configured")?;
         let demos = match &settings.demos {
-            Some((file, dir)) => Some(Arc::new(build_demos(file, dir, models)?)),
+            Some((file, dir)) => Some(Arc::new(build_demos(
+                file,
+                dir,
+                &settings.demos_cache,
+                models,
+            )?)),
             None => None,
         };
         let shots = if demos.is_some() { DEFAULT_SHOTS } else { 0 };
@@ -60,7 +122,15 @@ impl PipelineRuntime {
         };
         base.selector.enabled = raw.selector.unwrap_or(models.selector().is_some());
         base.preview_rows = raw.preview_rows.unwrap_or(20);
-        let runtime = Self { base, demos };
+        let routes = routes
+            .into_iter()
+            .map(|r| (r.config.name, r.model))
+            .collect();
+        let runtime = Self {
+            base,
+            demos,
+            routes: Arc::new(routes),
+        };
         // Fail at startup, not on the first request, when the settings cannot work.
         runtime
             .pipeline(runtime.base.clone(), models, scope_for_check())
@@ -78,6 +148,7 @@ impl PipelineRuntime {
         let pipeline_models = PipelineModels {
             generator: Arc::new(EngineGenerator {
                 models: models.clone(),
+                routes: self.routes.clone(),
                 scope: scope.clone(),
             }),
             embedder: models.embedder.as_ref().map(|m| {
@@ -108,25 +179,32 @@ fn scope_for_check() -> CallScope {
 fn build_demos(
     file: &std::path::Path,
     database_dir: &std::path::Path,
+    cache: &std::path::Path,
     models: &ModelRegistry,
 ) -> anyhow::Result<DemoIndex> {
     let embedder = models
         .embedder
         .as_ref()
         .context("demonstrations need a model with the `embedder` role")?;
-    let examples = quorum_sql::dataset::load_examples(file)
-        .with_context(|| format!("loading demonstrations from {}", file.display()))?;
     let started = std::time::Instant::now();
-    let index = DemoIndex::build(
-        &examples,
+    let source = DemoIndexSource {
+        train_json: file,
         database_dir,
-        &BertSentenceEmbedder {
-            model: embedder.clone(),
-        },
-    )
-    .context("building the demonstration index")?;
+        embedder_name: &embedder.spec.source,
+    };
+    let sentence = BertSentenceEmbedder {
+        model: embedder.clone(),
+    };
+    if let Some(dir) = cache.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the demo index directory {}", dir.display()))?;
+    }
+    let (index, status) = DemoIndex::load_or_build(source, &sentence, cache)
+        .with_context(|| format!("the demonstration index from {}", file.display()))?;
     tracing::info!(
         demos = index.len(),
+        cache = %cache.display(),
+        status = ?status,
         secs = started.elapsed().as_secs_f64(),
         "demonstration index ready"
     );

@@ -44,8 +44,9 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     let examples = select_examples(&dev, &slices, &selection).expect("usable slice");
     assert_eq!(examples.len(), 972);
 
-    let mut schemas: HashMap<String, Schema> = HashMap::new();
-    let mut gold_predictor = |e: &quorum_sql::dataset::Example| {
+    let schemas: std::sync::Mutex<HashMap<String, Schema>> = Default::default();
+    let gold_predictor = |e: &quorum_sql::dataset::Example| {
+        let mut schemas = schemas.lock().expect("lock");
         let schema = schemas.entry(e.db_id.clone()).or_insert_with(|| {
             let bare = IntrospectOptions {
                 sample_rows: 0,
@@ -64,6 +65,7 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     let options = EvalOptions {
         database_dir: data.database_dir(),
         score: ScoreOptions::default(),
+        concurrency: 1,
     };
     let dir = std::env::temp_dir().join(format!("quorum-eval-gold-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -71,14 +73,8 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     let _ = std::fs::remove_file(&out);
 
     let start = Instant::now();
-    let summary = run_eval(
-        &examples,
-        &mut gold_predictor,
-        &out,
-        &options,
-        &mut |_, _| {},
-    )
-    .expect("run");
+    let summary =
+        run_eval(&examples, &gold_predictor, &out, &options, &mut |_, _| {}).expect("run");
     let elapsed = start.elapsed();
     println!("{}", summary.to_markdown());
     println!("gold run over {} questions in {elapsed:?}", examples.len());

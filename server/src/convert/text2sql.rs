@@ -4,7 +4,7 @@ use quorum_proto::v1 as pb;
 use quorum_sql::hardness::Hardness;
 use quorum_sql::pipeline::{
     Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineConfig,
-    PipelineEvent, ResultPreview, VoteReport, VotingMode,
+    PipelineEvent, PromptFormat, ResultPreview, VoteReport, VotingMode,
 };
 use quorum_sql::vote::VotingPolicy;
 
@@ -62,6 +62,13 @@ pub fn pipeline_config(
     if let Some(rows) = o.preview_rows {
         config.preview_rows = bounded("options.preview_rows", rows, 0, MAX_PREVIEW_ROWS)?;
     }
+    if let Some(name) = &o.round1_format {
+        config.round1.format = PromptFormat::from_name(name)
+            .map_err(|reason| ServiceError::invalid("options.round1_format", reason))?;
+    }
+    if let Some(enabled) = o.revise_empty {
+        config.revision.revise_empty = enabled;
+    }
     if !o.generators.is_empty() {
         config.generators = o
             .generators
@@ -77,6 +84,20 @@ pub fn pipeline_config(
                     })
             })
             .collect::<Result<_, _>>()?;
+    }
+    // After the generator list: the switches apply to the generators chosen.
+    let rep_switches = [
+        o.rep_optimization_rule,
+        o.rep_cell_values,
+        o.rep_foreign_keys,
+    ];
+    for rep in std::iter::once(&mut config.round1.rep)
+        .chain(config.generators.iter_mut().map(|g| &mut g.rep))
+    {
+        let [rule, cells, keys] = rep_switches;
+        rep.optimization_rule = rule.unwrap_or(rep.optimization_rule);
+        rep.cell_values = cells.unwrap_or(rep.cell_values);
+        rep.foreign_keys = keys.unwrap_or(rep.foreign_keys);
     }
     Ok(config)
 }

@@ -42,7 +42,8 @@ pub struct Record {
     /// Cleaned mean gold/pred time ratio for VES; only for correct, timed predictions.
     #[serde(default)]
     pub ves_ratio: Option<f64>,
-    /// Tables the pipeline linked; `None` when the predictor does no schema linking.
+    /// Tables the pipeline linked, or the tables of its answer when it linked none; `None`
+    /// only in records written before that rule.
     pub linked_tables: Option<Vec<String>>,
     /// Tables the gold SQL reads, spelled as in the schema.
     pub gold_tables: Vec<String>,

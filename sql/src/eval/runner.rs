@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::dataset::{Example, database_path};
 use crate::eval::error::EvalError;
@@ -43,21 +44,29 @@ impl Prediction {
     }
 }
 
-/// Where the databases are and how to score.
+/// Where the databases are, how to score, and how many questions are in flight at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalOptions {
     /// Spider layout: `<database_dir>/<db_id>/<db_id>.sqlite`.
     pub database_dir: PathBuf,
     pub score: ScoreOptions,
+    /// Questions asked at once (at least 1). Several in flight let the engine batch them;
+    /// with greedy decoding and batch-invariant kernels the answers do not depend on it.
+    pub concurrency: usize,
 }
 
+/// A predictor: asked from several threads at once when `concurrency > 1`.
+pub type Predictor<'p> = dyn Fn(&Example) -> Prediction + Sync + 'p;
+
 /// Evaluates `examples` (index into the question file, question) with `predictor`, appending one
-/// record per question to `out` and skipping the indices `out` already holds. `progress` is
-/// called with (finished, total) after each question, and once at the start with the questions
-/// already finished. Returns the summary of every record in `out`, earlier runs' included.
+/// record per question to `out` and skipping the indices `out` already holds. Records are
+/// appended as answers arrive (in completion order: the index is the key), so an interrupted
+/// run keeps every finished question. `progress` is called with (finished, total) after each
+/// question, and once at the start with the questions already finished. Returns the summary of
+/// every record in `out`, earlier runs' included.
 pub fn run_eval(
     examples: &[(usize, Example)],
-    predictor: &mut dyn FnMut(&Example) -> Prediction,
+    predictor: &Predictor<'_>,
     out: &Path,
     options: &EvalOptions,
     progress: &mut dyn FnMut(usize, usize),
@@ -72,13 +81,44 @@ pub fn run_eval(
     progress(done, total);
     let mut writer = RecordWriter::open(out)?;
     let mut databases = Databases::new(&options.database_dir, options.score);
-    for (index, example) in todo {
-        let prediction = predictor(example);
-        let record = score_question(*index, example, prediction, &mut databases, options)?;
-        writer.append(&record)?;
-        done += 1;
-        progress(done, total);
-    }
+    let next = AtomicUsize::new(0);
+    let workers = options.concurrency.clamp(1, todo.len().max(1));
+    std::thread::scope(|scope| -> Result<(), EvalError> {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Prediction)>();
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (todo, next) = (&todo, &next);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((_, example)) = todo.get(i) else {
+                        break;
+                    };
+                    if tx.send((i, predictor(example))).is_err() {
+                        break; // scoring failed; the run is over
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // Scoring stays on this thread: it owns the databases and the writer.
+        for (i, prediction) in rx {
+            let (index, example) = todo[i];
+            let record = match score_question(*index, example, prediction, &mut databases, options)
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    // Stop handing out questions; workers finish the one they hold.
+                    next.store(todo.len(), Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
+            writer.append(&record)?;
+            done += 1;
+            progress(done, total);
+        }
+        Ok(())
+    })?;
     Ok(summarize(&read_records(out)?.records))
 }
 
@@ -93,6 +133,12 @@ fn score_question(
     let db = databases.get(&example.db_id)?;
     let exec = score_in(&db.sandbox, &example.query, &prediction.sql, &options.score);
     let gold_tables = link_tables(&example.query, &db.schema).tables;
+    // A run without schema linking is scored on the tables its answer reads, which is what
+    // linking that answer as a PreSQL would give.
+    let linked_tables = match &prediction.linked_tables {
+        Some(tables) => tables.clone(),
+        None => link_tables(&prediction.sql, &db.schema).tables,
+    };
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     Ok(Record {
         index,
@@ -108,7 +154,7 @@ fn score_question(
         gold_ms: exec.gold_time.map(ms),
         pred_ms: exec.pred_time.map(ms),
         ves_ratio: exec.ves_ratio,
-        linked_tables: prediction.linked_tables,
+        linked_tables: Some(linked_tables),
         gold_tables,
         candidates: prediction.candidates,
         votes: prediction.votes,

@@ -22,6 +22,38 @@ pub enum PromptFormat {
     Template(Template),
 }
 
+impl PromptFormat {
+    /// The name configs, request options and CLI flags use: `rep`, `m_schema`, `simple_ddl`,
+    /// or a template's paper name such as `DDL-MD-Chat`.
+    pub fn name(self) -> String {
+        match self {
+            Self::Rep => "rep".into(),
+            Self::MSchema => "m_schema".into(),
+            Self::SimpleDdl => "simple_ddl".into(),
+            Self::Template(t) => t.name(),
+        }
+    }
+
+    /// Parses [`PromptFormat::name`] (case-insensitive); the error lists the known names.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        let lower = name.to_ascii_lowercase();
+        match lower.as_str() {
+            "rep" | "re_p" => Ok(Self::Rep),
+            "m_schema" | "m-schema" | "mschema" => Ok(Self::MSchema),
+            "simple_ddl" => Ok(Self::SimpleDdl),
+            _ => Template::from_name(name)
+                .map(Self::Template)
+                .ok_or_else(|| {
+                    let templates: Vec<String> = Template::ALL.iter().map(|t| t.name()).collect();
+                    format!(
+                        "unknown prompt format `{name}`; known: rep, m_schema, simple_ddl, {}",
+                        templates.join(", ")
+                    )
+                }),
+        }
+    }
+}
+
 /// One generator of round 2 (the first one also writes the PreSQL in round 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GeneratorConfig {
@@ -196,6 +228,26 @@ mod tests {
         config.round1.shots = 0;
         config.round2.shots = 0;
         assert!(!config.uses_demos());
+    }
+
+    #[test]
+    fn format_names_round_trip() {
+        for format in [
+            PromptFormat::Rep,
+            PromptFormat::MSchema,
+            PromptFormat::SimpleDdl,
+        ]
+        .into_iter()
+        .chain(Template::ALL.into_iter().map(PromptFormat::Template))
+        {
+            assert_eq!(PromptFormat::from_name(&format.name()), Ok(format));
+        }
+        assert_eq!(
+            PromptFormat::from_name("ddl-md-chat"),
+            Ok(PromptFormat::Template(Template::DdlMdChat))
+        );
+        let err = PromptFormat::from_name("yaml").expect_err("unknown");
+        assert!(err.contains("SimpleDDL-MD-Chat"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod answer;
 pub mod config;
 pub mod database;
 pub mod error;
+pub mod error_hint;
 pub mod model;
 mod render;
 mod run;

@@ -38,6 +38,11 @@ impl Default for Sampling {
 pub struct PromptMessages {
     pub system: Option<String>,
     pub user: String,
+    /// The start of the model's answer, written for it (after the chat template's generation
+    /// prompt): ```` ```sql\nSELECT ```` makes a small model answer with a query instead of
+    /// DDL or prose. The generation's text starts with it.
+    #[serde(default)]
+    pub answer_prefix: Option<String>,
 }
 
 impl PromptMessages {
@@ -45,6 +50,7 @@ impl PromptMessages {
         Self {
             system: None,
             user: text.into(),
+            answer_prefix: None,
         }
     }
 }

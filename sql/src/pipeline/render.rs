@@ -7,6 +7,7 @@
 //! round 2: one revision format keeps the number of prompt formats a model must know small.
 
 use super::config::PromptFormat;
+use super::error_hint::explain_error;
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;
 
@@ -58,8 +59,12 @@ pub(crate) enum Feedback {
 const REVISE_ERROR: &str = "You are a SQLite expert. There is a SQL query generated based on the following Database Schema description and the potential Evidence to respond to the Question. However, executing this SQL has resulted in an error, and you need to fix it based on the error message. Utilize your knowledge of SQLite to generate the correct SQL.";
 const REVISE_EMPTY: &str = "You are a SQLite expert. There is a SQL query generated based on the following Database Schema description and the potential Evidence to respond to the Question. However, executing this SQL returned no rows, which suggests a wrong value, join or condition; check it against the schema and fix it if needed. Utilize your knowledge of SQLite to generate the correct SQL.";
 
-/// The revision prompt: full schema, evidence, question, the failed SQL and what happened,
-/// ending in an open ```sql fence.
+/// The answer's start written for the model in a revision: a query, not DDL or prose.
+pub(crate) const REVISION_ANSWER_PREFIX: &str = "```sql\nSELECT ";
+
+/// The revision prompt: full schema, evidence, question, the failed SQL, what happened and,
+/// for errors about names, what the schema says about them ([`explain_error`]). The answer
+/// is started for the model with [`REVISION_ANSWER_PREFIX`].
 pub(crate) fn render_revision(
     schema: &Schema,
     ask: Ask<'_>,
@@ -67,11 +72,17 @@ pub(crate) fn render_revision(
     feedback: &Feedback,
 ) -> Prompt {
     let (instruction, result) = match feedback {
-        Feedback::Error(message) => (REVISE_ERROR, message.as_str()),
-        Feedback::Empty => (REVISE_EMPTY, "[]"),
+        Feedback::Error(message) => (REVISE_ERROR, message.clone()),
+        Feedback::Empty => (REVISE_EMPTY, "[]".to_owned()),
+    };
+    let hint = match feedback {
+        Feedback::Error(message) => explain_error(message, schema)
+            .map(|h| format!("\n\n【Hint】\n{h}"))
+            .unwrap_or_default(),
+        Feedback::Empty => String::new(),
     };
     let text = format!(
-        "{instruction}\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n\n【SQL】\n```sql\n{sql}\n```\n\n【Execution result】\n{result}\n\n```sql",
+        "{instruction}\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n\n【SQL】\n```sql\n{sql}\n```\n\n【Execution result】\n{result}{hint}\n\nWrite the corrected SQL query.",
         schema = render_mschema(schema),
         evidence = ask.evidence.unwrap_or(""),
         question = ask.question,
@@ -167,7 +178,16 @@ mod tests {
                 .contains("【Execution result】\nno such column: nme")
         );
         assert!(prompt.text.contains("# Table: stadium"), "full schema");
-        assert!(prompt.text.ends_with("```sql"));
+        assert!(prompt.text.ends_with("Write the corrected SQL query."));
+        let unknown = Feedback::Error("no such column: Song_Name".into());
+        let hinted = render_revision(&schema, ask, "SELECT Song_Name FROM stadium", &unknown);
+        assert!(
+            hinted
+                .text
+                .contains("【Hint】\n`Song_Name` is a column of singer"),
+            "{}",
+            hinted.text
+        );
         let empty = render_revision(&schema, ask, "SELECT 1", &Feedback::Empty);
         assert!(empty.text.contains("returned no rows"));
     }

@@ -13,7 +13,7 @@ use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
 use super::model::{Generation, GenerationRequest, ModelCallError, PromptMessages};
-use super::render::{Ask, Feedback, render_generation, render_revision};
+use super::render::{Ask, Feedback, REVISION_ANSWER_PREFIX, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
@@ -251,48 +251,82 @@ impl<'r> Run<'r> {
     }
 
     /// Up to `max_rounds` rounds; each round sends every chain whose latest candidate needs
-    /// revision in one batch.
+    /// revision in one batch. Chains whose latest SQL and generator are the same (the PreSQL
+    /// and its FinSQL often are) share one revision.
     fn revise(&mut self) -> Result<(), PipelineError> {
         let pipeline = self.pipeline;
+        // Each chain's latest attempt: revisions build on the last failed fix (greedy decoding
+        // would repeat itself on the same input), while `heads` keeps what votes.
+        let mut tails = self.heads.clone();
         for attempt in 1..=pipeline.config.revision.max_rounds {
-            let targets: Vec<(usize, Feedback)> = (0..self.heads.len())
-                .filter_map(|chain| self.feedback(self.heads[chain]).map(|f| (chain, f)))
-                .collect();
+            // (chains sharing the target, feedback), by first appearance.
+            let mut targets: Vec<(Vec<usize>, Feedback)> = Vec::new();
+            for chain in 0..self.heads.len() {
+                let Some(feedback) = self.feedback(tails[chain]) else {
+                    continue;
+                };
+                let key = (
+                    self.chain_generator(chain).name.as_str(),
+                    self.sql(tails[chain]),
+                );
+                match targets.iter_mut().find(|(chains, _)| {
+                    let first = chains[0];
+                    (
+                        self.chain_generator(first).name.as_str(),
+                        self.sql(tails[first]),
+                    ) == key
+                }) {
+                    Some((chains, _)) => chains.push(chain),
+                    None => targets.push((vec![chain], feedback)),
+                }
+            }
             if targets.is_empty() {
                 break;
             }
             let full = &self.db.schema;
             let prompts: Vec<Prompt> = targets
                 .iter()
-                .map(|(chain, feedback)| {
-                    let sql = &self.candidates[self.heads[*chain]].sql;
-                    render_revision(full, self.ask, sql, feedback)
+                .map(|(chains, feedback)| {
+                    render_revision(full, self.ask, self.sql(tails[chains[0]]), feedback)
                 })
                 .collect();
             let requests: Vec<GenerationRequest> = targets
                 .iter()
                 .zip(&prompts)
-                .map(|((chain, _), p)| request(self.chain_generator(*chain), p))
+                .map(|((chains, _), p)| {
+                    let mut r = request(self.chain_generator(chains[0]), p);
+                    r.prompt.answer_prefix = Some(REVISION_ANSWER_PREFIX.to_owned());
+                    r
+                })
                 .collect();
             let start = Instant::now();
             let outputs = self.generate(&requests)?;
             self.timings.revision_ms += elapsed_ms(start);
-            for (((chain, _), prompt), output) in targets.iter().zip(&prompts).zip(outputs) {
-                let old = self.heads[*chain];
+            for (((chains, _), prompt), output) in targets.iter().zip(&prompts).zip(outputs) {
                 let draft = Draft {
-                    generator: self.chain_generator(*chain),
+                    generator: self.chain_generator(chains[0]),
                     round: CandidateRound::Revision { attempt },
-                    revised_from: Some(old),
+                    revised_from: Some(tails[chains[0]]),
                 };
                 let id = self.add_candidate(draft, output, prompt);
                 (self.on_event)(PipelineEvent::Candidate(self.candidates[id].clone()));
-                // A revision replaces its original unless it broke a query that ran.
-                if self.results[id].is_some() || self.results[old].is_none() {
-                    self.heads[*chain] = id;
+                // A revision replaces its original only when it runs: a failed "fix" is often
+                // worse than the original (small models answer an error with DDL), and the
+                // original's failure is the one worth reporting.
+                let runs = self.results[id].is_some();
+                for &chain in chains {
+                    tails[chain] = id;
+                    if runs {
+                        self.heads[chain] = id;
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    fn sql(&self, candidate: usize) -> &str {
+        &self.candidates[candidate].sql
     }
 
     /// Why a candidate should be revised, if it should. A failed model call is not revised:

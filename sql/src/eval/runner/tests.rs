@@ -21,6 +21,7 @@ fn options(dir: &Path) -> EvalOptions {
             ves_iterations: 2,
             ..ScoreOptions::default()
         },
+        concurrency: 1,
     }
 }
 
@@ -66,7 +67,7 @@ fn scores_and_records_every_question() {
     let mut seen = Vec::new();
     let summary = run_eval(
         &questions(),
-        &mut answer,
+        &answer,
         &out,
         &options(&dir),
         &mut |done, total| seen.push((done, total)),
@@ -100,7 +101,7 @@ fn resumes_after_an_interruption() {
     let out = dir.join("run.jsonl");
     let all = questions();
     let mut quiet = |_: usize, _: usize| {};
-    run_eval(&all[..2], &mut answer, &out, &options(&dir), &mut quiet).expect("first part");
+    run_eval(&all[..2], &answer, &out, &options(&dir), &mut quiet).expect("first part");
     // The process died while writing the third line.
     let mut file = std::fs::OpenOptions::new()
         .append(true)
@@ -110,17 +111,17 @@ fn resumes_after_an_interruption() {
         .expect("partial");
     drop(file);
 
-    let mut asked = Vec::new();
-    let mut counting = |e: &Example| {
-        asked.push(e.question.clone());
+    let asked = std::sync::Mutex::new(Vec::new());
+    let counting = |e: &Example| {
+        asked.lock().expect("lock").push(e.question.clone());
         answer(e)
     };
     let mut seen = Vec::new();
-    let summary = run_eval(&all, &mut counting, &out, &options(&dir), &mut |d, t| {
+    let summary = run_eval(&all, &counting, &out, &options(&dir), &mut |d, t| {
         seen.push((d, t))
     })
     .expect("resume");
-    assert_eq!(asked, ["q2", "q3"]);
+    assert_eq!(asked.into_inner().expect("lock"), ["q2", "q3"]);
     assert_eq!(seen, [(2, 4), (3, 4), (4, 4)]);
     assert_eq!(summary.overall().count, 4);
     let log = read_records(&out).expect("read");
@@ -136,7 +137,7 @@ fn missing_database_fails_the_run() {
     q[0].1.db_id = "absent".to_owned();
     let err = run_eval(
         &q,
-        &mut answer,
+        &answer,
         &dir.join("run.jsonl"),
         &options(&dir),
         &mut |_, _| {},
@@ -144,5 +145,27 @@ fn missing_database_fails_the_run() {
     .expect_err("no such database");
     assert_eq!(err.kind(), "database");
     assert!(err.to_string().contains("absent"), "{err}");
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+#[test]
+fn concurrent_answers_are_all_recorded_once() {
+    let dir = spider_dir();
+    let out = dir.join("run.jsonl");
+    let sequential =
+        run_eval(&questions(), &answer, &out, &options(&dir), &mut |_, _| {}).expect("sequential");
+    let out4 = dir.join("run4.jsonl");
+    let four = EvalOptions {
+        concurrency: 4,
+        ..options(&dir)
+    };
+    let mut calls = 0;
+    let concurrent =
+        run_eval(&questions(), &answer, &out4, &four, &mut |_, _| calls += 1).expect("concurrent");
+    assert_eq!(calls, 5);
+    assert_eq!(concurrent.overall().ex, sequential.overall().ex);
+    let mut indices: Vec<usize> = read_records(&out4).expect("read").finished().collect();
+    indices.sort_unstable();
+    assert_eq!(indices, [0, 10, 20, 30]);
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }

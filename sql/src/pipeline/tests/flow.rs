@@ -168,7 +168,8 @@ fn revision_stops_after_max_rounds_and_revises_the_presql_too() {
         ]
     );
     assert_eq!(generator.batches().len(), 4);
-    assert_eq!(answer.vote.voters, vec![3, 1]);
+    // Failed fixes do not replace the original in the vote.
+    assert_eq!(answer.vote.voters, vec![0, 1]);
     assert_eq!(answer.sql, S6);
 }
 
@@ -259,4 +260,28 @@ fn a_generator_that_drops_results_is_an_error() {
         .run(QUESTION, None, &concert())
         .expect_err("batch size");
     assert_eq!(err.kind(), "batch_size");
+}
+
+#[test]
+fn identical_failures_of_one_generator_share_a_revision() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match stage(r) {
+            Stage::Round1 | Stage::Round2 => BAD.to_owned(),
+            Stage::Revision => S6.to_owned(),
+        })
+    }));
+    let mut config = config(&["a"]);
+    config.revision.enabled = true;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let revisions: Vec<usize> = answer
+        .candidates
+        .iter()
+        .filter(|c| c.revised_from.is_some())
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(revisions, [2], "one revision for the PreSQL and the FinSQL");
+    assert_eq!(answer.vote.voters, vec![2, 2]);
+    assert_eq!(answer.sql, S6);
 }

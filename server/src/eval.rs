@@ -1,0 +1,359 @@
+//! `quorum eval`: runs a Spider-format dataset through the pipeline and scores it with the
+//! harness in `quorum_sql::eval`.
+//!
+//! The questions always go through `Text2Sql.Generate` over gRPC: to `--server` when given,
+//! else to a server this command starts in-process on a loopback port. One path for both means
+//! the numbers measure exactly what a client of a deployed server gets, and every pipeline
+//! switch is a request option (see `PipelineOptions` in text2sql.proto), so an ablation is one
+//! flag away. Several questions are in flight at once (`--concurrency`) so the engines batch.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use quorum_proto::v1 as pb;
+use quorum_sql::dataset::{Example, load_examples, load_slices};
+use quorum_sql::eval::{
+    EvalOptions, Prediction, ScoreOptions, Selection, Semantics, compare, export::export_official,
+    parse_ids, read_records, run_eval, select_examples,
+};
+use serde_json::json;
+
+use quorum_server::model_source::ModelDirs;
+use quorum_server::{Overrides, RawConfig};
+
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// Spider-format data directory: the question file, `database/`, `slices.json` and
+    /// `train.json` (the demonstration pool of the in-process server).
+    #[arg(
+        long,
+        env = "QUORUM_SPIDER_DIR",
+        default_value = "../shared/data/spider"
+    )]
+    pub data: PathBuf,
+    /// Question file, relative to --data unless absolute.
+    #[arg(long, default_value = "dev.json")]
+    pub questions: PathBuf,
+    /// A slice of slices.json (smoke10, dev100, usable, ...).
+    #[arg(long)]
+    pub slice: Option<String>,
+    /// Only these question indices: `3,5,10-20`.
+    #[arg(long)]
+    pub ids: Option<String>,
+    /// At most this many questions (the first of the selection).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Results, one JSON line per question; running again resumes it. A Markdown summary is
+    /// written beside it (`.md`).
+    #[arg(long, required_unless_present = "compare")]
+    pub out: Option<PathBuf>,
+    /// Questions in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Ask a running server (e.g. http://127.0.0.1:50051) instead of starting one in-process.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Configuration of the in-process server (default: the default models).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Seconds one question may take (the gRPC deadline).
+    #[arg(long, default_value_t = 900)]
+    pub question_timeout_secs: u64,
+
+    /// Round-1 prompt format: rep, m_schema, simple_ddl, or a template name (DDL-MD-Chat, ...).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Round-1 demonstrations (0 = zero-shot).
+    #[arg(long)]
+    pub shots: Option<u32>,
+    #[arg(long)]
+    pub round2_shots: Option<u32>,
+    /// Round 2 (FinSQL over the linked tables): true or false.
+    #[arg(long)]
+    pub round2: Option<bool>,
+    #[arg(long)]
+    pub revision: Option<bool>,
+    #[arg(long)]
+    pub revision_rounds: Option<u32>,
+    #[arg(long)]
+    pub revise_empty: Option<bool>,
+    /// none, majority or difficulty_aware.
+    #[arg(long)]
+    pub voting: Option<String>,
+    #[arg(long)]
+    pub selector: Option<bool>,
+    /// Round-2 generators by name, comma-separated (the first also writes the PreSQL).
+    #[arg(long, value_delimiter = ',')]
+    pub generators: Vec<String>,
+    #[arg(long)]
+    pub rep_rule: Option<bool>,
+    #[arg(long)]
+    pub rep_cell_values: Option<bool>,
+    #[arg(long)]
+    pub rep_foreign_keys: Option<bool>,
+
+    /// Keep DISTINCT when comparing results (the Spider evaluator strips it by default).
+    #[arg(long)]
+    pub keep_distinct: bool,
+    /// Result comparison: spider (bag of rows, column permutations) or bird (set of rows).
+    #[arg(long, default_value = "spider")]
+    pub semantics: String,
+    /// Timing pairs per correct question for VES.
+    #[arg(long)]
+    pub ves_iterations: Option<usize>,
+
+    /// Print two results files side by side instead of running (per metric, per hardness,
+    /// and the questions that flipped).
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Option<Vec<PathBuf>>,
+    /// Also write the official evaluator's input (gold.sql, pred.sql) into this directory.
+    #[arg(long)]
+    pub export: Option<PathBuf>,
+}
+
+impl EvalArgs {
+    fn options(&self) -> Result<pb::PipelineOptions> {
+        let voting = match self.voting.as_deref() {
+            None => pb::VotingMode::Unspecified,
+            Some("none") => pb::VotingMode::None,
+            Some("majority") => pb::VotingMode::Majority,
+            Some("difficulty_aware") => pb::VotingMode::DifficultyAware,
+            Some(other) => {
+                bail!("--voting: `{other}` is not one of none, majority, difficulty_aware")
+            }
+        };
+        Ok(pb::PipelineOptions {
+            round2: self.round2,
+            round1_shots: self.shots,
+            round2_shots: self.round2_shots,
+            revision: self.revision,
+            revision_rounds: self.revision_rounds,
+            voting: voting as i32,
+            selector: self.selector,
+            generators: self.generators.clone(),
+            preview_rows: Some(0),
+            round1_format: self.format.clone(),
+            rep_optimization_rule: self.rep_rule,
+            rep_cell_values: self.rep_cell_values,
+            rep_foreign_keys: self.rep_foreign_keys,
+            revise_empty: self.revise_empty,
+        })
+    }
+
+    fn score_options(&self) -> Result<ScoreOptions> {
+        let semantics = match self.semantics.as_str() {
+            "spider" => Semantics::Spider,
+            "bird" => Semantics::Bird,
+            other => bail!("--semantics: `{other}` is not spider or bird"),
+        };
+        let mut score = ScoreOptions {
+            semantics,
+            keep_distinct: self.keep_distinct,
+            ..ScoreOptions::default()
+        };
+        if let Some(n) = self.ves_iterations {
+            score.ves_iterations = n;
+        }
+        Ok(score)
+    }
+
+    fn under_data(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.data.join(path)
+        }
+    }
+}
+
+pub fn eval(dirs: &ModelDirs, device: Option<String>, args: EvalArgs) -> Result<()> {
+    if let Some(pair) = &args.compare {
+        let a = read_records(&pair[0])?.records;
+        let b = read_records(&pair[1])?.records;
+        println!("A = {}\nB = {}\n", pair[0].display(), pair[1].display());
+        print!("{}", compare(&a, &b).to_markdown());
+        return Ok(());
+    }
+    let out = args.out.clone().context("--out is required")?;
+    let examples = load_examples(&args.under_data(&args.questions))?;
+    let slices = load_slices(&args.data.join("slices.json"))?;
+    let selection = Selection {
+        slice: args.slice.clone(),
+        ids: args.ids.as_deref().map(parse_ids).transpose()?,
+        limit: args.limit,
+    };
+    let chosen = select_examples(&examples, &slices, &selection)?;
+    let options = EvalOptions {
+        database_dir: args.data.join("database"),
+        score: args.score_options()?,
+        concurrency: args.concurrency.max(1),
+    };
+    let request_options = args.options()?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let (channel, embedded) = runtime.block_on(connect(dirs, device, &args))?;
+    let client = pb::text2_sql_client::Text2SqlClient::new(channel);
+    let timeout = Duration::from_secs(args.question_timeout_secs);
+    let handle = runtime.handle().clone();
+    let predictor = |example: &Example| {
+        let mut client = client.clone();
+        let mut request = tonic::Request::new(pb::Text2SqlRequest {
+            question: example.question.clone(),
+            db_id: example.db_id.clone(),
+            evidence: None,
+            options: Some(request_options.clone()),
+        });
+        request.set_timeout(timeout);
+        let started = Instant::now();
+        let result = handle.block_on(client.generate(request));
+        prediction(result.map(tonic::Response::into_inner), started)
+    };
+
+    let bar = ProgressBar::new(chosen.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} questions, {elapsed} elapsed, eta {eta}",
+        )
+        .expect("a valid progress template"),
+    );
+    let started = Instant::now();
+    let summary = run_eval(&chosen, &predictor, &out, &options, &mut |done, _| {
+        bar.set_position(done as u64)
+    })?;
+    bar.finish();
+    let markdown = summary.to_markdown();
+    let md_path = out.with_extension("md");
+    std::fs::write(&md_path, &markdown)
+        .with_context(|| format!("writing {}", md_path.display()))?;
+    println!("{markdown}");
+    println!(
+        "{} questions in {:.0} s; records {}, summary {}",
+        chosen.len(),
+        started.elapsed().as_secs_f64(),
+        out.display(),
+        md_path.display()
+    );
+    if let Some(dir) = &args.export {
+        let records = read_records(&out)?.records;
+        let (gold, pred) = export_official(&records, dir)?;
+        println!("official format: {} {}", gold.display(), pred.display());
+    }
+    if let Some(server) = embedded {
+        server.shutdown();
+        runtime.block_on(server.wait())?;
+    }
+    Ok(())
+}
+
+/// A channel to the server named by --server, or to one started here.
+async fn connect(
+    dirs: &ModelDirs,
+    device: Option<String>,
+    args: &EvalArgs,
+) -> Result<(
+    tonic::transport::Channel,
+    Option<quorum_server::RunningServer>,
+)> {
+    // Models load at start-up: a server that is still loading is waited for.
+    let wait = Duration::from_secs(1800);
+    if let Some(url) = &args.server {
+        return Ok((crate::ask::wait_ready(url, wait).await?, None));
+    }
+    let mut raw = match &args.config {
+        Some(path) => RawConfig::from_file(path)?,
+        None => RawConfig::default(),
+    };
+    raw.apply(Overrides {
+        listen: Some("127.0.0.1:0".into()),
+        metrics_listen: Some(String::new()),
+        auth_token: Some(String::new()),
+        device,
+        database_dir: Some(args.data.join("database")),
+    });
+    // The train pool of the same data directory gives the demonstrations.
+    if raw.pipeline.demos_file.is_none() {
+        raw.pipeline.demos_file = Some(args.data.join("train.json"));
+        raw.pipeline.demos_database_dir = Some(args.data.join("database"));
+    }
+    let limits = &mut raw.limits;
+    limits.request_timeout_secs = Some(args.question_timeout_secs as f64);
+    let needed = args.concurrency.max(1);
+    limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));
+    let default_db_dir = args.data.join("database");
+    let config = quorum_server::config::resolve(raw, dirs, &default_db_dir)?;
+    let server = quorum_server::start(config).await?;
+    let url = format!("http://{}", server.addr);
+    eprintln!("quorum eval: in-process server on {url}, loading models");
+    let channel = crate::ask::wait_ready(&url, wait).await?;
+    Ok((channel, Some(server)))
+}
+
+/// The harness's view of one answer. A failed call is recorded as an empty prediction with
+/// the status, so the question counts as wrong and the run goes on.
+fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Instant) -> Prediction {
+    let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+    let response = match result {
+        Ok(r) => r,
+        Err(status) => {
+            return Prediction {
+                votes: json!({
+                    "rpc_error": format!("{:?}: {}", status.code(), status.message())
+                }),
+                latency_ms,
+                ..Prediction::default()
+            };
+        }
+    };
+    let candidates: Vec<serde_json::Value> = response.candidates.iter().map(candidate).collect();
+    let votes = response.vote.as_ref().map_or(serde_json::Value::Null, vote);
+    Prediction {
+        sql: response.sql.clone(),
+        linked_tables: response.linked_tables.as_ref().map(|l| l.tables.clone()),
+        candidates: serde_json::Value::Array(candidates),
+        votes,
+        latency_ms,
+        tokens: u64::from(response.tokens_generated),
+    }
+}
+
+fn candidate(c: &pb::Candidate) -> serde_json::Value {
+    let outcome = match &c.outcome {
+        Some(pb::candidate::Outcome::Ok(ok)) => {
+            json!({"ok": {"rows": ok.rows, "signature": ok.result_signature}})
+        }
+        Some(pb::candidate::Outcome::Error(e)) => {
+            json!({"error": {"kind": e.kind, "message": e.message}})
+        }
+        None => serde_json::Value::Null,
+    };
+    json!({
+        "id": c.id,
+        "model": c.model,
+        "round": c.round().as_str_name(),
+        "sql": c.sql,
+        "outcome": outcome,
+        "revised_from": c.revised_from,
+        "tokens": c.tokens_generated,
+    })
+}
+
+fn vote(v: &pb::Vote) -> serde_json::Value {
+    let clusters: Vec<&Vec<u32>> = v.clusters.iter().map(|c| &c.candidate_ids).collect();
+    let selector = v.selector.as_ref().map(|s| {
+        json!({
+            "labels": s.labels, "shown": s.shown, "logprobs": s.logprobs,
+            "chosen": s.chosen, "error": s.error,
+        })
+    });
+    json!({
+        "mode": v.mode().as_str_name(),
+        "hardness": v.hardness().as_str_name(),
+        "voters": v.voters,
+        "clusters": clusters,
+        "winner": v.winner,
+        "split": v.split,
+        "all_failed": v.all_failed,
+        "selector": selector,
+    })
+}
