@@ -389,8 +389,10 @@ impl Scheduler {
     /// Admits waiting requests in arrival order while budget, running slots and blocks last.
     /// Strict FIFO: if the head does not fit, nobody behind it is admitted.
     fn schedule_waiting(&mut self, step: &mut Builder) -> Result<(), SchedulerError> {
+        // Requests passed over because their prompt is being computed by another, in order.
+        let mut passed = 0;
         while step.budget > 0 && self.running.len() < self.config.max_running_seqs {
-            let Some(&id) = self.waiting.front() else {
+            let Some(&id) = self.waiting.get(passed) else {
                 break;
             };
             // Field borrows, not `self.request`, so the KV cache can be borrowed beside it.
@@ -398,6 +400,10 @@ impl Scheduler {
                 .requests
                 .get(&id)
                 .ok_or(SchedulerError::UnknownRequest { request_id: id })?;
+            if self.prefill_in_progress_covers(request, step) {
+                passed += 1;
+                continue;
+            }
             let (seq, key) = (request.seq, request.key);
             let hit = self.kv.lookup_prefix(key, &request.tokens);
             let cached = hit.num_tokens(self.kv.block_size());
@@ -413,7 +419,7 @@ impl Scheduler {
                     return Err(e.into());
                 }
             };
-            self.waiting.pop_front();
+            self.waiting.remove(passed);
             self.running.push(id);
             self.requests
                 .get_mut(&id)
@@ -422,6 +428,38 @@ impl Scheduler {
             self.schedule(id, n, copies, step)?;
         }
         Ok(())
+    }
+
+    /// Whether a running request is still computing full prompt blocks that `request` shares.
+    /// Admitting `request` now would compute them twice (the samples of one prompt, the
+    /// candidates of one question); after that prefill they are in the prefix cache, and
+    /// `request` waits at most until then, so nothing starves.
+    fn prefill_in_progress_covers(&self, request: &Request, step: &Builder) -> bool {
+        let block = self.kv.block_size();
+        self.running
+            .iter()
+            .filter_map(|id| self.requests.get(id).map(|r| (id, r)))
+            .filter(|(_, r)| r.key == request.key)
+            .any(|(id, r)| {
+                // What the cache can hold by now: blocks computed before this step (a prefill
+                // scheduled in this step is cached only at its commit).
+                let computed = step
+                    .plan
+                    .seqs
+                    .iter()
+                    .find(|s| s.request_id == *id)
+                    .map_or(r.num_computed, |s| s.start_position);
+                if computed >= r.prompt_len {
+                    return false;
+                }
+                let shared = r.tokens[..r.prompt_len]
+                    .iter()
+                    .zip(&request.tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                // Shared full blocks beyond those already computed (and so cached).
+                shared / block > computed / block
+            })
     }
 
     /// Adds `n` tokens of request `id` (whose blocks are in place) to the step.

@@ -101,6 +101,11 @@ pub struct RawPipeline {
     pub round2_shots: Option<usize>,
     pub revision: Option<bool>,
     pub revision_rounds: Option<usize>,
+    /// Fixes sampled per failed query (default 4; 1 = one greedy fix).
+    pub revision_samples: Option<usize>,
+    pub revision_temperature: Option<f32>,
+    /// Start answers with ```` ```sql\nSELECT ```` (default true).
+    pub answer_prefix: Option<bool>,
     /// `none`, `majority` or `difficulty_aware`.
     pub voting: Option<String>,
     pub selector: Option<bool>,

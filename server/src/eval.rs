@@ -79,6 +79,12 @@ pub struct EvalArgs {
     pub revision_rounds: Option<u32>,
     #[arg(long)]
     pub revise_empty: Option<bool>,
+    /// Fixes sampled per failed query (1 = one greedy fix).
+    #[arg(long)]
+    pub revision_samples: Option<u32>,
+    /// Start answers with "```sql SELECT" and stop at the closing fence: true or false.
+    #[arg(long)]
+    pub answer_prefix: Option<bool>,
     /// none, majority or difficulty_aware.
     #[arg(long)]
     pub voting: Option<String>,
@@ -139,6 +145,8 @@ impl EvalArgs {
             rep_cell_values: self.rep_cell_values,
             rep_foreign_keys: self.rep_foreign_keys,
             revise_empty: self.revise_empty,
+            revision_samples: self.revision_samples,
+            answer_prefix: self.answer_prefix,
         })
     }
 

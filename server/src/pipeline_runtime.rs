@@ -18,6 +18,9 @@ use crate::status::ServiceError;
 
 /// PET-SQL's shot count, used when demonstrations are configured and the settings name none.
 const DEFAULT_SHOTS: usize = 9;
+/// Sampled fixes per failed query: with 4, a query that runs is found for most failures that
+/// greedy revision repeats (docs/RESULTS.md).
+const DEFAULT_REVISION_SAMPLES: usize = 4;
 
 #[derive(Debug)]
 pub struct PipelineRuntime {
@@ -114,6 +117,15 @@ impl PipelineRuntime {
         base.round2.shots = raw.round2_shots.unwrap_or(shots);
         base.revision.enabled = raw.revision.unwrap_or(true);
         base.revision.max_rounds = raw.revision_rounds.unwrap_or(1);
+        base.revision.samples = raw.revision_samples.unwrap_or(DEFAULT_REVISION_SAMPLES);
+        base.revision.temperature = raw
+            .revision_temperature
+            .unwrap_or(base.revision.temperature);
+        ensure!(
+            (1..=16).contains(&base.revision.samples) && base.revision.temperature >= 0.0,
+            "pipeline.revision_samples must be in 1..=16 and revision_temperature >= 0"
+        );
+        base.answer_prefix = raw.answer_prefix.unwrap_or(true);
         base.voting = match raw.voting.as_deref().unwrap_or("majority") {
             "none" => VotingMode::None,
             "majority" => VotingMode::Majority,

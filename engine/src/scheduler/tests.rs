@@ -383,3 +383,28 @@ fn malformed_commits_are_rejected_and_leave_the_plan_in_flight() {
         .commit(&results(&plan))
         .expect("the right commit still applies");
 }
+
+#[test]
+fn a_prompt_being_prefilled_is_computed_once_for_its_twins() {
+    let mut sched = Scheduler::new(config()).expect("scheduler");
+    // Two samples of one 10-token prompt (two full blocks and a partial one) and an unrelated
+    // request behind them.
+    let prompt: Vec<u32> = (1..=10).collect();
+    sched
+        .add_request(request(1, prompt.clone(), 2))
+        .expect("add");
+    sched.add_request(request(2, prompt, 2)).expect("add");
+    sched
+        .add_request(request(3, vec![50, 51, 52], 2))
+        .expect("add");
+    let (first, _) = step(&mut sched);
+    // The twin waits; the unrelated request is not held up behind it.
+    assert_eq!(summary(&first), [(1, 0, 10, true), (3, 0, 3, true)]);
+    let (second, _) = step(&mut sched);
+    // Now the twin starts from the cached two blocks and computes only the partial one.
+    assert!(
+        summary(&second).contains(&(2, 8, 2, true)),
+        "{:?}",
+        summary(&second)
+    );
+}

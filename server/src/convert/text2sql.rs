@@ -14,6 +14,7 @@ use crate::status::ServiceError;
 /// Revision rounds beyond 3 add latency with no measured gain (gains flatten after 1-2).
 const MAX_REVISION_ROUNDS: u32 = 3;
 const MAX_PREVIEW_ROWS: u32 = 1000;
+const MAX_REVISION_SAMPLES: u32 = 16;
 /// More demonstrations than this do not fit small models' contexts next to a schema.
 const MAX_SHOTS: u32 = 16;
 
@@ -68,6 +69,13 @@ pub fn pipeline_config(
     }
     if let Some(enabled) = o.revise_empty {
         config.revision.revise_empty = enabled;
+    }
+    if let Some(samples) = o.revision_samples {
+        config.revision.samples =
+            bounded("options.revision_samples", samples, 1, MAX_REVISION_SAMPLES)?;
+    }
+    if let Some(enabled) = o.answer_prefix {
+        config.answer_prefix = enabled;
     }
     if !o.generators.is_empty() {
         config.generators = o

@@ -110,6 +110,22 @@ pub struct RevisionConfig {
     /// Also revise queries that run but return no rows: often a wrong literal, but sometimes
     /// the right answer, so it is a switch.
     pub revise_empty: bool,
+    /// Fixes sampled per failed query and round. Greedy decoding answers the same input the
+    /// same way, and a small model often repeats the failing query; several samples at
+    /// `temperature` find a query that runs far more often. The most common result among the
+    /// samples that run is kept. 1 = one greedy fix.
+    #[serde(default = "one")]
+    pub samples: usize,
+    #[serde(default = "revision_temperature")]
+    pub temperature: f32,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn revision_temperature() -> f32 {
+    0.8
 }
 
 /// How the final SQL is chosen among the PreSQL and the FinSQLs.
@@ -160,6 +176,10 @@ pub struct PipelineConfig {
     pub limits: Limits,
     /// Rows of the final result returned as a preview.
     pub preview_rows: usize,
+    /// Start every answer with ```` ```sql\nSELECT ```` (and stop at the closing fence): the
+    /// model writes a query at once instead of prose or DDL, and stops when it is done.
+    #[serde(default)]
+    pub answer_prefix: bool,
 }
 
 impl PipelineConfig {
@@ -184,6 +204,8 @@ impl PipelineConfig {
                 enabled: true,
                 max_rounds: 1,
                 revise_empty: false,
+                samples: 1,
+                temperature: revision_temperature(),
             },
             voting: VotingMode::Majority,
             selector: SelectorConfig {
@@ -194,6 +216,7 @@ impl PipelineConfig {
             },
             limits: Limits::default(),
             preview_rows: 20,
+            answer_prefix: false,
         }
     }
 

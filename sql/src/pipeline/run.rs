@@ -13,7 +13,7 @@ use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
 use super::model::{Generation, GenerationRequest, ModelCallError, PromptMessages};
-use super::render::{Ask, Feedback, REVISION_ANSWER_PREFIX, render_generation, render_revision};
+use super::render::{Ask, Feedback, SQL_ANSWER_PREFIX, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
@@ -165,7 +165,7 @@ impl<'r> Run<'r> {
             &demos,
         );
         let start = Instant::now();
-        let outputs = self.generate(&[request(generator, &prompt)])?;
+        let outputs = self.generate(&[self.request(generator, &prompt)])?;
         self.timings.round1_ms += elapsed_ms(start);
         let generation = outputs
             .into_iter()
@@ -232,7 +232,7 @@ impl<'r> Run<'r> {
             .generators
             .iter()
             .zip(&prompts)
-            .map(|(g, p)| request(g, p))
+            .map(|(g, p)| self.request(g, p))
             .collect();
         let start = Instant::now();
         let outputs = self.generate(&requests)?;
@@ -290,39 +290,74 @@ impl<'r> Run<'r> {
                     render_revision(full, self.ask, self.sql(tails[chains[0]]), feedback)
                 })
                 .collect();
-            let requests: Vec<GenerationRequest> = targets
-                .iter()
-                .zip(&prompts)
-                .map(|((chains, _), p)| {
-                    let mut r = request(self.chain_generator(chains[0]), p);
-                    r.prompt.answer_prefix = Some(REVISION_ANSWER_PREFIX.to_owned());
-                    r
-                })
-                .collect();
+            let samples = pipeline.config.revision.samples.max(1);
+            let mut requests: Vec<GenerationRequest> = Vec::with_capacity(targets.len() * samples);
+            for ((chains, _), prompt) in targets.iter().zip(&prompts) {
+                let mut r = self.request(self.chain_generator(chains[0]), prompt);
+                r.prompt.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
+                if samples == 1 {
+                    requests.push(r);
+                    continue;
+                }
+                for seed in 0..samples as u64 {
+                    let mut sampled = r.clone();
+                    sampled.sampling.temperature = pipeline.config.revision.temperature;
+                    sampled.sampling.seed = Some(seed);
+                    requests.push(sampled);
+                }
+            }
             let start = Instant::now();
-            let outputs = self.generate(&requests)?;
+            let mut outputs = self.generate(&requests)?.into_iter();
             self.timings.revision_ms += elapsed_ms(start);
-            for (((chains, _), prompt), output) in targets.iter().zip(&prompts).zip(outputs) {
-                let draft = Draft {
-                    generator: self.chain_generator(chains[0]),
-                    round: CandidateRound::Revision { attempt },
-                    revised_from: Some(tails[chains[0]]),
-                };
-                let id = self.add_candidate(draft, output, prompt);
-                (self.on_event)(PipelineEvent::Candidate(self.candidates[id].clone()));
+            for ((chains, _), prompt) in targets.iter().zip(&prompts) {
+                let mut fixes = Vec::with_capacity(samples);
+                for _ in 0..samples {
+                    let output = outputs
+                        .next()
+                        .expect("generate checked one result per request");
+                    let draft = Draft {
+                        generator: self.chain_generator(chains[0]),
+                        round: CandidateRound::Revision { attempt },
+                        revised_from: Some(tails[chains[0]]),
+                    };
+                    let id = self.add_candidate(draft, output, prompt);
+                    (self.on_event)(PipelineEvent::Candidate(self.candidates[id].clone()));
+                    fixes.push(id);
+                }
                 // A revision replaces its original only when it runs: a failed "fix" is often
                 // worse than the original (small models answer an error with DDL), and the
                 // original's failure is the one worth reporting.
-                let runs = self.results[id].is_some();
+                let best = self.most_common_result(&fixes);
                 for &chain in chains {
-                    tails[chain] = id;
-                    if runs {
+                    tails[chain] = best.unwrap_or(fixes[0]);
+                    if let Some(id) = best {
                         self.heads[chain] = id;
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Among `ids`, the first candidate of the most common result (ties to the earliest);
+    /// `None` when none of them ran.
+    fn most_common_result(&self, ids: &[usize]) -> Option<usize> {
+        let signature = |id: usize| match &self.candidates[id].outcome {
+            CandidateOutcome::Ok { signature, .. } => Some(signature.clone()),
+            _ => None,
+        };
+        let mut best: Option<(usize, usize)> = None;
+        for &id in ids {
+            let Some(sig) = signature(id) else { continue };
+            let count = ids
+                .iter()
+                .filter(|&&other| signature(other).as_ref() == Some(&sig))
+                .count();
+            if best.is_none_or(|(_, n)| count > n) {
+                best = Some((id, count));
+            }
+        }
+        best.map(|(id, _)| id)
     }
 
     fn sql(&self, candidate: usize) -> &str {
@@ -455,6 +490,18 @@ impl<'r> Run<'r> {
         Ok(outputs)
     }
 
+    fn request(&self, generator: &GeneratorConfig, prompt: &Prompt) -> GenerationRequest {
+        let mut messages = PromptMessages::user(prompt.text.clone());
+        if self.pipeline.config.answer_prefix {
+            messages.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
+        }
+        GenerationRequest {
+            generator: generator.name.clone(),
+            prompt: messages,
+            sampling: generator.sampling,
+        }
+    }
+
     /// Post-processes and executes a generation and records it as a candidate.
     fn add_candidate(
         &mut self,
@@ -519,13 +566,5 @@ impl<'r> Run<'r> {
                 None,
             ),
         }
-    }
-}
-
-fn request(generator: &GeneratorConfig, prompt: &Prompt) -> GenerationRequest {
-    GenerationRequest {
-        generator: generator.name.clone(),
-        prompt: PromptMessages::user(prompt.text.clone()),
-        sampling: generator.sampling,
     }
 }

@@ -285,3 +285,41 @@ fn identical_failures_of_one_generator_share_a_revision() {
     assert_eq!(answer.vote.voters, vec![2, 2]);
     assert_eq!(answer.sql, S6);
 }
+
+#[test]
+fn sampled_revision_keeps_the_most_common_fix_that_runs() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match stage(r) {
+            Stage::Round1 | Stage::Round2 => BAD.to_owned(),
+            Stage::Revision => {
+                assert_eq!(r.sampling.temperature, 0.8);
+                assert_eq!(r.prompt.answer_prefix.as_deref(), Some("```sql\nSELECT "));
+                match r.sampling.seed {
+                    Some(0) => "SELECT nope FROM singer".to_owned(),
+                    Some(1) => S9.to_owned(),
+                    _ => S6.to_owned(),
+                }
+            }
+        })
+    }));
+    let mut config = config(&["a"]);
+    config.revision.enabled = true;
+    config.revision.samples = 4;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let revisions: Vec<usize> = answer
+        .candidates
+        .iter()
+        .filter(|c| c.revised_from.is_some())
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(
+        revisions,
+        [2, 3, 4, 5],
+        "four samples for the shared failure"
+    );
+    // Seeds 2 and 3 agree: the first of them is the fix.
+    assert_eq!(answer.vote.voters, vec![4, 4]);
+    assert_eq!(answer.sql, S6);
+}
