@@ -17,6 +17,9 @@ pub struct AskArgs {
     /// Database id (see `Databases.List`).
     #[arg(long, default_value = "concert_singer")]
     pub db: String,
+    /// PEM certificate to trust for an https:// server (e.g. a self-signed one).
+    #[arg(long, env = "QUORUM_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// How long to wait for the server to become ready (models load at start-up).
     #[arg(long, default_value_t = 600)]
     pub wait_secs: u64,
@@ -24,14 +27,26 @@ pub struct AskArgs {
     pub question: String,
 }
 
-/// Connects and waits until the server reports SERVING.
-pub(crate) async fn wait_ready(server: &str, wait: Duration) -> Result<tonic::transport::Channel> {
+/// Connects (over TLS for https:// URLs, trusting `ca_cert` when given) and waits until the
+/// server reports SERVING.
+pub(crate) async fn wait_ready(
+    server: &str,
+    ca_cert: Option<&std::path::Path>,
+    wait: Duration,
+) -> Result<tonic::transport::Channel> {
+    let mut endpoint = tonic::transport::Endpoint::from_shared(server.to_string())?;
+    if server.starts_with("https://") {
+        let mut tls = tonic::transport::ClientTlsConfig::new();
+        if let Some(path) = ca_cert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--ca-cert: reading {}", path.display()))?;
+            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        }
+        endpoint = endpoint.tls_config(tls).context("TLS settings")?;
+    }
     let start = Instant::now();
     loop {
-        if let Ok(channel) = tonic::transport::Endpoint::from_shared(server.to_string())?
-            .connect()
-            .await
-        {
+        if let Ok(channel) = endpoint.connect().await {
             let status = HealthClient::new(channel.clone())
                 .check(HealthCheckRequest {
                     service: String::new(),
@@ -60,7 +75,12 @@ fn cell(v: &pb::Value) -> String {
 }
 
 pub async fn ask(args: AskArgs) -> Result<()> {
-    let channel = wait_ready(&args.server, Duration::from_secs(args.wait_secs)).await?;
+    let channel = wait_ready(
+        &args.server,
+        args.ca_cert.as_deref(),
+        Duration::from_secs(args.wait_secs),
+    )
+    .await?;
     let mut client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let started = Instant::now();
     let response = client

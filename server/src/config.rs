@@ -43,6 +43,9 @@ pub struct RawServer {
     pub metrics_listen: Option<String>,
     /// Clients must send `authorization: Bearer <token>` when set.
     pub auth_token: Option<String>,
+    /// PEM certificate chain and private key: serve gRPC over TLS (both or neither).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// How long in-flight requests may run after SIGTERM before they are cancelled.
     pub grace_period_secs: Option<f64>,
     /// Device for models that name none: cpu, cuda or cuda:N.
@@ -155,6 +158,8 @@ pub struct Overrides {
     pub auth_token: Option<String>,
     pub device: Option<String>,
     pub database_dir: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl RawConfig {
@@ -175,6 +180,8 @@ impl RawConfig {
         server.metrics_listen = o.metrics_listen.or(server.metrics_listen.take());
         server.auth_token = o.auth_token.or(server.auth_token.take());
         server.device = o.device.or(server.device.take());
+        server.tls_cert = o.tls_cert.or(server.tls_cert.take());
+        server.tls_key = o.tls_key.or(server.tls_key.take());
         self.databases.dir = o.database_dir.or(self.databases.dir.take());
     }
 }
@@ -230,12 +237,56 @@ pub struct PipelineSettings {
     pub demos_cache: PathBuf,
 }
 
+/// The server's TLS identity.
+#[derive(Clone)]
+pub struct TlsPem {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.write_str("TlsPem { .. }")
+    }
+}
+
+fn read_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<TlsPem>> {
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => {
+            let read = |path: &Path, what: &str| {
+                std::fs::read(path)
+                    .with_context(|| format!("server.{what}: reading {}", path.display()))
+            };
+            let pem = TlsPem {
+                cert: read(cert, "tls_cert")?,
+                key: read(key, "tls_key")?,
+            };
+            ensure!(
+                pem.cert.starts_with(b"-----BEGIN"),
+                "server.tls_cert: {} is not a PEM file",
+                cert.display()
+            );
+            ensure!(
+                pem.key.starts_with(b"-----BEGIN"),
+                "server.tls_key: {} is not a PEM file",
+                key.display()
+            );
+            Ok(Some(pem))
+        }
+        _ => bail!("server.tls_cert and server.tls_key go together"),
+    }
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub auth_token: Option<String>,
+    /// PEM certificate chain and key, read at start-up.
+    pub tls: Option<TlsPem>,
     pub grace_period: Duration,
     pub limits: Limits,
     pub models: Vec<ModelSpec>,
@@ -359,6 +410,7 @@ pub fn resolve(
         listen,
         metrics_listen,
         auth_token: server.auth_token.clone().filter(|t| !t.is_empty()),
+        tls: read_tls(server.tls_cert.as_deref(), server.tls_key.as_deref())?,
         grace_period: Duration::from_secs_f64(grace),
         limits,
         models,

@@ -23,6 +23,10 @@ use serde_json::json;
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
 
+/// KV cache of the in-process server unless the config sets one: room for 8 questions' worth
+/// of sequences of the 0.5B model without preemption.
+const EVAL_KV_CACHE_MIB: u64 = 4096;
+
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
     /// Spider-format data directory: the question file, `database/`, `slices.json` and
@@ -266,7 +270,7 @@ async fn connect(
     // Models load at start-up: a server that is still loading is waited for.
     let wait = Duration::from_secs(1800);
     if let Some(url) = &args.server {
-        return Ok((crate::ask::wait_ready(url, wait).await?, None));
+        return Ok((crate::ask::wait_ready(url, None, wait).await?, None));
     }
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,
@@ -278,6 +282,7 @@ async fn connect(
         auth_token: Some(String::new()),
         device,
         database_dir: Some(args.data.join("database")),
+        ..Overrides::default()
     });
     // The train pool of the same data directory gives the demonstrations.
     if raw.pipeline.demos_file.is_none() {
@@ -286,6 +291,9 @@ async fn connect(
     }
     let limits = &mut raw.limits;
     limits.request_timeout_secs = Some(args.question_timeout_secs as f64);
+    // Several questions in flight, each with several sequences of a few thousand tokens: the
+    // serving default (512 MiB) would preempt and recompute constantly.
+    limits.kv_cache_mib = Some(limits.kv_cache_mib.unwrap_or(EVAL_KV_CACHE_MIB));
     let needed = args.concurrency.max(1);
     limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));
     let default_db_dir = args.data.join("database");
@@ -293,7 +301,7 @@ async fn connect(
     let server = quorum_server::start(config).await?;
     let url = format!("http://{}", server.addr);
     eprintln!("quorum eval: in-process server on {url}, loading models");
-    let channel = crate::ask::wait_ready(&url, wait).await?;
+    let channel = crate::ask::wait_ready(&url, None, wait).await?;
     Ok((channel, Some(server)))
 }
 
@@ -342,6 +350,7 @@ fn candidate(c: &pb::Candidate) -> serde_json::Value {
         "sql": c.sql,
         "outcome": outcome,
         "revised_from": c.revised_from,
+        "repaired_from": c.repaired_from,
         "tokens": c.tokens_generated,
     })
 }

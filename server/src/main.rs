@@ -86,6 +86,12 @@ struct ServeArgs {
     /// Directory scanned for SQLite databases (default: Spider's dev databases).
     #[arg(long, env = "QUORUM_DATABASE_DIR")]
     database_dir: Option<PathBuf>,
+    /// Serve over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "QUORUM_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key.
+    #[arg(long, env = "QUORUM_TLS_KEY")]
+    tls_key: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -150,6 +156,8 @@ fn serve(dirs: &ModelDirs, device: Option<String>, args: ServeArgs) -> Result<()
         auth_token: args.auth_token,
         device,
         database_dir: args.database_dir,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
     });
     let spider = std::env::var_os("QUORUM_SPIDER_DIR").map(PathBuf::from);
     let default_db_dir = quorum_server::config::default_database_dir(spider);

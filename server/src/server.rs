@@ -104,7 +104,14 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .build_v1()
         .context("building the reflection service")?;
     let auth = BearerAuth::new(config.auth_token.clone());
-    let router = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(pem) = &config.tls {
+        let identity = tonic::transport::Identity::from_pem(&pem.cert, &pem.key);
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .context("the TLS certificate and key")?;
+    }
+    let router = builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(InferenceServer::with_interceptor(

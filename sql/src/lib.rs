@@ -16,6 +16,7 @@ pub mod mask;
 pub mod pipeline;
 pub mod postprocess;
 pub mod prompt;
+pub mod repair;
 pub mod sandbox;
 pub mod schema;
 pub mod skeleton;

@@ -27,6 +27,10 @@ pub struct TestConfig {
     pub auth: bool,
     /// A directory `Databases.Register` may read from.
     pub allowed_dir: Option<PathBuf>,
+    /// Serve over TLS: (PEM certificate for `localhost`, PEM key).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// The CA the client trusts for TLS.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for TestConfig {
@@ -38,6 +42,8 @@ impl Default for TestConfig {
             max_prompt_tokens: 1024,
             auth: false,
             allowed_dir: None,
+            tls: None,
+            tls_ca: None,
         }
     }
 }
@@ -51,6 +57,17 @@ impl TestConfig {
         } else {
             String::new()
         };
+        let tls = self
+            .tls
+            .as_ref()
+            .map(|(cert, key)| {
+                format!(
+                    "tls_cert = {:?}\ntls_key = {:?}",
+                    cert.display().to_string(),
+                    key.display().to_string()
+                )
+            })
+            .unwrap_or_default();
         let allowed = self
             .allowed_dir
             .as_ref()
@@ -63,6 +80,7 @@ listen = "127.0.0.1:0"
 metrics_listen = "127.0.0.1:0"
 grace_period_secs = {grace}
 {auth}
+{tls}
 
 [limits]
 max_queue = {queue}
@@ -112,20 +130,57 @@ impl TestServer {
     pub async fn start(config: TestConfig) -> Self {
         let raw = RawConfig::from_toml_str(&config.toml()).expect("test config parses");
         let no_scan = PathBuf::from("/nonexistent-quorum-test-dir");
-        let resolved = quorum_server::config::resolve(raw, &ModelDirs::from_env(), &no_scan)
+        let ca = config.tls_ca.clone();
+        Self::connect(raw, &no_scan, config.auth, ca, Duration::from_secs(120)).await
+    }
+
+    /// Starts a server from `raw` scanning `db_dir`, waiting up to `ready_within` for it to
+    /// load (the default setup builds the demonstration index on its first start).
+    pub async fn start_raw(
+        raw: RawConfig,
+        db_dir: &std::path::Path,
+        ready_within: Duration,
+    ) -> Self {
+        Self::connect(raw, db_dir, false, None, ready_within).await
+    }
+
+    /// Starts the server and connects, over TLS trusting `ca` when given.
+    async fn connect(
+        raw: RawConfig,
+        db_dir: &std::path::Path,
+        auth: bool,
+        ca: Option<PathBuf>,
+        ready_within: Duration,
+    ) -> Self {
+        let resolved = quorum_server::config::resolve(raw, &ModelDirs::from_env(), db_dir)
             .expect("test config resolves");
         let server = quorum_server::start(resolved).await.expect("server starts");
-        let channel = Channel::from_shared(format!("http://{}", server.addr))
-            .expect("uri")
-            .connect()
-            .await
-            .expect("connects");
+        let channel = match ca {
+            None => Channel::from_shared(format!("http://{}", server.addr))
+                .expect("uri")
+                .connect()
+                .await
+                .expect("connects"),
+            Some(ca) => {
+                let pem = std::fs::read(ca).expect("CA certificate");
+                let tls = tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(pem))
+                    .domain_name("localhost");
+                Channel::from_shared(format!("https://localhost:{}", server.addr.port()))
+                    .expect("uri")
+                    .tls_config(tls)
+                    .expect("TLS config")
+                    .connect()
+                    .await
+                    .expect("connects over TLS")
+            }
+        };
         let this = Self {
             server,
             channel,
-            auth: config.auth,
+            auth,
         };
-        this.wait_serving().await;
+        this.wait_serving(ready_within).await;
         this
     }
 
@@ -140,8 +195,8 @@ impl TestServer {
         ServingStatus::try_from(response.into_inner().status).expect("known status")
     }
 
-    async fn wait_serving(&self) {
-        let until = Instant::now() + Duration::from_secs(120);
+    async fn wait_serving(&self, within: Duration) {
+        let until = Instant::now() + within;
         while self.health("").await != ServingStatus::Serving {
             assert!(Instant::now() < until, "server did not become ready");
             tokio::time::sleep(Duration::from_millis(50)).await;

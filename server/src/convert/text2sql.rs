@@ -153,6 +153,7 @@ fn candidate(c: &Candidate) -> pb::Candidate {
         outcome: Some(outcome),
         revised_from: c.revised_from.map(|i| i as u32),
         tokens_generated: c.tokens_generated as u32,
+        repaired_from: c.repaired_from.clone(),
     }
 }
 

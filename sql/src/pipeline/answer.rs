@@ -51,6 +51,9 @@ pub struct Candidate {
     /// The candidate this one revises.
     pub revised_from: Option<usize>,
     pub tokens_generated: usize,
+    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]).
+    #[serde(default)]
+    pub repaired_from: Option<String>,
 }
 
 /// The tables round 2 was restricted to.

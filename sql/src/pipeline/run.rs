@@ -21,6 +21,7 @@ use crate::demo_index::{Rerank, SKELETON_THRESHOLD, masked_question};
 use crate::linking::link_tables;
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
+use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult, Sandbox};
 use crate::skeleton::sql_skeleton;
 use crate::vote::Voter;
@@ -510,10 +511,15 @@ impl<'r> Run<'r> {
         prompt: &Prompt,
     ) -> usize {
         let id = self.candidates.len();
+        let mut repaired_from = None;
         let (sql, tokens_generated, outcome, result) = match generation {
             Ok(generation) => {
-                let sql = postprocess_for(prompt, &generation.text);
-                let (outcome, result) = self.execute(&sql);
+                let mut sql = postprocess_for(prompt, &generation.text);
+                let (mut outcome, mut result) = self.execute(&sql);
+                if let Some((fixed, fixed_outcome, fixed_result)) = self.repair(&sql, &outcome) {
+                    repaired_from = Some(std::mem::replace(&mut sql, fixed));
+                    (outcome, result) = (fixed_outcome, fixed_result);
+                }
                 (sql, generation.tokens_generated, outcome, result)
             }
             Err(e) => {
@@ -533,9 +539,37 @@ impl<'r> Run<'r> {
             outcome,
             revised_from: draft.revised_from,
             tokens_generated,
+            repaired_from,
         });
         self.results.push(result);
         id
+    }
+
+    /// Rewrites misspelled columns while SQLite names one and the schema says which column
+    /// it must be (at most a few, each a sure rename); the repaired query if it then runs.
+    fn repair(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        const MAX_REPAIRS: usize = 3;
+        let CandidateOutcome::Error { message, .. } = outcome else {
+            return None;
+        };
+        let mut message = message.clone();
+        let mut current = sql.to_owned();
+        for _ in 0..MAX_REPAIRS {
+            let fixed = repair_column(&current, &message, &self.db.schema)?;
+            let (outcome, result) = self.execute(&fixed);
+            match outcome {
+                CandidateOutcome::Ok { .. } => return Some((fixed, outcome, result)),
+                CandidateOutcome::Error { message: next, .. } => {
+                    message = next;
+                    current = fixed;
+                }
+            }
+        }
+        None
     }
 
     fn execute(&mut self, sql: &str) -> (CandidateOutcome, Option<QueryResult>) {

@@ -323,3 +323,23 @@ fn sampled_revision_keeps_the_most_common_fix_that_runs() {
     assert_eq!(answer.vote.voters, vec![4, 4]);
     assert_eq!(answer.sql, S6);
 }
+
+#[test]
+fn a_misspelled_column_is_repaired_without_the_model() {
+    let generator = Arc::new(ScriptedGenerator::new(|_| {
+        Ok("SELECT SongName FROM singer".to_owned())
+    }));
+    let mut config = config(&["a"]);
+    config.round2.enabled = false;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let presql = &answer.candidates[0];
+    assert_eq!(presql.sql, "SELECT Song_Name FROM singer");
+    assert_eq!(
+        presql.repaired_from.as_deref(),
+        Some("SELECT SongName FROM singer")
+    );
+    assert!(presql.outcome.is_ok());
+    assert_eq!(generator.batches().len(), 1, "no revision call");
+}

@@ -1,0 +1,108 @@
+//! The quick start's setup end to end: the default models (Qwen2.5-Coder-0.5B writing SQL with
+//! three prompt formats, MiniLM retrieving demonstrations from Spider train) served over a
+//! loopback socket, answering the `smoke10` questions through `Text2Sql.Generate`.
+
+use std::time::Duration;
+
+use quorum_proto::v1 as pb;
+use quorum_server::{Overrides, RawConfig};
+use quorum_sql::dataset::{load_examples, load_slices};
+use quorum_sql::eval::{ScoreOptions, score_execution};
+use quorum_tests::spider_dir;
+
+use crate::server_support::TestServer;
+
+/// Answers that execute, of 10. Measured 7-8 with this setup (docs/RESULTS.md); the issue's
+/// goal of 10 is not reached by the 0.5B model, so this guards against regressions only.
+const MIN_EXECUTING: usize = 7;
+/// Correct answers (Spider EX), of 10; measured 5-6.
+const MIN_CORRECT: usize = 4;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smoke10_answers_over_grpc_with_the_default_models() {
+    let spider = spider_dir();
+    let db_dir = spider.join("database");
+    let mut raw = RawConfig::default();
+    raw.apply(Overrides {
+        listen: Some("127.0.0.1:0".into()),
+        metrics_listen: Some(String::new()),
+        ..Overrides::default()
+    });
+    let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
+    let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
+    let slices = load_slices(&spider.join("slices.json")).expect("slices.json");
+    let smoke: Vec<_> = slices
+        .get("smoke10")
+        .expect("smoke10 slice")
+        .iter()
+        .map(|&i| dev[i].clone())
+        .collect();
+    assert_eq!(smoke.len(), 10);
+
+    // All at once, as concurrent callers would: the engine batches them.
+    let calls = smoke.iter().map(|example| {
+        let mut client = server.text2sql();
+        let request = pb::Text2SqlRequest {
+            question: example.question.clone(),
+            db_id: example.db_id.clone(),
+            evidence: None,
+            options: None,
+        };
+        async move { client.generate(request).await }
+    });
+    let answers = futures_join_all(calls).await;
+
+    let (mut executing, mut correct) = (0, 0);
+    for (example, answer) in smoke.iter().zip(answers) {
+        let answer = answer.expect("every question gets an answer").into_inner();
+        let sql = answer.sql.trim();
+        assert!(
+            sql.to_ascii_uppercase().starts_with("SELECT")
+                || sql.to_ascii_uppercase().starts_with("WITH"),
+            "{}: not a query: {sql:?}",
+            example.question
+        );
+        // The evidence: every candidate, the vote over them, the linked tables, timings.
+        assert!(answer.candidates.len() >= 2, "PreSQL and FinSQLs");
+        let vote = answer.vote.as_ref().expect("a vote");
+        assert!(!vote.voters.is_empty());
+        let chosen = &answer.candidates[answer.chosen_candidate as usize];
+        assert_eq!(chosen.sql, answer.sql);
+        assert!(answer.linked_tables.is_some(), "round 2 ran");
+        assert!(!answer.demos.is_empty(), "demonstrations were retrieved");
+        assert!(answer.timings.as_ref().is_some_and(|t| t.total_ms > 0.0));
+        let runs = matches!(chosen.outcome, Some(pb::candidate::Outcome::Ok(_)));
+        assert_eq!(runs, answer.preview.is_some());
+        let db = db_dir
+            .join(&example.db_id)
+            .join(format!("{}.sqlite", example.db_id));
+        let score = score_execution(&example.query, sql, &db, &ScoreOptions::default())
+            .expect("database opens");
+        executing += usize::from(score.valid);
+        correct += usize::from(score.ex);
+        println!(
+            "{} {} | {} | {sql}",
+            if score.ex { "OK " } else { "BAD" },
+            if score.valid { "runs" } else { "fails" },
+            example.question
+        );
+    }
+    println!("smoke10: {executing}/10 execute, {correct}/10 correct");
+    assert!(executing >= MIN_EXECUTING, "{executing}/10 execute");
+    assert!(correct >= MIN_CORRECT, "{correct}/10 correct");
+    server.stop().await;
+}
+
+/// Awaits every future, keeping order (no extra dependency for one join).
+async fn futures_join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.expect("task"));
+    }
+    out
+}
