@@ -228,7 +228,7 @@ fn replace_identifier(
 }
 
 /// Lower case without separators: `pet_type`, `PetType` and `Pet Type` are the same word.
-fn normalize(name: &str) -> String {
+pub(crate) fn normalize(name: &str) -> String {
     name.chars()
         .filter(|c| c.is_alphanumeric())
         .flat_map(char::to_lowercase)

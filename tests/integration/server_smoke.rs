@@ -94,9 +94,9 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
 }
 
 /// Awaits every future, keeping order (no extra dependency for one join).
-async fn futures_join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.map(tokio::spawn).collect();

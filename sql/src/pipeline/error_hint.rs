@@ -5,6 +5,7 @@
 //! column, or which real name is closest to the one they invented. This looks those facts up
 //! in the schema and states them in one or two sentences.
 
+use crate::repair::normalize;
 use crate::schema::Schema;
 
 /// A hint for `message` (the sandbox's error text) over `schema`, when the error names a
@@ -119,14 +120,6 @@ fn after<'m>(message: &'m str, marker: &str) -> Option<&'m str> {
     let start = message.find(marker)? + marker.len();
     let name = message[start..].split_whitespace().next()?;
     Some(name.trim_matches(|c| c == '"' || c == '`' || c == '\''))
-}
-
-/// Lower case without separators: `pet_type`, `PetType` and `Pet Type` are the same word.
-fn normalize(name: &str) -> String {
-    name.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
 }
 
 /// Equal after normalizing, or one contains the other (`name` in `first_name`), or differ only
