@@ -118,6 +118,11 @@ pub struct EvalArgs {
     /// and the questions that flipped).
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     pub compare: Option<Vec<PathBuf>>,
+    /// Score given answers instead of asking a server: a JSON-lines file of
+    /// `{"index": N, "sql": "..."}` (index into the question file). For other systems'
+    /// outputs, and for reading out one stage of an earlier run.
+    #[arg(long, conflicts_with = "server")]
+    pub predictions: Option<PathBuf>,
     /// Also write the official evaluator's input (gold.sql, pred.sql) into this directory.
     #[arg(long)]
     pub export: Option<PathBuf>,
@@ -202,13 +207,24 @@ pub fn eval(dirs: &ModelDirs, device: Option<String>, args: EvalArgs) -> Result<
         score: args.score_options()?,
         concurrency: args.concurrency.max(1),
     };
+    if let Some(path) = &args.predictions {
+        let given = read_predictions(path)?;
+        let predictor = |index: usize, _: &Example| {
+            Prediction::sql(given.get(&index).cloned().unwrap_or_default())
+        };
+        let summary = run_eval(&chosen, &predictor, &out, &options, &mut |_, _| {})?;
+        let markdown = summary.to_markdown();
+        std::fs::write(out.with_extension("md"), &markdown)?;
+        println!("{markdown}");
+        return Ok(());
+    }
     let request_options = args.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let (channel, embedded) = runtime.block_on(connect(dirs, device, &args))?;
     let client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let timeout = Duration::from_secs(args.question_timeout_secs);
     let handle = runtime.handle().clone();
-    let predictor = |example: &Example| {
+    let predictor = |_: usize, example: &Example| {
         let mut client = client.clone();
         let mut request = tonic::Request::new(pb::Text2SqlRequest {
             question: example.question.clone(),
@@ -373,4 +389,25 @@ fn vote(v: &pb::Vote) -> serde_json::Value {
         "all_failed": v.all_failed,
         "selector": selector,
     })
+}
+
+/// `{"index": N, "sql": "..."}` lines.
+fn read_predictions(path: &Path) -> Result<std::collections::HashMap<usize, String>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        index: usize,
+        sql: String,
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            let line: Line = serde_json::from_str(l).with_context(|| {
+                format!("{}:{}: not {{\"index\", \"sql\"}}", path.display(), n + 1)
+            })?;
+            Ok((line.index, line.sql))
+        })
+        .collect()
 }

@@ -45,7 +45,7 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     assert_eq!(examples.len(), 972);
 
     let schemas: std::sync::Mutex<HashMap<String, Schema>> = Default::default();
-    let gold_predictor = |e: &quorum_sql::dataset::Example| {
+    let gold_predictor = |_: usize, e: &quorum_sql::dataset::Example| {
         let mut schemas = schemas.lock().expect("lock");
         let schema = schemas.entry(e.db_id.clone()).or_insert_with(|| {
             let bare = IntrospectOptions {

@@ -56,7 +56,8 @@ pub struct EvalOptions {
 }
 
 /// A predictor: asked from several threads at once when `concurrency > 1`.
-pub type Predictor<'p> = dyn Fn(&Example) -> Prediction + Sync + 'p;
+/// It gets the question's index in the question file and the question.
+pub type Predictor<'p> = dyn Fn(usize, &Example) -> Prediction + Sync + 'p;
 
 /// Evaluates `examples` (index into the question file, question) with `predictor`, appending one
 /// record per question to `out` and skipping the indices `out` already holds. Records are
@@ -91,10 +92,10 @@ pub fn run_eval(
             scope.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((_, example)) = todo.get(i) else {
+                    let Some((index, example)) = todo.get(i) else {
                         break;
                     };
-                    if tx.send((i, predictor(example))).is_err() {
+                    if tx.send((i, predictor(*index, example))).is_err() {
                         break; // scoring failed; the run is over
                     }
                 }

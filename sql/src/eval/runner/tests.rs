@@ -46,7 +46,7 @@ fn questions() -> Vec<(usize, Example)> {
 }
 
 /// Answers with the gold SQL, except a wrong answer for the second question.
-fn answer(example: &Example) -> Prediction {
+fn answer(_index: usize, example: &Example) -> Prediction {
     let sql = if example.question == "q1" {
         "SELECT name FROM pets".to_owned()
     } else {
@@ -112,9 +112,9 @@ fn resumes_after_an_interruption() {
     drop(file);
 
     let asked = std::sync::Mutex::new(Vec::new());
-    let counting = |e: &Example| {
+    let counting = |i: usize, e: &Example| {
         asked.lock().expect("lock").push(e.question.clone());
-        answer(e)
+        answer(i, e)
     };
     let mut seen = Vec::new();
     let summary = run_eval(&all, &counting, &out, &options(&dir), &mut |d, t| {
