@@ -132,7 +132,9 @@ impl PipelineRuntime {
             "difficulty_aware" => VotingMode::DifficultyAware(VotingPolicy::default()),
             other => bail!("pipeline.voting: unknown mode `{other}`"),
         };
-        base.selector.enabled = raw.selector.unwrap_or(models.selector().is_some());
+        // Off unless asked for: an untuned 0.5B selector overturned correct majority votes on
+        // dev100 (docs/RESULTS.md); XiYan's selector is a fine-tuned model.
+        base.selector.enabled = raw.selector.unwrap_or(false);
         base.preview_rows = raw.preview_rows.unwrap_or(20);
         let routes = routes
             .into_iter()
