@@ -28,6 +28,10 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
         metrics_listen: Some(String::new()),
         ..Overrides::default()
     });
+    // Ten whole pipelines at once on 2 cores (beside other tests) take minutes each: the
+    // serving default deadline (300 s) is for one caller's question, not for this burst.
+    raw.limits.request_timeout_secs = Some(1800.0);
+    raw.limits.max_concurrent_text2sql = Some(10);
     let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");
