@@ -7,9 +7,11 @@ final), written as `stage-<name>.jsonl` predictions for `quorum eval --predictio
 """
 import collections
 import json
+import os
 import sys
 
 src, outdir = sys.argv[1], sys.argv[2]
+os.makedirs(outdir, exist_ok=True)
 stages = collections.OrderedDict((k, []) for k in
     ['presql', 'finsql_repaired', 'revised', 'voted', 'final'])
 for line in open(src):
