@@ -22,6 +22,10 @@ struct Args {
     runs: usize,
     #[arg(long, default_value_t = 64)]
     new_tokens: usize,
+    /// Write the prompt's token ids (JSON) here and exit: for benchmarking other runtimes
+    /// (`benches/llamacpp_bench.py`) on exactly the same input.
+    #[arg(long)]
+    write_prompt_ids: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +63,10 @@ fn main() -> Result<()> {
         .encode(text.as_str(), false)
         .map_err(anyhow::Error::msg)?;
     let ids = ids.get_ids().to_vec();
+    if let Some(out) = &args.write_prompt_ids {
+        std::fs::write(out, serde_json::to_string(&ids)?)?;
+        return Ok(());
+    }
     let n = args.new_tokens;
 
     let mut reference = ReferenceModel::load(&reencoded_copy(&args.model)?)?;
