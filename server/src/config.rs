@@ -442,8 +442,9 @@ fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         max_queue: raw.max_queue.unwrap_or(64),
         max_running: raw.max_running.unwrap_or(16),
         max_batched_tokens: raw.max_batched_tokens.unwrap_or(2048),
-        // Room for about 8 concurrent text-to-SQL runs of the 0.5B model (each holds several
-        // sequences of a few thousand tokens) without preemption.
+        // Sized by arithmetic, not measured: a text-to-SQL run of the 0.5B model holds several
+        // sequences of a few thousand tokens (24 KiB each in f32), so 512 MiB (about 21k
+        // tokens) fits only two or three runs at once before the scheduler must preempt.
         kv_cache_bytes: raw.kv_cache_mib.unwrap_or(2048) << 20,
         request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
         max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),

@@ -307,8 +307,9 @@ async fn connect(
     }
     let limits = &mut raw.limits;
     limits.request_timeout_secs = Some(args.question_timeout_secs as f64);
-    // Several questions in flight, each with several sequences of a few thousand tokens: the
-    // serving default (512 MiB) would preempt and recompute constantly.
+    // Several questions in flight, each with several sequences of a few thousand tokens: more
+    // room than the serving default so that the scheduler need not preempt (by arithmetic;
+    // preemptions were not counted).
     limits.kv_cache_mib = Some(limits.kv_cache_mib.unwrap_or(EVAL_KV_CACHE_MIB));
     let needed = args.concurrency.max(1);
     limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));

@@ -12,8 +12,9 @@ use quorum_tests::spider_dir;
 
 use crate::server_support::TestServer;
 
-/// Answers that execute, of 10. Measured 7-8 with this setup (docs/RESULTS.md); the issue's
-/// goal of 10 is not reached by the 0.5B model, so this guards against regressions only.
+/// Answers that execute, of 10. `quorum eval --slice smoke10` runs along the way executed 6-8 of
+/// 10 (docs/RESULTS.md); the goal of 10 is not reached by the 0.5B model, so this
+/// guards against regressions only.
 const MIN_EXECUTING: usize = 7;
 /// Correct answers (Spider EX), of 10; measured 5-6.
 const MIN_CORRECT: usize = 4;
