@@ -51,7 +51,18 @@ pub fn reencoded_copy(name: &str) -> Result<PathBuf> {
     let src = model_path(name);
     let dst = src.with_extension("reencoded-q8_0.gguf");
     if !dst.exists() {
-        quorum_weights::reencode_gguf_file(&src, &dst)?;
+        quorum_weights::reencode_gguf_file(&src, &dst, quorum_weights::Reencode::Slow)?;
+    }
+    Ok(dst)
+}
+
+/// A copy of a model with every quantized matrix re-encoded to Q8_0 (see
+/// [`quorum_weights::Reencode::All`]), written next to it once.
+pub fn all_q8_0_copy(name: &str) -> Result<PathBuf> {
+    let src = model_path(name);
+    let dst = src.with_extension("all-q8_0.gguf");
+    if !dst.exists() {
+        quorum_weights::reencode_gguf_file(&src, &dst, quorum_weights::Reencode::All)?;
     }
     Ok(dst)
 }

@@ -1,4 +1,5 @@
 use quorum_models::MatmulPolicy;
+use quorum_weights::Reencode;
 
 /// Engine settings for one loaded model. Plain data; the server derives it from its config.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub struct EngineConfig {
     pub max_model_len: usize,
     pub enable_prefix_caching: bool,
     pub matmul_policy: MatmulPolicy,
+    /// Which quantized GGUF tensors are re-encoded to Q8_0 at load.
+    pub reencode: Reencode,
 }
 
 impl EngineConfig {
@@ -34,6 +37,7 @@ impl EngineConfig {
             max_model_len: 8192,
             enable_prefix_caching: true,
             matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
+            reencode: Reencode::Slow,
         }
     }
 }

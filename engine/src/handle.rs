@@ -186,8 +186,16 @@ pub fn spawn_engine(
     checkpoint_path: &Path,
     device: &Device,
 ) -> Result<EngineHandle, EngineError> {
-    let ckpt = quorum_weights::load_checkpoint(checkpoint_path, device, candle_core::DType::F32)
-        .map_err(quorum_models::ModelError::from)?;
+    let gguf = quorum_weights::GgufLoadOptions {
+        reencode: config.reencode,
+    };
+    let ckpt = quorum_weights::load_checkpoint_with(
+        checkpoint_path,
+        device,
+        candle_core::DType::F32,
+        &gguf,
+    )
+    .map_err(quorum_models::ModelError::from)?;
     let model = DecoderModel::load(&ckpt, device, config.matmul_policy)?;
     let mc = model.config().clone();
     let layout = KvLayout {

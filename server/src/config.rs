@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use quorum_sql::pipeline::PromptFormat;
+use quorum_weights::Reencode;
 use serde::Deserialize;
 
 use crate::model_source::ModelDirs;
@@ -79,6 +80,11 @@ pub struct RawModel {
     /// Prompt format when the model writes SQL in the pipeline.
     pub format: Option<PromptFormat>,
     pub max_model_len: Option<usize>,
+    /// GGUF tensors re-encoded to Q8_0 at load: `all` (the default: K-quants too, so every
+    /// layer runs the int8 GEMM; on Qwen2.5-Coder-0.5B one stream decodes 1.8x faster and 16
+    /// streams 1.2x, see docs/RESULTS.md, for about twice the weight memory), `slow` (only
+    /// Q5_0/Q5_1/Q4_1, which candle runs in scalar code) or `none`.
+    pub reencode: Option<String>,
     /// LoRA adapters: name → PEFT directory.
     #[serde(default)]
     pub adapters: BTreeMap<String, PathBuf>,
@@ -212,6 +218,7 @@ pub struct ModelSpec {
     pub device: String,
     pub format: PromptFormat,
     pub max_model_len: usize,
+    pub reencode: Reencode,
     pub adapters: BTreeMap<String, PathBuf>,
 }
 
@@ -306,6 +313,7 @@ fn default_models() -> Vec<RawModel> {
         device: None,
         format,
         max_model_len: None,
+        reencode: None,
         adapters: BTreeMap::new(),
     };
     vec![
@@ -497,6 +505,12 @@ fn resolve_models(
         let path = dirs
             .resolve(&m.source)
             .with_context(|| format!("model `{name}`"))?;
+        let reencode = match m.reencode.as_deref().unwrap_or("all") {
+            "slow" => Reencode::Slow,
+            "all" => Reencode::All,
+            "none" => Reencode::None,
+            other => bail!("model `{name}`: reencode must be slow, all or none, not `{other}`"),
+        };
         for (adapter, dir) in &m.adapters {
             ensure!(
                 dir.exists(),
@@ -516,6 +530,7 @@ fn resolve_models(
             device: m.device.unwrap_or_else(|| device.to_owned()),
             format: m.format.unwrap_or(PromptFormat::SimpleDdl),
             max_model_len,
+            reencode,
             adapters: m.adapters,
         });
     }

@@ -261,6 +261,9 @@ fn engine_config(spec: &ModelSpec, limits: &Limits) -> EngineConfig {
         max_waiting: limits.max_queue,
         max_model_len: spec.max_model_len,
         enable_prefix_caching: true,
-        matmul_policy: MatmulPolicy::QuantizedOnly,
+        // The engine's own default: the int8 GEMM for prefill and batched decode, and a row's
+        // result independent of what else is batched (greedy answers do not change under load).
+        matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
+        reencode: spec.reencode,
     }
 }

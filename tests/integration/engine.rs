@@ -10,7 +10,7 @@ use quorum_engine::{
 };
 use quorum_models::{DecoderModel, DenseKvCache, MatmulPolicy, greedy_generate_with_cache};
 use quorum_tests::{QWEN_05B, SMOLLM2, model_path};
-use quorum_weights::{ChatMessage, load_checkpoint};
+use quorum_weights::{ChatMessage, GgufLoadOptions, Reencode, load_checkpoint_with};
 
 const QUESTIONS: &[&str] = &[
     "How many singers do we have?",
@@ -81,8 +81,8 @@ fn run_all(h: &EngineHandle, prompts: &[Vec<u32>], max_new: u32) -> Vec<Vec<u32>
     rxs.into_iter().map(|rx| collect(rx).0).collect()
 }
 
-fn check_invariance(model: &str, max_new: u32) {
-    let base = engine(model, |_| {});
+fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
+    let base = engine(model, |c| c.reencode = reencode);
     let prompts: Vec<Vec<u32>> = QUESTIONS.iter().map(|q| prompt(&base, q)).collect();
     let alone: Vec<Vec<u32>> = prompts
         .iter()
@@ -90,8 +90,13 @@ fn check_invariance(model: &str, max_new: u32) {
         .collect();
 
     // Paged attention in the engine equals the dense-cache greedy loop.
-    let ckpt =
-        load_checkpoint(&model_path(model), &Device::Cpu, candle_core::DType::F32).expect("load");
+    let ckpt = load_checkpoint_with(
+        &model_path(model),
+        &Device::Cpu,
+        candle_core::DType::F32,
+        &GgufLoadOptions { reencode },
+    )
+    .expect("load");
     let dense =
         DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
     for (p, a) in prompts.iter().zip(&alone).take(3) {
@@ -131,7 +136,10 @@ fn check_invariance(model: &str, max_new: u32) {
         "{model}: prefix-cache hit changed the output"
     );
 
-    let chunked = engine(model, |c| c.max_batched_tokens = 7);
+    let chunked = engine(model, |c| {
+        c.max_batched_tokens = 7;
+        c.reencode = reencode;
+    });
     assert_eq!(
         run_all(&chunked, &prompts, max_new),
         alone,
@@ -147,6 +155,7 @@ fn check_invariance(model: &str, max_new: u32) {
         c.block_size = 16;
         c.kv_cache_bytes = (per_token * (2 * longest + 8)) as u64;
         c.enable_prefix_caching = false;
+        c.reencode = reencode;
     });
     assert_eq!(
         run_all(&tight, &prompts, max_new),
@@ -166,12 +175,18 @@ fn ckpt_bytes_per_token(ckpt: &quorum_weights::Checkpoint) -> usize {
 
 #[test]
 fn smollm2_batching_invariance() {
-    check_invariance(SMOLLM2, 24);
+    check_invariance(SMOLLM2, 24, Reencode::Slow);
 }
 
 #[test]
 fn qwen_batching_invariance() {
-    check_invariance(QWEN_05B, 16);
+    check_invariance(QWEN_05B, 16, Reencode::Slow);
+}
+
+/// The server's default for GGUF models: every matrix Q8_0, so the int8 GEMM runs every layer.
+#[test]
+fn qwen_batching_invariance_all_q8_0() {
+    check_invariance(QWEN_05B, 16, Reencode::All);
 }
 
 #[test]

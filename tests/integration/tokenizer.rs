@@ -14,7 +14,7 @@ const SAMPLES: &[&str] = &[
 
 fn tokenizer(name: &str) -> tokenizers::Tokenizer {
     let opts = GgufLoadOptions {
-        reencode_slow_quants: false,
+        reencode: quorum_weights::Reencode::None,
     };
     load_gguf(&model_path(name), &Device::Cpu, &opts)
         .expect("load gguf")

@@ -19,24 +19,37 @@ use crate::store::{StoredTensor, TensorStore};
 /// Architectures whose GGUF tensor layout this loader understands.
 const SUPPORTED_ARCHITECTURES: &str = "qwen2, llama";
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GgufLoadOptions {
-    /// Re-encode tensors whose quantization has no fast CPU kernel in candle (Q5_0, Q5_1, Q4_1)
-    /// to Q8_0. Costs a few seconds at load and ~1.6x their memory, buys ~10x prefill speed.
-    pub reencode_slow_quants: bool,
+    pub reencode: Reencode,
 }
 
-impl Default for GgufLoadOptions {
-    fn default() -> Self {
-        Self {
-            reencode_slow_quants: true,
+/// Which quantized tensors are re-encoded to Q8_0 when a GGUF file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reencode {
+    /// Every tensor as stored.
+    None,
+    /// Quantizations with no fast CPU kernel in candle (Q5_0, Q5_1, Q4_1). Costs a few seconds
+    /// at load and ~1.6x their memory, buys ~10x prefill speed.
+    #[default]
+    Slow,
+    /// Every quantized matrix (K-quants too). Q8_0 is the one format the int8 GEMM
+    /// (`quorum_kernels::PackedQ8_0`) runs, so prefill and batched decode use it in every layer;
+    /// one-row decode reads about twice the bytes of Q4_K.
+    All,
+}
+
+impl Reencode {
+    fn applies_to(self, dtype: GgmlDType) -> bool {
+        match self {
+            Self::None => false,
+            Self::Slow => matches!(dtype, GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q4_1),
+            Self::All => !matches!(
+                dtype,
+                GgmlDType::Q8_0 | GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+            ),
         }
     }
-}
-
-/// Quantizations that candle 0.11 runs only through scalar CPU code.
-fn is_slow_on_cpu(dtype: GgmlDType) -> bool {
-    matches!(dtype, GgmlDType::Q5_0 | GgmlDType::Q5_1 | GgmlDType::Q4_1)
 }
 
 fn open(path: &Path) -> WeightsResult<(gguf_file::Content, BufReader<File>)> {
@@ -133,8 +146,8 @@ pub(crate) fn hf_name(gguf_name: &str) -> Option<String> {
     Some(format!("model.layers.{layer}.{hf_module}.{suffix}"))
 }
 
-fn reencode(name: &str, q: QTensor) -> WeightsResult<QTensor> {
-    if !is_slow_on_cpu(q.dtype()) {
+fn reencode(name: &str, q: QTensor, mode: Reencode) -> WeightsResult<QTensor> {
+    if !mode.applies_to(q.dtype()) {
         return Ok(q);
     }
     let dense = q.dequantize(&Device::Cpu)?;
@@ -144,12 +157,12 @@ fn reencode(name: &str, q: QTensor) -> WeightsResult<QTensor> {
     })
 }
 
-/// Reads every tensor of the file (on CPU), re-encoding slow quantizations when asked.
+/// Reads every tensor of the file (on CPU), re-encoding as asked.
 fn read_tensors(
     path: &Path,
     ct: &gguf_file::Content,
     reader: &mut BufReader<File>,
-    reencode_slow: bool,
+    mode: Reencode,
 ) -> WeightsResult<Vec<(String, QTensor)>> {
     let mut names: Vec<&String> = ct.tensor_infos.keys().collect();
     names.sort();
@@ -163,12 +176,12 @@ fn read_tensors(
             })?;
         raw.push((name.clone(), q));
     }
-    if !reencode_slow {
+    if mode == Reencode::None {
         return Ok(raw);
     }
     raw.into_par_iter()
         .map(|(name, q)| {
-            let q = reencode(&name, q)?;
+            let q = reencode(&name, q, mode)?;
             Ok((name, q))
         })
         .collect()
@@ -217,7 +230,7 @@ pub fn load_gguf(
     };
     let eos_token_ids = end_of_turn_ids(&ct.metadata, &tokenizer);
     let mut tensors = TensorStore::default();
-    for (name, q) in read_tensors(path, &ct, &mut reader, options.reencode_slow_quants)? {
+    for (name, q) in read_tensors(path, &ct, &mut reader, options.reencode)? {
         let Some(hf) = hf_name(&name) else {
             tracing::debug!(tensor = %name, "ignoring GGUF tensor with no known role");
             continue;
@@ -250,11 +263,12 @@ fn special_token(ct: &gguf_file::Content, key: &str) -> Option<String> {
     tokens.get(id)?.to_string().ok().cloned()
 }
 
-/// Writes a copy of a GGUF file with slow quantizations re-encoded to Q8_0 (same metadata, same
-/// tensor names). Reference implementations loading this file see exactly the weights Quorum runs.
-pub fn reencode_gguf_file(src: &Path, dst: &Path) -> WeightsResult<PathBuf> {
+/// Writes a copy of a GGUF file with tensors re-encoded to Q8_0 as `mode` says (same metadata,
+/// same tensor names). Reference implementations loading this file see exactly the weights
+/// Quorum runs.
+pub fn reencode_gguf_file(src: &Path, dst: &Path, mode: Reencode) -> WeightsResult<PathBuf> {
     let (ct, mut reader) = open(src)?;
-    let tensors = read_tensors(src, &ct, &mut reader, true)?;
+    let tensors = read_tensors(src, &ct, &mut reader, mode)?;
     // A per-process temporary name: parallel test processes may race to create the same file.
     let tmp = dst.with_extension(format!("partial.{}", std::process::id()));
     let mut out = File::create(&tmp).map_err(|e| WeightsError::Io {

@@ -21,7 +21,7 @@ mod store;
 pub use chat_template::{ChatMessage, ChatTemplate};
 pub use checkpoint::{Checkpoint, CheckpointFormat, ModelConfigSource};
 pub use error::{WeightsError, WeightsResult};
-pub use gguf::{GgufLoadOptions, load_gguf, reencode_gguf_file};
+pub use gguf::{GgufLoadOptions, Reencode, load_gguf, reencode_gguf_file};
 pub use gguf_tokenizer::tokenizer_from_gguf;
 pub use hf_dir::load_hf_dir;
 pub use hub::{HubCache, resolve_hub_snapshot};
@@ -34,10 +34,20 @@ pub fn load_checkpoint(
     device: &candle_core::Device,
     dense_dtype: candle_core::DType,
 ) -> WeightsResult<Checkpoint> {
+    load_checkpoint_with(path, device, dense_dtype, &GgufLoadOptions::default())
+}
+
+/// [`load_checkpoint`] with the GGUF re-encoding chosen by the caller.
+pub fn load_checkpoint_with(
+    path: &std::path::Path,
+    device: &candle_core::Device,
+    dense_dtype: candle_core::DType,
+    gguf: &GgufLoadOptions,
+) -> WeightsResult<Checkpoint> {
     if path.is_dir() {
         load_hf_dir(path, device, dense_dtype)
     } else if path.is_file() {
-        load_gguf(path, device, &GgufLoadOptions::default())
+        load_gguf(path, device, gguf)
     } else {
         Err(WeightsError::MissingFile {
             path: path.to_path_buf(),
