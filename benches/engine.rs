@@ -14,7 +14,9 @@ use quorum_engine::{
     EngineConfig, EngineEvent, EngineHandle, FinishEvent, GenerateRequest, SamplingParams,
     spawn_engine,
 };
-use quorum_tests::{QWEN_05B, ReferenceModel, long_schema_prompt, model_path, reencoded_copy};
+use quorum_tests::{
+    QWEN_05B, ReferenceModel, all_q8_0_copy, long_schema_prompt, model_path, reencoded_copy,
+};
 use quorum_weights::ChatMessage;
 
 #[derive(Parser, Debug)]
@@ -26,6 +28,9 @@ struct Args {
     /// Skip the (slow) sequential reference baseline.
     #[arg(long)]
     no_reference: bool,
+    /// Run a copy with every quantized matrix re-encoded to Q8_0 (the int8 GEMM's format).
+    #[arg(long)]
+    all_q8_0: bool,
 }
 
 const QUESTIONS: &[&str] = &[
@@ -82,11 +87,12 @@ fn finish(mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>) -> FinishEv
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let h = spawn_engine(
-        EngineConfig::cpu_default("qwen"),
-        &model_path(QWEN_05B),
-        &Device::Cpu,
-    )?;
+    let path = if args.all_q8_0 {
+        all_q8_0_copy(QWEN_05B)?
+    } else {
+        model_path(QWEN_05B)
+    };
+    let h = spawn_engine(EngineConfig::cpu_default("qwen"), &path, &Device::Cpu)?;
     let prompts: Vec<Vec<u32>> = QUESTIONS
         .iter()
         .cycle()
@@ -148,7 +154,11 @@ fn main() -> Result<()> {
     );
 
     if !args.no_reference {
-        let mut reference = ReferenceModel::load(&reencoded_copy(QWEN_05B)?)?;
+        let mut reference = ReferenceModel::load(&if args.all_q8_0 {
+            path.clone()
+        } else {
+            reencoded_copy(QWEN_05B)?
+        })?;
         let stop = h.info().eos_token_ids.clone();
         let t = Instant::now();
         let mut ref_tokens = 0;

@@ -10,7 +10,9 @@ use anyhow::Result;
 use candle_core::Device;
 use clap::Parser;
 use quorum_models::{DecoderModel, MatmulPolicy, greedy_generate};
-use quorum_tests::{QWEN_05B, ReferenceModel, long_schema_prompt, model_path, reencoded_copy};
+use quorum_tests::{
+    QWEN_05B, ReferenceModel, all_q8_0_copy, long_schema_prompt, model_path, reencoded_copy,
+};
 use quorum_weights::{ChatMessage, load_checkpoint};
 
 #[derive(Parser, Debug)]
@@ -26,6 +28,9 @@ struct Args {
     /// (`benches/llamacpp_bench.py`) on exactly the same input.
     #[arg(long)]
     write_prompt_ids: Option<std::path::PathBuf>,
+    /// Run a copy with every quantized matrix re-encoded to Q8_0 (the int8 GEMM's format).
+    #[arg(long)]
+    all_q8_0: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +59,11 @@ fn summarize(name: &str, runs: &[Speed], prompt_len: usize) -> Speed {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let path = model_path(&args.model);
+    let path = if args.all_q8_0 {
+        all_q8_0_copy(&args.model)?
+    } else {
+        model_path(&args.model)
+    };
     let ckpt = load_checkpoint(&path, &Device::Cpu, candle_core::DType::F32)?;
     let template = ckpt.chat_template.as_ref().expect("chat template");
     let text = template.render(&[ChatMessage::new("user", &long_schema_prompt())], true)?;
@@ -69,7 +78,11 @@ fn main() -> Result<()> {
     }
     let n = args.new_tokens;
 
-    let mut reference = ReferenceModel::load(&reencoded_copy(&args.model)?)?;
+    let mut reference = ReferenceModel::load(&if args.all_q8_0 {
+        path.clone()
+    } else {
+        reencoded_copy(&args.model)?
+    })?;
     let quantized = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly)?;
     let int8 = DecoderModel::load(
         &ckpt,

@@ -1,0 +1,108 @@
+//! Criterion micro-benchmarks of the two parts that decide how well batching pays on the CPU:
+//!
+//! - `matmul`: one projection of Qwen2.5-Coder-0.5B (layer 0's MLP gate, 896 → 4864, and its
+//!   down projection) at 1, 4 and 16 rows, with the weights as the engine loads them by default
+//!   and with every matrix re-encoded to Q8_0. Rows are decode steps of concurrent requests:
+//!   elements/s is rows/s, so a flat time per call from 1 to 16 rows is perfect batching.
+//! - `scheduler`: planning and committing one decode step of 16 running requests (pure
+//!   bookkeeping, to show it costs nothing next to the forward pass).
+//!
+//! `cargo bench -p quorum-benches --bench engine_parts` (needs `scripts/fetch-models.sh`).
+
+use candle_core::{DType, Device, Tensor};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use quorum_engine::{CacheKey, NewRequest, RequestId, Scheduler, SchedulerConfig, StepResult};
+use quorum_models::{Linear, MatmulPolicy};
+use quorum_tests::{QWEN_05B, all_q8_0_copy, model_path};
+use quorum_weights::{StoredTensor, load_checkpoint};
+
+/// The engine's policy (`EngineConfig::cpu_default`).
+const POLICY: MatmulPolicy = MatmulPolicy::BatchInvariant { min_rows: 2 };
+
+const PROJECTIONS: &[(&str, (usize, usize))] = &[
+    ("model.layers.0.mlp.gate_proj", (4864, 896)),
+    ("model.layers.0.mlp.down_proj", (896, 4864)),
+];
+
+fn matmul(c: &mut Criterion) {
+    let files = [
+        ("as_loaded", model_path(QWEN_05B)),
+        (
+            "all_q8_0",
+            all_q8_0_copy(QWEN_05B).expect("re-encode a Q8_0 copy"),
+        ),
+    ];
+    let mut group = c.benchmark_group("matmul");
+    group.sample_size(20);
+    for (label, path) in &files {
+        let ckpt = load_checkpoint(path, &Device::Cpu, DType::F32).expect("load checkpoint");
+        for (name, shape) in PROJECTIONS {
+            let stored = ckpt.tensors.get(&format!("{name}.weight")).expect("weight");
+            let dtype = match stored {
+                StoredTensor::Quantized(q) => format!("{:?}", q.dtype()),
+                StoredTensor::Dense(t) => format!("{:?}", t.dtype()),
+            };
+            let linear =
+                Linear::load(&ckpt.tensors, name, *shape, POLICY, DType::F32).expect("linear");
+            let short = name.rsplit('.').next().unwrap_or(name);
+            for rows in [1usize, 4, 16] {
+                let x = Tensor::randn(0f32, 1.0, (rows, shape.1), &Device::Cpu).expect("input");
+                group.throughput(Throughput::Elements(rows as u64));
+                group.bench_with_input(
+                    BenchmarkId::new(format!("{label}/{short}/{dtype}"), rows),
+                    &x,
+                    |b, x| b.iter(|| linear.forward(x).expect("forward")),
+                );
+            }
+        }
+    }
+    group.finish();
+}
+
+/// 16 requests with 512-token prompts, prefilled, then one decode step at a time.
+fn scheduler(c: &mut Criterion) {
+    let config = SchedulerConfig {
+        block_size: 16,
+        num_blocks: 4096,
+        max_batched_tokens: 2048,
+        max_running_seqs: 16,
+        max_waiting: 64,
+        max_model_len: 32_768,
+        enable_prefix_caching: true,
+    };
+    let mut sched = Scheduler::new(config).expect("scheduler");
+    for id in 0..16u64 {
+        let prompt = (0..512).map(|t| (id * 1000 + t) as u32).collect();
+        sched
+            .add_request(NewRequest {
+                id: RequestId(id),
+                prompt,
+                max_new_tokens: 1_000_000,
+                cache_key: CacheKey::new("bench", None),
+            })
+            .expect("add");
+    }
+    let step = |sched: &mut Scheduler| {
+        let plan = sched.plan_step().expect("plan");
+        let results: Vec<StepResult> = plan
+            .seqs
+            .iter()
+            .map(|s| StepResult {
+                request_id: s.request_id,
+                token: s.samples.then_some(7),
+                stop: false,
+            })
+            .collect();
+        sched.commit(&results).expect("commit");
+        (plan.seqs.len(), plan.num_tokens())
+    };
+    // Prefill everything first, so that each measured step is a pure decode step.
+    while step(&mut sched) != (16, 16) {}
+    let mut group = c.benchmark_group("scheduler");
+    group.throughput(Throughput::Elements(16));
+    group.bench_function("decode_step_16_running", |b| b.iter(|| step(&mut sched)));
+    group.finish();
+}
+
+criterion_group!(benches, matmul, scheduler);
+criterion_main!(benches);
