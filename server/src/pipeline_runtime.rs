@@ -16,8 +16,11 @@ use crate::models::ModelRegistry;
 use crate::pipeline_models::{BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector};
 use crate::status::ServiceError;
 
-/// PET-SQL's shot count, used when demonstrations are configured and the settings name none.
-const DEFAULT_SHOTS: usize = 9;
+/// Demonstrations per prompt when the settings name none: zero. PET-SQL uses 9, but on
+/// Qwen2.5-Coder-0.5B nine retrieved demos lowered accuracy and doubled the cost of a question
+/// (docs/RESULTS.md); the demo index is still loaded, so `round1_shots`/`round2_shots` (or a
+/// request's options) turn retrieval on for models that profit from it.
+const DEFAULT_SHOTS: usize = 0;
 /// Sampled fixes per failed query: with 4, a query that runs is found for most failures that
 /// greedy revision repeats (docs/RESULTS.md).
 const DEFAULT_REVISION_SAMPLES: usize = 4;
@@ -109,7 +112,7 @@ impl PipelineRuntime {
             )?)),
             None => None,
         };
-        let shots = if demos.is_some() { DEFAULT_SHOTS } else { 0 };
+        let shots = DEFAULT_SHOTS;
         let mut base = PipelineConfig::pet_sql(generators);
         base.round1.format = first_format;
         base.round1.shots = raw.round1_shots.unwrap_or(shots);
