@@ -14,6 +14,7 @@ use quorum_engine::{
     EngineConfig, EngineEvent, EngineHandle, FinishEvent, GenerateRequest, SamplingParams,
     spawn_engine,
 };
+use quorum_models::MatmulPolicy;
 use quorum_tests::{
     QWEN_05B, ReferenceModel, all_q8_0_copy, long_schema_prompt, model_path, reencoded_copy,
 };
@@ -31,6 +32,9 @@ struct Args {
     /// Run a copy with every quantized matrix re-encoded to Q8_0 (the int8 GEMM's format).
     #[arg(long)]
     all_q8_0: bool,
+    /// Rows from which Q8_0 projections take the int8 GEMM (the engine's default is 2).
+    #[arg(long, default_value_t = 2)]
+    int8_min_rows: usize,
 }
 
 const QUESTIONS: &[&str] = &[
@@ -92,7 +96,13 @@ fn main() -> Result<()> {
     } else {
         model_path(QWEN_05B)
     };
-    let h = spawn_engine(EngineConfig::cpu_default("qwen"), &path, &Device::Cpu)?;
+    let config = EngineConfig {
+        matmul_policy: MatmulPolicy::BatchInvariant {
+            min_rows: args.int8_min_rows,
+        },
+        ..EngineConfig::cpu_default("qwen")
+    };
+    let h = spawn_engine(config, &path, &Device::Cpu)?;
     let prompts: Vec<Vec<u32>> = QUESTIONS
         .iter()
         .cycle()

@@ -4,13 +4,13 @@
 //!   down projection) at 1, 4 and 16 rows, with the weights as the engine loads them by default
 //!   and with every matrix re-encoded to Q8_0. Rows are decode steps of concurrent requests:
 //!   elements/s is rows/s, so a flat time per call from 1 to 16 rows is perfect batching.
-//! - `scheduler`: planning and committing one decode step of 16 running requests (pure
+//! - `scheduler`: planning and committing 64 decode steps of 16 running requests (pure
 //!   bookkeeping, to show it costs nothing next to the forward pass).
 //!
 //! `cargo bench -p quorum-benches --bench engine_parts` (needs `scripts/fetch-models.sh`).
 
 use candle_core::{DType, Device, Tensor};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quorum_engine::{CacheKey, NewRequest, RequestId, Scheduler, SchedulerConfig, StepResult};
 use quorum_models::{Linear, MatmulPolicy};
 use quorum_tests::{QWEN_05B, all_q8_0_copy, model_path};
@@ -45,6 +45,22 @@ fn matmul(c: &mut Criterion) {
             let linear =
                 Linear::load(&ckpt.tensors, name, *shape, POLICY, DType::F32).expect("linear");
             let short = name.rsplit('.').next().unwrap_or(name);
+            // One row through the int8 GEMM too (the engine sends one row to candle's kernel).
+            let one_row = Linear::load(
+                &ckpt.tensors,
+                name,
+                *shape,
+                MatmulPolicy::BatchInvariant { min_rows: 1 },
+                DType::F32,
+            )
+            .expect("linear");
+            let x = Tensor::randn(0f32, 1.0, (1, shape.1), &Device::Cpu).expect("input");
+            group.throughput(Throughput::Elements(1));
+            group.bench_with_input(
+                BenchmarkId::new(format!("{label}/{short}/{dtype}/int8_min_rows_1"), 1),
+                &x,
+                |b, x| b.iter(|| one_row.forward(x).expect("forward")),
+            );
             for rows in [1usize, 4, 16] {
                 let x = Tensor::randn(0f32, 1.0, (rows, shape.1), &Device::Cpu).expect("input");
                 group.throughput(Throughput::Elements(rows as u64));
@@ -59,15 +75,34 @@ fn matmul(c: &mut Criterion) {
     group.finish();
 }
 
-/// 16 requests with 512-token prompts, prefilled, then one decode step at a time.
-fn scheduler(c: &mut Criterion) {
+/// Decode steps measured per iteration (each iteration starts from a fresh, prefilled scheduler).
+const DECODE_STEPS: usize = 64;
+
+/// One plan + commit; returns (sequences, tokens) of the step.
+fn step(sched: &mut Scheduler) -> (usize, usize) {
+    let plan = sched.plan_step().expect("plan");
+    let results: Vec<StepResult> = plan
+        .seqs
+        .iter()
+        .map(|s| StepResult {
+            request_id: s.request_id,
+            token: s.samples.then_some(7),
+            stop: false,
+        })
+        .collect();
+    sched.commit(&results).expect("commit");
+    (plan.seqs.len(), plan.num_tokens())
+}
+
+/// 16 requests with 512-token prompts, prefilled, then 64 decode steps.
+fn prefilled_scheduler() -> Scheduler {
     let config = SchedulerConfig {
         block_size: 16,
-        num_blocks: 4096,
+        num_blocks: 1024,
         max_batched_tokens: 2048,
         max_running_seqs: 16,
         max_waiting: 64,
-        max_model_len: 32_768,
+        max_model_len: 4096,
         enable_prefix_caching: true,
     };
     let mut sched = Scheduler::new(config).expect("scheduler");
@@ -77,30 +112,30 @@ fn scheduler(c: &mut Criterion) {
             .add_request(NewRequest {
                 id: RequestId(id),
                 prompt,
-                max_new_tokens: 1_000_000,
+                max_new_tokens: 1024,
                 cache_key: CacheKey::new("bench", None),
             })
             .expect("add");
     }
-    let step = |sched: &mut Scheduler| {
-        let plan = sched.plan_step().expect("plan");
-        let results: Vec<StepResult> = plan
-            .seqs
-            .iter()
-            .map(|s| StepResult {
-                request_id: s.request_id,
-                token: s.samples.then_some(7),
-                stop: false,
-            })
-            .collect();
-        sched.commit(&results).expect("commit");
-        (plan.seqs.len(), plan.num_tokens())
-    };
     // Prefill everything first, so that each measured step is a pure decode step.
     while step(&mut sched) != (16, 16) {}
+    sched
+}
+
+fn scheduler(c: &mut Criterion) {
     let mut group = c.benchmark_group("scheduler");
-    group.throughput(Throughput::Elements(16));
-    group.bench_function("decode_step_16_running", |b| b.iter(|| step(&mut sched)));
+    group.throughput(Throughput::Elements((16 * DECODE_STEPS) as u64));
+    group.bench_function("decode_steps_16_running", |b| {
+        b.iter_batched_ref(
+            prefilled_scheduler,
+            |sched| {
+                for _ in 0..DECODE_STEPS {
+                    step(sched);
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
     group.finish();
 }
 
