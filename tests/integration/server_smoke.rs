@@ -74,7 +74,7 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
         let chosen = &answer.candidates[answer.chosen_candidate as usize];
         assert_eq!(chosen.sql, answer.sql);
         assert!(answer.linked_tables.is_some(), "round 2 ran");
-        assert!(!answer.demos.is_empty(), "demonstrations were retrieved");
+        assert!(answer.demos.is_empty(), "no demonstrations by default");
         assert!(answer.timings.as_ref().is_some_and(|t| t.total_ms > 0.0));
         let runs = matches!(chosen.outcome, Some(pb::candidate::Outcome::Ok(_)));
         assert_eq!(runs, answer.preview.is_some());
@@ -93,6 +93,24 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
         );
     }
     println!("smoke10: {executing}/10 execute, {correct}/10 correct");
+
+    // Retrieval is one option away: three demos from Spider train for the PreSQL.
+    let with_demos = server
+        .text2sql()
+        .generate(pb::Text2SqlRequest {
+            question: smoke[0].question.clone(),
+            db_id: smoke[0].db_id.clone(),
+            evidence: None,
+            options: Some(pb::PipelineOptions {
+                round1_shots: Some(3),
+                round2: Some(false),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("an answer with demonstrations")
+        .into_inner();
+    assert_eq!(with_demos.demos.len(), 3, "three demonstrations retrieved");
     assert!(executing >= MIN_EXECUTING, "{executing}/10 execute");
     assert!(correct >= MIN_CORRECT, "{correct}/10 correct");
     server.stop().await;
