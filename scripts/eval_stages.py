@@ -25,7 +25,6 @@ for line in open(src):
     pre = next(c for c in cands if c['round'].endswith('PRE_SQL'))
     fins = [c for c in cands if c['round'].endswith('FIN_SQL')]
     fin = fins[0] if fins else pre
-    orig = lambda c: c.get('repaired_from') or c['sql']
     stages['presql'].append({'index': idx, 'sql': pre['sql']})
     stages['finsql_repaired'].append({'index': idx, 'sql': fin['sql']})
     # Revision of the first generator's chain: fixes of a candidate with the FinSQL's SQL and model.

@@ -2,12 +2,13 @@
 //!
 //! - `matmul`: one projection of Qwen2.5-Coder-0.5B (layer 0's MLP gate, 896 → 4864, and its
 //!   down projection) at 1, 4 and 16 rows, with the weights as the engine loads them by default
-//!   and with every matrix re-encoded to Q8_0. Rows are decode steps of concurrent requests:
+//!   (`Reencode::Slow`) and with every matrix re-encoded to Q8_0 (the server's CPU default). Rows are decode steps of concurrent requests:
 //!   elements/s is rows/s, so a flat time per call from 1 to 16 rows is perfect batching.
 //! - `scheduler`: planning and committing 64 decode steps of 16 running requests (pure
 //!   bookkeeping, to show it costs nothing next to the forward pass).
 //!
-//! `cargo bench -p quorum-benches --bench engine_parts` (needs `scripts/fetch-models.sh`).
+//! `cargo bench --profile dev -p quorum-benches --bench engine_parts` (needs
+//! `scripts/fetch-models.sh`; the default bench profile is a 20-minute release build here).
 
 use candle_core::{DType, Device, Tensor};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

@@ -80,10 +80,11 @@ pub struct RawModel {
     /// Prompt format when the model writes SQL in the pipeline.
     pub format: Option<PromptFormat>,
     pub max_model_len: Option<usize>,
-    /// GGUF tensors re-encoded to Q8_0 at load: `all` (the default: K-quants too, so every
-    /// layer runs the int8 GEMM; on Qwen2.5-Coder-0.5B one stream decodes 1.8x faster and 16
-    /// streams 1.2x, see docs/RESULTS.md, for about twice the weight memory), `slow` (only
-    /// Q5_0/Q5_1/Q4_1, which candle runs in scalar code) or `none`.
+    /// GGUF tensors re-encoded to Q8_0 at load: `all` (the default on the CPU: K-quants too,
+    /// so every layer runs the int8 GEMM; on Qwen2.5-Coder-0.5B, in one back-to-back run, one
+    /// stream decoded 1.8x faster and 16 streams 1.2x, see docs/RESULTS.md, for about twice the
+    /// weight memory), `slow` (only Q5_0/Q5_1/Q4_1, which candle runs in scalar code; the
+    /// default on CUDA, where the int8 GEMM does not run) or `none`.
     pub reencode: Option<String>,
     /// LoRA adapters: name → PEFT directory.
     #[serde(default)]
@@ -505,12 +506,9 @@ fn resolve_models(
         let path = dirs
             .resolve(&m.source)
             .with_context(|| format!("model `{name}`"))?;
-        let reencode = match m.reencode.as_deref().unwrap_or("all") {
-            "slow" => Reencode::Slow,
-            "all" => Reencode::All,
-            "none" => Reencode::None,
-            other => bail!("model `{name}`: reencode must be slow, all or none, not `{other}`"),
-        };
+        let model_device = m.device.unwrap_or_else(|| device.to_owned());
+        let reencode = parse_reencode(m.reencode.as_deref(), &model_device)
+            .with_context(|| format!("model `{name}`"))?;
         for (adapter, dir) in &m.adapters {
             ensure!(
                 dir.exists(),
@@ -527,7 +525,7 @@ fn resolve_models(
             source: m.source,
             path,
             roles: m.roles,
-            device: m.device.unwrap_or_else(|| device.to_owned()),
+            device: model_device,
             format: m.format.unwrap_or(PromptFormat::SimpleDdl),
             max_model_len,
             reencode,
@@ -607,4 +605,32 @@ pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
     }
     out.sort_by(|a, b| a.db_id.cmp(&b.db_id));
     Ok(out)
+}
+
+/// A model's `reencode` setting; unset, `all` on the CPU (the int8 GEMM's format) and `slow`
+/// elsewhere (the int8 GEMM is CPU-only, so `all` would only cost memory there).
+fn parse_reencode(value: Option<&str>, device: &str) -> anyhow::Result<Reencode> {
+    Ok(match value {
+        None if device.trim().eq_ignore_ascii_case("cpu") => Reencode::All,
+        None => Reencode::Slow,
+        Some("all") => Reencode::All,
+        Some("slow") => Reencode::Slow,
+        Some("none") => Reencode::None,
+        Some(other) => bail!("reencode must be all, slow or none, not `{other}`"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reencode_defaults_by_device_and_rejects_unknown_values() {
+        assert_eq!(parse_reencode(None, "cpu").unwrap(), Reencode::All);
+        assert_eq!(parse_reencode(None, "cuda:0").unwrap(), Reencode::Slow);
+        assert_eq!(parse_reencode(Some("none"), "cpu").unwrap(), Reencode::None);
+        assert_eq!(parse_reencode(Some("slow"), "cpu").unwrap(), Reencode::Slow);
+        let err = parse_reencode(Some("q4"), "cpu").unwrap_err().to_string();
+        assert!(err.contains("`q4`"), "{err}");
+    }
 }
