@@ -35,6 +35,11 @@ struct Args {
     /// Rows from which Q8_0 projections take the int8 GEMM (the engine's default is 2).
     #[arg(long, default_value_t = 2)]
     int8_min_rows: usize,
+    /// Let requests end at the model's end-of-sequence token. By default every request decodes
+    /// exactly `--new-tokens` tokens (as vLLM's benchmarks do with `ignore_eos`), so that the
+    /// concurrent phase really runs `--concurrency` sequences per step until the end.
+    #[arg(long)]
+    stop_at_eos: bool,
 }
 
 const QUESTIONS: &[&str] = &[
@@ -69,11 +74,12 @@ fn chat(h: &EngineHandle, text: &str) -> Vec<u32> {
         .to_vec()
 }
 
-fn request(tokens: Vec<u32>, n: u32) -> GenerateRequest {
+fn request(tokens: Vec<u32>, n: u32, ignore_eos: bool) -> GenerateRequest {
     GenerateRequest {
         prompt_tokens: tokens,
         params: SamplingParams {
             max_new_tokens: n,
+            ignore_eos,
             ..SamplingParams::greedy()
         },
         adapter: None,
@@ -90,6 +96,8 @@ fn finish(mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>) -> FinishEv
 }
 
 fn main() -> Result<()> {
+    // SAFETY: first statement of `main`; no other thread exists yet.
+    unsafe { quorum_models::limit_candle_spinning() };
     let args = Args::parse();
     let path = if args.all_q8_0 {
         all_q8_0_copy(QWEN_05B)?
@@ -103,6 +111,7 @@ fn main() -> Result<()> {
         ..EngineConfig::cpu_default("qwen")
     };
     let h = spawn_engine(config, &path, &Device::Cpu)?;
+    let ignore_eos = !args.stop_at_eos;
     let prompts: Vec<Vec<u32>> = QUESTIONS
         .iter()
         .cycle()
@@ -111,7 +120,7 @@ fn main() -> Result<()> {
         .collect();
 
     // Single stream.
-    let f = finish(h.submit(request(prompts[0].clone(), args.new_tokens))?);
+    let f = finish(h.submit(request(prompts[0].clone(), args.new_tokens, ignore_eos))?);
     let single_decode =
         (f.completion_tokens - 1) as f64 / (f.total - f.ttft.unwrap_or_default()).as_secs_f64();
 
@@ -119,7 +128,7 @@ fn main() -> Result<()> {
     let t = Instant::now();
     let rxs: Vec<_> = prompts
         .iter()
-        .map(|p| h.submit(request(p.clone(), args.new_tokens)))
+        .map(|p| h.submit(request(p.clone(), args.new_tokens, ignore_eos)))
         .collect::<Result<_, _>>()?;
     let fins: Vec<FinishEvent> = rxs.into_iter().map(finish).collect();
     let wall = t.elapsed().as_secs_f64();
@@ -145,9 +154,10 @@ fn main() -> Result<()> {
     let cold = finish(h.submit(request(
         chat(&h, &ask("How many students are enrolled?")),
         1,
+        ignore_eos,
     ))?);
     let warm_prompt = chat(&h, &ask("List the names of all courses."));
-    let warm = finish(h.submit(request(warm_prompt.clone(), 1))?);
+    let warm = finish(h.submit(request(warm_prompt.clone(), 1, ignore_eos))?);
     let cold_ttft = cold.ttft.unwrap_or_default().as_secs_f64();
     let warm_ttft = warm.ttft.unwrap_or_default().as_secs_f64();
 
@@ -155,7 +165,7 @@ fn main() -> Result<()> {
         "{}",
         serde_json::json!({
             "single_stream_decode_tok_s": single_decode,
-            "concurrency": args.concurrency, "generated_tokens": generated, "wall_s": wall,
+            "concurrency": args.concurrency, "ignore_eos": ignore_eos, "generated_tokens": generated, "wall_s": wall,
             "aggregate_tok_s": aggregate, "aggregate_over_single": aggregate / single_decode,
         "decode_phase_tok_s": decode_aggregate, "decode_phase_over_single": decode_aggregate / single_decode,
             "prefix_prompt_tokens": warm_prompt.len(), "prefix_cached_tokens": warm.cached_tokens,
@@ -169,7 +179,11 @@ fn main() -> Result<()> {
         } else {
             reencoded_copy(QWEN_05B)?
         })?;
-        let stop = h.info().eos_token_ids.clone();
+        let stop = if ignore_eos {
+            Vec::new()
+        } else {
+            h.info().eos_token_ids.clone()
+        };
         let t = Instant::now();
         let mut ref_tokens = 0;
         for p in &prompts {

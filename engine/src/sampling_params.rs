@@ -82,6 +82,10 @@ pub struct SamplingParams {
     pub candidate_token_ids: Vec<u32>,
     /// Number of independent choices to generate for the prompt.
     pub n: u32,
+    /// Keep generating past the model's end-of-sequence and the chat template's end-of-turn
+    /// tokens, until `max_new_tokens` or a requested stop: benchmarks use it so that every
+    /// request decodes the same number of tokens (vLLM spells it the same way).
+    pub ignore_eos: bool,
 }
 
 impl Default for SamplingParams {
@@ -99,6 +103,7 @@ impl Default for SamplingParams {
             logprobs: false,
             candidate_token_ids: Vec::new(),
             n: 1,
+            ignore_eos: false,
         }
     }
 }

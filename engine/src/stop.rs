@@ -68,13 +68,18 @@ pub struct StopChecker {
 
 impl StopChecker {
     /// Merges the request's stop ids with the model's end-of-sequence ids and the chat
-    /// template's end-of-turn ids. `params` should be validated.
+    /// template's end-of-turn ids (unless the request ignores them). `params` should be
+    /// validated.
     pub fn new(params: &SamplingParams, model_eos_ids: &[u32], template_end_ids: &[u32]) -> Self {
+        let model_ends: &[&[u32]] = if params.ignore_eos {
+            &[]
+        } else {
+            &[model_eos_ids, template_end_ids]
+        };
         let mut stop_ids: Vec<u32> = params
             .stop_token_ids
             .iter()
-            .chain(model_eos_ids)
-            .chain(template_end_ids)
+            .chain(model_ends.iter().flat_map(|ids| ids.iter()))
             .copied()
             .collect();
         stop_ids.sort_unstable();
@@ -215,6 +220,21 @@ mod tests {
             }
         }
         (texts, finish)
+    }
+
+    #[test]
+    fn ignore_eos_keeps_only_the_requested_stop_ids() {
+        let params = SamplingParams {
+            stop_token_ids: vec![7],
+            max_new_tokens: 3,
+            ignore_eos: true,
+            ..SamplingParams::greedy()
+        };
+        let mut c = StopChecker::new(&params, &[2, 1], &[1, 3]);
+        assert_eq!(c.stop_token_ids(), &[7]);
+        assert_eq!(c.step(2, "x").finish, None);
+        assert_eq!(c.step(3, "y").finish, None);
+        assert_eq!(c.step(1, "z").finish, Some(FinishReason::Length));
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub fn sampling_params(
         logprobs: o.logprobs,
         candidate_token_ids: Vec::new(),
         n,
+        ignore_eos: o.ignore_eos,
     };
     params.validate().map_err(|e| {
         ServiceError::invalid(
