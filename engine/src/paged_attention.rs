@@ -1,9 +1,11 @@
 //! The engine's [`Attention`]: keys/values go into the paged block store at the slots the
-//! scheduler assigned; each chunk then attends over its sequence's gathered context with the
-//! same `causal_attention` the dense cache uses, so paged and dense results agree.
+//! scheduler assigned; then, on the CPU, the whole batch attends straight from the blocks
+//! ([`PagedKvStore::attend`]); elsewhere each chunk attends over its gathered context with the
+//! dense cache's `causal_attention`. Both run the same per-row arithmetic as the dense cache,
+//! so paged and dense results agree.
 
 use candle_core::{Result, Tensor};
-use quorum_kernels::PagedKvStore;
+use quorum_kernels::{PagedChunk, PagedKvStore};
 use quorum_models::{Attention, BatchLayout, causal_attention};
 
 /// Where one scheduled sequence's tokens go and what it attends to.
@@ -43,18 +45,54 @@ impl Attention for PagedAttention<'_> {
                 .to_vec1::<f32>()
         };
         let (k_rows, v_rows) = (rows(k)?, rows(v)?);
-        let mut outs = Vec::with_capacity(batch.chunks.len());
-        for c in &batch.chunks {
-            let seq = self.seqs.get(c.seq_slot).ok_or_else(|| {
+        let seq_of = |c: &quorum_models::ChunkLayout| {
+            self.seqs.get(c.seq_slot).ok_or_else(|| {
                 candle_core::Error::Msg(format!("no block table for chunk slot {}", c.seq_slot))
-            })?;
+            })
+        };
+        for c in &batch.chunks {
             let range = c.offset * width..(c.offset + c.len) * width;
             self.store
-                .write(layer, &seq.slots, &k_rows[range.clone()], &v_rows[range])
+                .write(
+                    layer,
+                    &seq_of(c)?.slots,
+                    &k_rows[range.clone()],
+                    &v_rows[range],
+                )
                 .map_err(kernel_err)?;
+        }
+        if q.device().is_cpu() && q.dtype() == candle_core::DType::F32 {
+            // The whole batch in one pass over the blocks (bit-identical to the gather below).
+            let (num_heads, tokens, head_dim) = q.dims3()?;
+            let chunks = batch
+                .chunks
+                .iter()
+                .map(|c| {
+                    Ok(PagedChunk {
+                        offset: c.offset,
+                        len: c.len,
+                        start: c.start_position,
+                        block_table: &seq_of(c)?.block_table,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let out = self
+                .store
+                .attend(
+                    layer,
+                    &q.flatten_all()?.to_vec1::<f32>()?,
+                    num_heads,
+                    tokens,
+                    &chunks,
+                )
+                .map_err(kernel_err)?;
+            return Tensor::from_vec(out, (tokens, num_heads * head_dim), q.device());
+        }
+        let mut outs = Vec::with_capacity(batch.chunks.len());
+        for c in &batch.chunks {
             let (kc, vc) = self
                 .store
-                .gather(layer, &seq.block_table, c.context_len())
+                .gather(layer, &seq_of(c)?.block_table, c.context_len())
                 .map_err(kernel_err)?;
             let (kc, vc) = (kc.to_device(q.device())?, vc.to_device(q.device())?);
             let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;

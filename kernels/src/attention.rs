@@ -25,7 +25,7 @@ pub struct AttentionDims {
 const LANES: usize = 8;
 
 /// Dot product with eight independent accumulators (vectorizes; fixed order).
-#[inline]
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = a.len() / LANES * LANES;
@@ -65,6 +65,7 @@ pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDim
     assert!(start + len <= context, "queries reach past the context");
     let group = num_heads / num_kv_heads;
     let scale = 1.0 / (d as f32).sqrt();
+    let simd = RowKernel::detect();
     let mut out = vec![0f32; len * num_heads * d];
     // One task per (query row, head): output slices are disjoint, inputs shared read-only.
     out.par_chunks_mut(d)
@@ -75,28 +76,114 @@ pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDim
             let qrow = &q[(h * len + i) * d..(h * len + i + 1) * d];
             let keys = &k[kv * context * d..];
             let values = &v[kv * context * d..];
-            let visible = start + i + 1;
-            scores.clear();
-            let mut max = f32::NEG_INFINITY;
-            for j in 0..visible {
-                let s = dot(qrow, &keys[j * d..(j + 1) * d]) * scale;
-                max = max.max(s);
-                scores.push(s);
-            }
-            let mut sum = 0f32;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
-            }
-            let inv = 1.0 / sum;
-            for (j, p) in scores.iter().enumerate() {
-                let w = p * inv;
-                for (o, x) in dst.iter_mut().zip(&values[j * d..(j + 1) * d]) {
-                    *o += w * x;
-                }
-            }
+            let row = Row {
+                q: qrow,
+                visible: start + i + 1,
+                scale,
+            };
+            simd.attend(
+                row,
+                |j| &keys[j * d..(j + 1) * d],
+                |j| &values[j * d..(j + 1) * d],
+                scores,
+                dst,
+            );
         });
     out
+}
+
+/// One query row of one head: its vector, how many positions it sees, the score scale.
+#[derive(Clone, Copy)]
+pub(crate) struct Row<'a> {
+    pub q: &'a [f32],
+    pub visible: usize,
+    pub scale: f32,
+}
+
+/// Which compilation of [`attend_row`] runs. Both compute the same operations in the same
+/// order (no fused multiply-add, no reassociation), so their results are bit-identical; the
+/// AVX2 one only uses wider vectors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowKernel {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl RowKernel {
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Self::Avx2;
+        }
+        Self::Baseline
+    }
+
+    /// Writes the attention output of `row` into `dst` (zeroed, `head_dim` floats); `key(j)` and
+    /// `value(j)` are position `j`'s vectors. `scores` is scratch space.
+    #[inline]
+    pub fn attend<'a>(
+        self,
+        row: Row<'_>,
+        key: impl Fn(usize) -> &'a [f32],
+        value: impl Fn(usize) -> &'a [f32],
+        scores: &mut Vec<f32>,
+        dst: &mut [f32],
+    ) {
+        match self {
+            Self::Baseline => attend_row(row, key, value, scores, dst),
+            // SAFETY: `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => unsafe { attend_row_avx2(row, key, value, scores, dst) },
+        }
+    }
+}
+
+/// [`attend_row`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn attend_row_avx2<'a>(
+    row: Row<'_>,
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    scores: &mut Vec<f32>,
+    dst: &mut [f32],
+) {
+    attend_row(row, key, value, scores, dst)
+}
+
+/// Scores, softmax and the weighted sum of values for one query row, in a fixed order. Every
+/// attention path (contiguous, paged) calls this, so they agree bit for bit.
+#[inline(always)]
+fn attend_row<'a>(
+    row: Row<'_>,
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    scores: &mut Vec<f32>,
+    dst: &mut [f32],
+) {
+    scores.clear();
+    let mut max = f32::NEG_INFINITY;
+    for j in 0..row.visible {
+        let s = dot(row.q, key(j)) * row.scale;
+        max = max.max(s);
+        scores.push(s);
+    }
+    let mut sum = 0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    let inv = 1.0 / sum;
+    for (j, p) in scores.iter().enumerate() {
+        let w = p * inv;
+        for (o, x) in dst.iter_mut().zip(value(j)) {
+            *o += w * x;
+        }
+    }
 }
 
 #[cfg(test)]

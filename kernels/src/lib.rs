@@ -2,8 +2,9 @@
 //!
 //! - [`PagedKvStore`]: the paged KV cache memory (fixed-size blocks of token slots per layer),
 //!   with slot writes, block copies (copy-on-write) and the gather that turns a sequence's block
-//!   table into contiguous keys/values. Attention over the gathered context then runs through
-//!   candle's matmul, exactly as the dense reference does, so paged and dense attention agree.
+//!   table into contiguous keys/values, and [`PagedKvStore::attend`], which attends a whole
+//!   packed batch straight from the blocks with the same per-row arithmetic as
+//!   [`causal_attention_rows`], so paged and dense attention agree bit for bit.
 //! - [`reference`]: the same operations written with candle tensor ops (`index_select`), device
 //!   generic; the CPU kernels are tested against them, and they are the path on CUDA until a
 //!   fused kernel lands.
@@ -14,10 +15,12 @@
 //! The `cuda` feature compiles candle's CUDA backend; nothing here needs a CUDA toolkit without it.
 
 pub mod attention;
+mod paged_attention;
 mod paged_kv;
 mod q8_gemm;
 pub mod reference;
 
 pub use attention::{AttentionDims, causal_attention_rows};
+pub use paged_attention::PagedChunk;
 pub use paged_kv::{KvLayout, PagedKvError, PagedKvStore};
 pub use q8_gemm::{PackedQ8_0, Q8_0_BLOCK, Q8GemmError};

@@ -49,6 +49,15 @@ pub enum PagedKvError {
     WrongLength { expected: usize, actual: usize },
     #[error("layer {layer} is outside the cache ({num_layers} layers)")]
     LayerOutOfRange { layer: usize, num_layers: usize },
+    #[error("{num_heads} query heads cannot share {num_kv_heads} kv heads evenly")]
+    HeadsNotGrouped {
+        num_heads: usize,
+        num_kv_heads: usize,
+    },
+    #[error("a chunk reaches row {row} of a batch of {tokens} rows")]
+    RowOutsideBatch { row: usize, tokens: usize },
+    #[error("batch row {row} does not belong to exactly one chunk")]
+    RowNotInOneChunk { row: usize },
 }
 
 #[derive(Debug)]
@@ -84,6 +93,36 @@ impl PagedKvStore {
             });
         }
         Ok(())
+    }
+
+    /// Checks that `block_table` names existing blocks and covers `context` tokens.
+    pub(crate) fn check_table(
+        &self,
+        block_table: &[usize],
+        context: usize,
+    ) -> Result<(), PagedKvError> {
+        let l = self.layout;
+        let needed = context.div_ceil(l.block_size);
+        if block_table.len() < needed {
+            return Err(PagedKvError::TableTooShort {
+                context,
+                needed,
+                available: block_table.len(),
+            });
+        }
+        if let Some(&b) = block_table[..needed].iter().find(|&&b| b >= l.num_blocks) {
+            return Err(PagedKvError::BlockOutOfRange {
+                block: b,
+                num_blocks: l.num_blocks,
+            });
+        }
+        Ok(())
+    }
+
+    /// One layer's key and value caches.
+    pub(crate) fn layer_slices(&self, layer: usize) -> Result<(&[f32], &[f32]), PagedKvError> {
+        self.check_layer(layer)?;
+        Ok((&self.keys[layer], &self.values[layer]))
     }
 
     /// Writes token rows into flat slots (`block * block_size + offset`). `keys`/`values` hold
@@ -151,21 +190,8 @@ impl PagedKvStore {
         context: usize,
     ) -> Result<(Tensor, Tensor), PagedKvError> {
         self.check_layer(layer)?;
+        self.check_table(block_table, context)?;
         let l = self.layout;
-        let needed = context.div_ceil(l.block_size);
-        if block_table.len() < needed {
-            return Err(PagedKvError::TableTooShort {
-                context,
-                needed,
-                available: block_table.len(),
-            });
-        }
-        if let Some(&b) = block_table.iter().find(|&&b| b >= l.num_blocks) {
-            return Err(PagedKvError::BlockOutOfRange {
-                block: b,
-                num_blocks: l.num_blocks,
-            });
-        }
         let gather_one = |cache: &Vec<f32>| -> Vec<f32> {
             let (h_n, d, w) = (l.num_kv_heads, l.head_dim, l.token_width());
             let mut out = vec![0f32; h_n * context * d];

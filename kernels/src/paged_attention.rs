@@ -1,0 +1,273 @@
+//! Attention of a whole packed batch read straight out of the paged KV cache.
+//!
+//! Each query row follows its sequence's block table to find the keys and values of every
+//! position it sees, and runs the same per-row arithmetic as [`crate::causal_attention_rows`]
+//! (`attend_row`), so the output is bit-identical to gathering the context first. Gathering
+//! cost one copy of every sequence's context per layer and step, and one parallel dispatch per
+//! sequence; here one dispatch covers every (row, head) of the batch.
+
+use rayon::prelude::*;
+
+use crate::attention::{Row, RowKernel};
+use crate::paged_kv::{PagedKvError, PagedKvStore};
+
+/// One chunk of the packed batch: `len` query rows from row `offset`, at positions
+/// `start..start + len` of the sequence whose blocks are `block_table`.
+#[derive(Debug, Clone, Copy)]
+pub struct PagedChunk<'a> {
+    pub offset: usize,
+    pub len: usize,
+    pub start: usize,
+    pub block_table: &'a [usize],
+}
+
+impl PagedKvStore {
+    /// Causal attention of `tokens` query rows `q` (`[num_heads, tokens, head_dim]`, head-major,
+    /// rotary applied; their own keys/values already written) over their sequences' cached
+    /// context. Returns `[tokens, num_heads * head_dim]`. Every row must belong to exactly one
+    /// chunk.
+    pub fn attend(
+        &self,
+        layer: usize,
+        q: &[f32],
+        num_heads: usize,
+        tokens: usize,
+        chunks: &[PagedChunk<'_>],
+    ) -> Result<Vec<f32>, PagedKvError> {
+        let l = self.layout();
+        let d = l.head_dim;
+        if q.len() != num_heads * tokens * d {
+            return Err(PagedKvError::WrongLength {
+                expected: num_heads * tokens * d,
+                actual: q.len(),
+            });
+        }
+        if num_heads == 0 || !num_heads.is_multiple_of(l.num_kv_heads) {
+            return Err(PagedKvError::HeadsNotGrouped {
+                num_heads,
+                num_kv_heads: l.num_kv_heads,
+            });
+        }
+        let mut owner = vec![usize::MAX; tokens];
+        for (c, chunk) in chunks.iter().enumerate() {
+            self.check_table(chunk.block_table, chunk.start + chunk.len)?;
+            let rows = owner
+                .get_mut(chunk.offset..chunk.offset + chunk.len)
+                .ok_or(PagedKvError::RowOutsideBatch {
+                    row: chunk.offset + chunk.len,
+                    tokens,
+                })?;
+            for o in rows {
+                if *o != usize::MAX {
+                    return Err(PagedKvError::RowNotInOneChunk { row: chunk.offset });
+                }
+                *o = c;
+            }
+        }
+        if let Some(row) = owner.iter().position(|&o| o == usize::MAX) {
+            return Err(PagedKvError::RowNotInOneChunk { row });
+        }
+        let (keys, values) = self.layer_slices(layer)?;
+        let (w, bs) = (l.token_width(), l.block_size);
+        let group = num_heads / l.num_kv_heads;
+        let scale = 1.0 / (d as f32).sqrt();
+        let simd = RowKernel::detect();
+        let mut out = vec![0f32; tokens * num_heads * d];
+        out.par_chunks_mut(d)
+            .enumerate()
+            .for_each_init(Vec::new, |scores, (idx, dst)| {
+                let (t, h) = (idx / num_heads, idx % num_heads);
+                let chunk = &chunks[owner[t]];
+                let head = (h / group) * d;
+                // Position j's vector of this row's kv head, wherever its block is.
+                let at = |j: usize| -> std::ops::Range<usize> {
+                    let slot = chunk.block_table[j / bs] * bs + j % bs;
+                    slot * w + head..slot * w + head + d
+                };
+                let row = Row {
+                    q: &q[(h * tokens + t) * d..(h * tokens + t + 1) * d],
+                    visible: chunk.start + (t - chunk.offset) + 1,
+                    scale,
+                };
+                simd.attend(row, |j| &keys[at(j)], |j| &values[at(j)], scores, dst);
+            });
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::{AttentionDims, causal_attention_rows};
+    use crate::paged_kv::KvLayout;
+
+    fn data(n: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    const LAYOUT: KvLayout = KvLayout {
+        num_layers: 2,
+        num_blocks: 16,
+        block_size: 4,
+        num_kv_heads: 2,
+        head_dim: 16,
+    };
+    const HEADS: usize = 6;
+
+    /// A store whose layer 1 holds random keys/values in every slot.
+    fn filled_store() -> PagedKvStore {
+        let mut store = PagedKvStore::new(LAYOUT);
+        let slots: Vec<usize> = (0..LAYOUT.num_blocks * LAYOUT.block_size).collect();
+        let n = slots.len() * LAYOUT.token_width();
+        store.write(1, &slots, &data(n, 11), &data(n, 12)).unwrap();
+        store
+    }
+
+    /// Rows `offset..offset + len` of head-major `q` (`[heads, tokens, dim]`), head-major.
+    fn q_rows(q: &[f32], tokens: usize, offset: usize, len: usize) -> Vec<f32> {
+        let d = LAYOUT.head_dim;
+        (0..HEADS)
+            .flat_map(|h| q[(h * tokens + offset) * d..(h * tokens + offset + len) * d].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn batch_equals_gathering_each_sequence_bit_for_bit() {
+        let store = filled_store();
+        // A prefill chunk in the middle of a sequence, two decode rows, a fresh prefill; the
+        // block tables are out of order, as after preemption and prefix sharing.
+        let tables: [&[usize]; 4] = [&[7, 2, 9], &[3], &[15, 0, 11, 4], &[5, 6]];
+        let chunks = [
+            PagedChunk {
+                offset: 0,
+                len: 5,
+                start: 4,
+                block_table: tables[0],
+            },
+            PagedChunk {
+                offset: 5,
+                len: 1,
+                start: 2,
+                block_table: tables[1],
+            },
+            PagedChunk {
+                offset: 6,
+                len: 1,
+                start: 13,
+                block_table: tables[2],
+            },
+            PagedChunk {
+                offset: 7,
+                len: 6,
+                start: 0,
+                block_table: tables[3],
+            },
+        ];
+        let tokens = 13;
+        let q = data(HEADS * tokens * LAYOUT.head_dim, 13);
+        let out = store.attend(1, &q, HEADS, tokens, &chunks).unwrap();
+        let width = HEADS * LAYOUT.head_dim;
+        for c in &chunks {
+            let context = c.start + c.len;
+            let (k, v) = store.gather(1, c.block_table, context).unwrap();
+            let flat = |t: candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let dims = AttentionDims {
+                num_heads: HEADS,
+                num_kv_heads: LAYOUT.num_kv_heads,
+                head_dim: LAYOUT.head_dim,
+                len: c.len,
+                context,
+                start: c.start,
+            };
+            let want = causal_attention_rows(
+                &q_rows(&q, tokens, c.offset, c.len),
+                &flat(k),
+                &flat(v),
+                dims,
+            );
+            assert_eq!(
+                &out[c.offset * width..(c.offset + c.len) * width],
+                &want[..],
+                "chunk at row {}",
+                c.offset
+            );
+        }
+    }
+
+    #[test]
+    fn avx2_and_baseline_rows_are_bit_identical() {
+        if RowKernel::detect() == RowKernel::Baseline {
+            // Nothing to compare on a CPU without AVX2: one compilation runs everywhere.
+            return;
+        }
+        let d = 64;
+        let (q, k, v) = (data(d, 1), data(37 * d, 2), data(37 * d, 3));
+        let row = Row {
+            q: &q,
+            visible: 37,
+            scale: 0.125,
+        };
+        let mut outs = Vec::new();
+        for kernel in [RowKernel::Baseline, RowKernel::detect()] {
+            let mut dst = vec![0f32; d];
+            kernel.attend(
+                row,
+                |j| &k[j * d..(j + 1) * d],
+                |j| &v[j * d..(j + 1) * d],
+                &mut Vec::new(),
+                &mut dst,
+            );
+            outs.push(dst);
+        }
+        assert_eq!(outs[0], outs[1]);
+    }
+
+    #[test]
+    fn bad_batches_are_refused() {
+        let store = filled_store();
+        let q = data(HEADS * 3 * LAYOUT.head_dim, 1);
+        let chunk = |offset, len, start, block_table| PagedChunk {
+            offset,
+            len,
+            start,
+            block_table,
+        };
+        // Row 2 belongs to no chunk.
+        assert_eq!(
+            store.attend(1, &q, HEADS, 3, &[chunk(0, 2, 0, &[1])]),
+            Err(PagedKvError::RowNotInOneChunk { row: 2 })
+        );
+        // Two chunks claim row 1.
+        assert_eq!(
+            store.attend(
+                1,
+                &q,
+                HEADS,
+                3,
+                &[chunk(0, 2, 0, &[1]), chunk(1, 2, 0, &[2])]
+            ),
+            Err(PagedKvError::RowNotInOneChunk { row: 1 })
+        );
+        // The table covers 4 positions, the chunk reaches position 6.
+        assert!(matches!(
+            store.attend(1, &q, HEADS, 3, &[chunk(0, 3, 3, &[1])]),
+            Err(PagedKvError::TableTooShort { .. })
+        ));
+        assert!(matches!(
+            store.attend(1, &q, 5, 3, &[chunk(0, 3, 0, &[1])]),
+            Err(PagedKvError::WrongLength { .. })
+        ));
+        assert!(matches!(
+            store.attend(2, &q, HEADS, 3, &[chunk(0, 3, 0, &[1])]),
+            Err(PagedKvError::LayerOutOfRange { .. })
+        ));
+    }
+}
