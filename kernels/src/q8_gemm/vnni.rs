@@ -150,12 +150,24 @@ fn tile(
         while r < rows {
             let mr = (rows - r).min(MR);
             let mut lanes = [[[0f32; 16]; NP]; MR];
+            // The first row group of a column triple also asks for the next triple's weights:
+            // in a decode step every weight comes from memory, and the hardware prefetcher
+            // alone left the kernel waiting on it (lm_head ran at half the speed of a
+            // cache-resident projection).
+            let next = p + np;
+            let prefetch = if r == 0 && next < pairs.end {
+                let np_next = (pairs.end - next).min(NP);
+                Some(&w.pairs[next * kb..(next + np_next) * kb])
+            } else {
+                None
+            };
             let job = Job {
                 w,
                 acts,
                 row: r,
                 pair: p,
                 kb,
+                prefetch,
             };
             // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
             // `gemm_vnni` was called; the indices are in bounds by construction of `tile`.
@@ -204,6 +216,8 @@ struct Job<'a> {
     /// First column pair.
     pair: usize,
     kb: usize,
+    /// Weights to pull into the cache while this call computes.
+    prefetch: Option<&'a [PairBlock]>,
 }
 
 /// `R` rows × `P` column pairs over all blocks; writes the 16 f32 lanes of each pair.
@@ -219,7 +233,14 @@ unsafe fn micro<const R: usize, const P: usize>(job: &Job<'_>, lanes: &mut [[[f3
     let wq = &job.w.pairs[job.pair * kb..(job.pair + P) * kb];
     let ws = &job.w.scales[job.pair * kb..(job.pair + P) * kb];
     let mut acc = [[_mm512_setzero_ps(); P]; R];
+    let prefetch = job.prefetch.unwrap_or(&[]);
+    // Blocks of the next weights to request per block computed, so the requests spread over
+    // the call.
+    let per_block = prefetch.len().div_ceil(kb);
     for b in 0..kb {
+        for blk in prefetch.iter().skip(b * per_block).take(per_block) {
+            _mm_prefetch::<_MM_HINT_T0>(blk.0.as_ptr().cast());
+        }
         let mut wv = [_mm512_setzero_si512(); P];
         let mut wd = [_mm512_setzero_ps(); P];
         for j in 0..P {
@@ -321,6 +342,7 @@ fn tile16(
     out: &mut [f32],
     stride: usize,
 ) {
+    let kb = w.k_blocks();
     let mut t = units.start;
     while t < units.end {
         let nt = (units.end - t).min(NT16);
@@ -328,12 +350,21 @@ fn tile16(
         while r < rows {
             let mr = (rows - r).min(MR16);
             let mut res = [[[0f32; 16]; NT16]; MR16];
+            // As in `tile`: the first row group requests the next tiles' weights.
+            let next = t + nt;
+            let prefetch = if r == 0 && next < units.end {
+                let nt_next = (units.end - next).min(NT16);
+                Some(&tiles.qs[next * kb..(next + nt_next) * kb])
+            } else {
+                None
+            };
             let job = Job16 {
                 k: w.k,
                 tiles,
                 acts,
                 row: r,
                 tile: t,
+                prefetch,
             };
             // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
             // `gemm_tiles` was called; `r + mr <= rows` and `t + nt <= units.end`.
@@ -367,6 +398,8 @@ struct Job16<'a> {
     acts: &'a ActsQ8K<'a>,
     row: usize,
     tile: usize,
+    /// Weights to pull into the cache while this call computes.
+    prefetch: Option<&'a [TileBlock]>,
 }
 
 /// `R` rows × `T` 16-column tiles over all blocks.
@@ -387,7 +420,15 @@ unsafe fn micro16<const R: usize, const T: usize>(
     let wq = &job.tiles.qs[job.tile * kb..(job.tile + T) * kb];
     let ws = &job.tiles.scales[job.tile * kb..(job.tile + T) * kb];
     let mut acc = [[_mm512_setzero_ps(); T]; R];
+    let prefetch = job.prefetch.unwrap_or(&[]);
+    let per_block = prefetch.len().div_ceil(kb);
     for b in 0..kb {
+        for blk in prefetch.iter().skip(b * per_block).take(per_block) {
+            for line in 0..std::mem::size_of::<TileBlock>() / 64 {
+                // SAFETY: `line * 64` is inside the 512-byte block.
+                _mm_prefetch::<_MM_HINT_T0>(unsafe { blk.0.as_ptr().add(line * 64).cast() });
+            }
+        }
         let mut isum = [[_mm512_setzero_si512(); T]; R];
         for i in 0..R {
             for s in isum[i].iter_mut() {
@@ -402,12 +443,10 @@ unsafe fn micro16<const R: usize, const T: usize>(
             }
             for (i, row_sums) in isum.iter_mut().enumerate() {
                 let off = i * k + b * Q8_0_BLOCK + g * 4;
-                let four = i32::from_le_bytes([
-                    qs[off] as u8,
-                    qs[off + 1] as u8,
-                    qs[off + 2] as u8,
-                    qs[off + 3] as u8,
-                ]);
+                // One broadcast load of the row's four bytes (building the word from four byte
+                // loads made this loop slower than the pair kernel's).
+                // SAFETY: `off + 4 <= qs.len()`: row `i < R` of `k` bytes, `b * 32 + g * 4 + 4 <= k`.
+                let four = unsafe { std::ptr::read_unaligned(qs.as_ptr().add(off).cast::<i32>()) };
                 let a = _mm512_set1_epi32(four);
                 for (s, &wj) in row_sums.iter_mut().zip(&wv) {
                     *s = _mm512_dpbusd_epi32(*s, wj, a);
