@@ -58,6 +58,8 @@ fn summarize(name: &str, runs: &[Speed], prompt_len: usize) -> Speed {
 }
 
 fn main() -> Result<()> {
+    // SAFETY: first statement of `main`; no other thread exists yet.
+    unsafe { quorum_models::limit_candle_spinning() };
     let args = Args::parse();
     let path = if args.all_q8_0 {
         all_q8_0_copy(&args.model)?

@@ -10,6 +10,7 @@
 mod attention;
 mod batch;
 mod bert;
+mod candle_threads;
 mod config;
 mod decoder;
 mod dense_cache;
@@ -22,6 +23,7 @@ mod rotary;
 pub use attention::{Attention, causal_attention, causal_attention_reference};
 pub use batch::{BatchLayout, ChunkLayout};
 pub use bert::{BertEmbedder, cosine};
+pub use candle_threads::{CANDLE_SPIN_LIMIT, CANDLE_SPIN_LIMIT_VAR, limit_candle_spinning};
 pub use config::{DecoderArch, DecoderConfig};
 pub use decoder::{DecoderModel, LoadOptions};
 pub use dense_cache::DenseKvCache;

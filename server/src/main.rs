@@ -95,6 +95,8 @@ struct ServeArgs {
 }
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: first statement of `main`; no other thread exists yet.
+    unsafe { quorum_models::limit_candle_spinning() };
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
