@@ -1,3 +1,6 @@
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use quorum_models::MatmulPolicy;
 use quorum_weights::Reencode;
 
@@ -22,6 +25,9 @@ pub struct EngineConfig {
     pub matmul_policy: MatmulPolicy,
     /// Which quantized GGUF tensors are re-encoded to Q8_0 at load.
     pub reencode: Reencode,
+    /// LoRA adapters requests may name: name → PEFT directory (adapter_config.json and
+    /// adapter_model.safetensors), loaded at start-up.
+    pub adapters: BTreeMap<String, PathBuf>,
 }
 
 impl EngineConfig {
@@ -38,6 +44,7 @@ impl EngineConfig {
             enable_prefix_caching: true,
             matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
             reencode: Reencode::Slow,
+            adapters: BTreeMap::new(),
         }
     }
 }

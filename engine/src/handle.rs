@@ -60,6 +60,8 @@ pub struct ModelInfo {
     pub vocab_size: usize,
     pub max_model_len: usize,
     pub eos_token_ids: Vec<u32>,
+    /// LoRA adapters requests may name.
+    pub adapters: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -94,6 +96,13 @@ impl EngineHandle {
         req.params.validate_for_vocab(self.info.vocab_size)?;
         if req.prompt_tokens.is_empty() {
             return Err(EngineError::EmptyPrompt);
+        }
+        if let Some(adapter) = &req.adapter
+            && !self.info.adapters.contains(adapter)
+        {
+            return Err(EngineError::UnknownAdapter {
+                adapter: adapter.clone(),
+            });
         }
         let max_new = req.params.max_new_tokens as usize;
         if req.prompt_tokens.len() + max_new > self.info.max_model_len {
@@ -196,7 +205,13 @@ pub fn spawn_engine(
         &gguf,
     )
     .map_err(quorum_models::ModelError::from)?;
-    let model = DecoderModel::load(&ckpt, device, config.matmul_policy)?;
+    let mut model = DecoderModel::load(&ckpt, device, config.matmul_policy)?;
+    for (name, dir) in &config.adapters {
+        let adapter =
+            quorum_weights::load_lora_adapter(dir, name, &Device::Cpu, candle_core::DType::F32)
+                .map_err(quorum_models::ModelError::from)?;
+        model.add_adapter(&adapter)?;
+    }
     let mc = model.config().clone();
     let layout = KvLayout {
         num_layers: mc.num_layers,
@@ -251,6 +266,11 @@ pub fn spawn_engine(
         vocab_size: mc.vocab_size,
         max_model_len,
         eos_token_ids: ckpt.eos_token_ids.clone(),
+        adapters: model
+            .adapters()
+            .iter()
+            .map(|a| a.name().to_string())
+            .collect(),
     });
     let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
     let runner = Runner::new(

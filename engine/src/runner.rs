@@ -28,6 +28,8 @@ use crate::stop::{FinishReason, StopChecker};
 /// Per-request state the scheduler does not keep.
 struct Active {
     choice: u32,
+    /// Index of the request's LoRA adapter in the model.
+    adapter: Option<usize>,
     tx: UnboundedSender<EngineEvent>,
     sampler: Sampler,
     stop: StopChecker,
@@ -140,23 +142,44 @@ impl Runner {
             cache_key: CacheKey::new(&self.model_name, req.adapter.as_deref()),
         };
         let now = Instant::now();
-        if let Err(e) = self.scheduler.add_request(new) {
-            self.shared.release(1);
-            let _ = tx.send(EngineEvent::Finished(FinishEvent {
-                choice,
-                reason: FinishReason::Error,
-                text: String::new(),
-                prompt_tokens: req.prompt_tokens.len(),
-                completion_tokens: 0,
-                cached_tokens: 0,
-                ttft: None,
-                total: now.elapsed(),
-                error: Some(e.to_string()),
-            }));
-            return;
-        }
+        let adapter = match &req.adapter {
+            None => Ok(None),
+            // The handle checked the name; this only fails if the two disagree.
+            Some(name) => self
+                .model
+                .adapters()
+                .iter()
+                .position(|a| a.name() == name)
+                .map(Some)
+                .ok_or_else(|| format!("unknown adapter `{name}`")),
+        };
+        let added = adapter.and_then(|a| {
+            self.scheduler
+                .add_request(new)
+                .map(|()| a)
+                .map_err(|e| e.to_string())
+        });
+        let adapter = match added {
+            Ok(a) => a,
+            Err(e) => {
+                self.shared.release(1);
+                let _ = tx.send(EngineEvent::Finished(FinishEvent {
+                    choice,
+                    reason: FinishReason::Error,
+                    text: String::new(),
+                    prompt_tokens: req.prompt_tokens.len(),
+                    completion_tokens: 0,
+                    cached_tokens: 0,
+                    ttft: None,
+                    total: now.elapsed(),
+                    error: Some(e),
+                }));
+                return;
+            }
+        };
         let active = Active {
             choice,
+            adapter,
             sampler: Sampler::for_choice(&req.params, choice),
             stop: StopChecker::new(&req.params, &self.eos_ids, &[]),
             detok: Detokenizer::new(self.tokenizer.clone(), &req.prompt_tokens, true),
@@ -267,7 +290,11 @@ impl Runner {
                 a.cached_tokens.get_or_insert(s.start_position);
             }
         }
-        let layout = BatchLayout::from_chunks(chunks);
+        let adapters = plan
+            .seqs
+            .iter()
+            .map(|s| self.active.get(&s.request_id).and_then(|a| a.adapter));
+        let layout = BatchLayout::from_chunks(chunks).with_adapters(adapters);
         let mut attn = PagedAttention {
             store: &mut self.store,
             seqs: &seqs,

@@ -13,6 +13,9 @@ pub struct ChunkLayout {
     pub len: usize,
     /// Whether the caller wants logits for the chunk's last token.
     pub wants_logits: bool,
+    /// The model's LoRA adapter (its index in [`crate::DecoderModel::adapters`]) applied to
+    /// this chunk's rows, if any.
+    pub adapter: Option<usize>,
 }
 
 impl ChunkLayout {
@@ -41,12 +44,21 @@ impl BatchLayout {
                     start_position,
                     len,
                     wants_logits,
+                    adapter: None,
                 };
                 offset += len;
                 c
             })
             .collect();
         Self { chunks }
+    }
+
+    /// Sets each chunk's adapter, in chunk order.
+    pub fn with_adapters(mut self, adapters: impl IntoIterator<Item = Option<usize>>) -> Self {
+        for (c, a) in self.chunks.iter_mut().zip(adapters) {
+            c.adapter = a;
+        }
+        self
     }
 
     pub fn n_tokens(&self) -> usize {

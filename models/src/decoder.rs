@@ -8,6 +8,7 @@ use crate::batch::BatchLayout;
 use crate::config::DecoderConfig;
 use crate::error::{ModelError, ModelResult};
 use crate::linear::{Linear, MatmulPolicy};
+use crate::lora::{LoraWeights, Proj};
 use crate::rotary::RotaryEmbedding;
 
 #[derive(Debug, Clone)]
@@ -125,6 +126,8 @@ pub struct DecoderModel {
     rotary: RotaryEmbedding,
     device: Device,
     dtype: DType,
+    /// LoRA adapters a chunk can name ([`crate::ChunkLayout::adapter`]).
+    adapters: Vec<LoraWeights>,
 }
 
 impl DecoderModel {
@@ -175,7 +178,25 @@ impl DecoderModel {
             device: device.clone(),
             dtype: opts.dtype,
             config,
+            adapters: Vec::new(),
         })
+    }
+
+    /// Makes `adapter` available to chunks; returns its index. Its shapes are checked here.
+    pub fn add_adapter(&mut self, adapter: &quorum_weights::LoraAdapter) -> ModelResult<usize> {
+        if self.adapters.iter().any(|a| a.name() == adapter.name) {
+            return Err(ModelError::Adapter {
+                adapter: adapter.name.clone(),
+                detail: "an adapter of that name is already loaded".into(),
+            });
+        }
+        self.adapters.push(LoraWeights::new(adapter, &self.config)?);
+        Ok(self.adapters.len() - 1)
+    }
+
+    /// The loaded adapters, by index.
+    pub fn adapters(&self) -> &[LoraWeights] {
+        &self.adapters
     }
 
     pub fn config(&self) -> &DecoderConfig {
@@ -206,6 +227,20 @@ impl DecoderModel {
                     c.seq_slot,
                     c.context_len(),
                     self.rotary.max_position()
+                ),
+            });
+        }
+        if let Some(c) = batch
+            .chunks
+            .iter()
+            .find(|c| c.adapter.is_some_and(|a| a >= self.adapters.len()))
+        {
+            return Err(ModelError::Batch {
+                detail: format!(
+                    "sequence {} names adapter {:?}, but {} are loaded",
+                    c.seq_slot,
+                    c.adapter,
+                    self.adapters.len()
                 ),
             });
         }
@@ -248,19 +283,44 @@ impl DecoderModel {
                 .transpose(0, 1)?
                 .contiguous()
         };
-        let q = heads(layer.q_proj.forward(&h)?, cfg.num_heads)?;
-        let k = heads(layer.k_proj.forward(&h)?, cfg.num_kv_heads)?;
-        let v = heads(layer.v_proj.forward(&h)?, cfg.num_kv_heads)?;
+        let proj = |linear: &Linear, which: Proj, input: &Tensor| -> ModelResult<Tensor> {
+            self.with_adapters(index, which, input, linear.forward(input)?, batch)
+        };
+        let q = heads(proj(&layer.q_proj, Proj::Q, &h)?, cfg.num_heads)?;
+        let k = heads(proj(&layer.k_proj, Proj::K, &h)?, cfg.num_kv_heads)?;
+        let v = heads(proj(&layer.v_proj, Proj::V, &h)?, cfg.num_kv_heads)?;
         let q = self.rotary.apply(&q, positions)?;
         let k = self.rotary.apply(&k, positions)?;
         let attn = attention.attend(index, batch, &q, &k, &v)?;
-        let x = (layer.o_proj.forward(&attn)? + x)?;
+        let x = (proj(&layer.o_proj, Proj::O, &attn)? + x)?;
         let h = layer.post_attention_norm.forward(&x)?;
-        let gate = candle_nn::ops::silu(&layer.gate_proj.forward(&h)?)?;
-        let mlp = layer
-            .down_proj
-            .forward(&(gate * layer.up_proj.forward(&h)?)?)?;
+        let gate = candle_nn::ops::silu(&proj(&layer.gate_proj, Proj::Gate, &h)?)?;
+        let up = proj(&layer.up_proj, Proj::Up, &h)?;
+        let mlp = proj(&layer.down_proj, Proj::Down, &(gate * up)?)?;
         Ok((mlp + x)?)
+    }
+
+    /// Adds the LoRA delta of each chunk's adapter to its rows of `y`, the output of projection
+    /// `which` of layer `index` on `x`. Free when no chunk names an adapter.
+    fn with_adapters(
+        &self,
+        index: usize,
+        which: Proj,
+        x: &Tensor,
+        y: Tensor,
+        batch: &BatchLayout,
+    ) -> ModelResult<Tensor> {
+        if batch.chunks.iter().all(|c| c.adapter.is_none()) {
+            return Ok(y);
+        }
+        let xs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let mut ys = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        for c in &batch.chunks {
+            if let Some(a) = c.adapter {
+                self.adapters[a].apply(index, which, &xs, &mut ys, c.offset..c.offset + c.len);
+            }
+        }
+        Ok(Tensor::from_vec(ys, y.shape(), y.device())?.to_dtype(y.dtype())?)
     }
 
     /// The activation dtype.

@@ -8,6 +8,8 @@ pub enum ModelError {
     Device { spec: String, detail: String },
     #[error("batch: {detail}")]
     Batch { detail: String },
+    #[error("adapter `{adapter}`: {detail}")]
+    Adapter { adapter: String, detail: String },
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -19,6 +21,7 @@ impl ModelError {
             Self::Config { .. } => "config",
             Self::Device { .. } => "device",
             Self::Batch { .. } => "batch",
+            Self::Adapter { .. } => "adapter",
             Self::Candle(_) => "candle",
         }
     }

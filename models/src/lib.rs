@@ -18,6 +18,7 @@ mod device;
 mod error;
 mod greedy;
 mod linear;
+mod lora;
 mod rotary;
 
 pub use attention::{Attention, causal_attention, causal_attention_reference};
@@ -31,3 +32,4 @@ pub use device::parse_device;
 pub use error::{ModelError, ModelResult};
 pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};
+pub use lora::LoraWeights;

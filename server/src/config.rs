@@ -146,6 +146,10 @@ pub struct RawGenerator {
     pub temperature: Option<f32>,
     pub top_p: Option<f32>,
     pub seed: Option<u64>,
+    /// One of the model's LoRA adapters (`[models.adapters]`), applied to this generator's
+    /// calls; default none.
+    #[serde(default)]
+    pub adapter: Option<String>,
 }
 
 /// What a model is used for.
@@ -342,6 +346,7 @@ fn default_generators() -> Vec<RawGenerator> {
         temperature: None,
         top_p: None,
         seed: None,
+        adapter: None,
     };
     vec![
         generator("qwen-rep", PromptFormat::Rep),

@@ -265,5 +265,6 @@ fn engine_config(spec: &ModelSpec, limits: &Limits) -> EngineConfig {
         // result independent of what else is batched (greedy answers do not change under load).
         matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
         reencode: spec.reencode,
+        adapters: spec.adapters.clone(),
     }
 }

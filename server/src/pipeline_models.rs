@@ -87,6 +87,7 @@ fn submit(
     decoder: &LoadedDecoder,
     prompt: &PromptMessages,
     params: SamplingParams,
+    adapter: Option<String>,
     deadline: Instant,
 ) -> Result<UnboundedReceiver<EngineEvent>, ModelCallError> {
     let text = render(decoder, prompt)?;
@@ -96,7 +97,7 @@ fn submit(
     let request = GenerateRequest {
         prompt_tokens,
         params,
-        adapter: None,
+        adapter,
         deadline: Some(deadline),
     };
     decoder
@@ -138,12 +139,19 @@ async fn collect(
     })
 }
 
+/// The loaded model, and optionally one of its LoRA adapters, that runs a generator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratorTarget {
+    pub model: String,
+    pub adapter: Option<String>,
+}
+
 /// Generators backed by the engines.
 #[derive(Debug, Clone)]
 pub struct EngineGenerator {
     pub models: Arc<ModelRegistry>,
-    /// Generator name → model name (several generators may share one model).
-    pub routes: Arc<std::collections::HashMap<String, String>>,
+    /// Generator name → model and adapter (several generators may share one model).
+    pub routes: Arc<std::collections::HashMap<String, GeneratorTarget>>,
     pub scope: CallScope,
 }
 
@@ -161,8 +169,8 @@ impl Generator for EngineGenerator {
                     let unknown = || ModelCallError::UnknownModel {
                         name: r.generator.clone(),
                     };
-                    let model = self.routes.get(&r.generator).ok_or_else(unknown)?;
-                    let decoder = self.models.decoder(model).map_err(|_| unknown())?;
+                    let target = self.routes.get(&r.generator).ok_or_else(unknown)?;
+                    let decoder = self.models.decoder(&target.model).map_err(|_| unknown())?;
                     // An answer started inside a code fence is finished at its closing fence.
                     let fenced = r
                         .prompt
@@ -177,7 +185,13 @@ impl Generator for EngineGenerator {
                         stop_strings: if fenced { vec!["```".into()] } else { vec![] },
                         ..SamplingParams::greedy()
                     };
-                    let rx = submit(decoder, &r.prompt, params, self.scope.deadline)?;
+                    let rx = submit(
+                        decoder,
+                        &r.prompt,
+                        params,
+                        target.adapter.clone(),
+                        self.scope.deadline,
+                    )?;
                     Ok((decoder.spec.name.clone(), rx))
                 })
                 .collect();
@@ -235,6 +249,7 @@ impl Selector for EngineSelector {
             &self.decoder,
             &PromptMessages::user(prompt),
             params,
+            None,
             self.scope.deadline,
         )?;
         let first = self.scope.wait(async {

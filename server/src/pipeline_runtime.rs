@@ -13,7 +13,9 @@ use quorum_sql::vote::VotingPolicy;
 
 use crate::config::{PipelineSettings, RawGenerator};
 use crate::models::ModelRegistry;
-use crate::pipeline_models::{BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector};
+use crate::pipeline_models::{
+    BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector, GeneratorTarget,
+};
 use crate::status::ServiceError;
 
 /// Demonstrations per prompt when the settings name none: zero. PET-SQL uses 9, but on
@@ -29,14 +31,14 @@ const DEFAULT_REVISION_SAMPLES: usize = 4;
 pub struct PipelineRuntime {
     pub base: PipelineConfig,
     demos: Option<Arc<DemoIndex>>,
-    /// Generator name → the loaded model that runs it.
-    routes: Arc<HashMap<String, String>>,
+    /// Generator name → the loaded model (and adapter) that runs it.
+    routes: Arc<HashMap<String, GeneratorTarget>>,
 }
 
 /// A configured generator and the model behind it.
 struct Route {
     config: GeneratorConfig,
-    model: String,
+    target: GeneratorTarget,
 }
 
 /// The configured generators, or one per generator-role model in its own format.
@@ -46,7 +48,10 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
             .generators()
             .map(|d| Route {
                 config: GeneratorConfig::new(d.spec.name.clone(), d.spec.format),
-                model: d.spec.name.clone(),
+                target: GeneratorTarget {
+                    model: d.spec.name.clone(),
+                    adapter: None,
+                },
             })
             .collect());
     }
@@ -77,9 +82,21 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
             "pipeline.generators.{}: temperature must be >= 0 and top_p in 0..=1",
             g.name
         );
+        if let Some(adapter) = &g.adapter {
+            ensure!(
+                decoder.spec.adapters.contains_key(adapter),
+                "pipeline.generators.{}: model `{}` has no adapter `{adapter}` (its adapters: {:?})",
+                g.name,
+                g.model,
+                decoder.spec.adapters.keys().collect::<Vec<_>>()
+            );
+        }
         routes.push(Route {
             config,
-            model: decoder.spec.name.clone(),
+            target: GeneratorTarget {
+                model: decoder.spec.name.clone(),
+                adapter: g.adapter.clone(),
+            },
         });
     }
     Ok(routes)
@@ -141,7 +158,7 @@ impl PipelineRuntime {
         base.preview_rows = raw.preview_rows.unwrap_or(20);
         let routes = routes
             .into_iter()
-            .map(|r| (r.config.name, r.model))
+            .map(|r| (r.config.name, r.target))
             .collect();
         let runtime = Self {
             base,

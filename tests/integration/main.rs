@@ -7,6 +7,7 @@ mod dense_parity;
 mod embedder;
 mod engine;
 mod gguf_parity;
+mod lora;
 mod server_inference;
 mod server_lifecycle;
 mod server_smoke;

@@ -1,0 +1,256 @@
+//! LoRA adapters applied in the forward pass, per chunk of a packed batch.
+//!
+//! A request names an adapter; its chunk's rows get `scale · B(A x)` added to the output of
+//! every adapted projection (PEFT's definition: `h = W x + (alpha / r) · B A x`, with
+//! `alpha / sqrt(r)` under rank-stabilized LoRA). Rows of different adapters, and rows with
+//! none, share one forward pass: the base matmul runs once for the whole batch and only the
+//! small low-rank products run per row.
+//!
+//! Each row's delta is computed by the same fixed-order loops whatever else is batched, so a
+//! request with an adapter keeps the engine's batching invariance.
+
+use quorum_weights::LoraAdapter;
+
+use crate::config::DecoderConfig;
+use crate::error::{ModelError, ModelResult};
+
+/// The projections of a decoder layer, in the order [`LayerLora`] stores them.
+pub(crate) const PROJECTIONS: [&str; 7] = [
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+];
+
+/// Index into [`PROJECTIONS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Proj {
+    Q = 0,
+    K = 1,
+    V = 2,
+    O = 3,
+    Gate = 4,
+    Up = 5,
+    Down = 6,
+}
+
+/// One adapted projection: `A` `[r, in]` and `B` `[out, r]`, row-major f32.
+#[derive(Debug, Clone)]
+struct LoraPair {
+    rank: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl LoraPair {
+    /// `y += scale · B (A x)` for one row (`x`: `in` floats, `y`: `out` floats).
+    fn add_row(&self, x: &[f32], y: &mut [f32], scale: f32, ax: &mut Vec<f32>) {
+        ax.clear();
+        ax.extend(self.a.chunks_exact(x.len()).map(|a_row| dot(a_row, x)));
+        for (out, b_row) in y.iter_mut().zip(self.b.chunks_exact(self.rank)) {
+            *out += scale * dot(b_row, ax);
+        }
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+type LayerLora = [Option<LoraPair>; PROJECTIONS.len()];
+
+/// An adapter ready for the forward pass.
+#[derive(Debug, Clone)]
+pub struct LoraWeights {
+    name: String,
+    scale: f32,
+    layers: Vec<LayerLora>,
+}
+
+impl LoraWeights {
+    /// Checks every module of `adapter` against the model's shapes. A module the decoder has
+    /// no slot for (an embedding, the output head) is an error rather than silently ignored:
+    /// the adapter would not compute what it was trained to.
+    pub fn new(adapter: &LoraAdapter, cfg: &DecoderConfig) -> ModelResult<Self> {
+        let mut layers: Vec<LayerLora> = (0..cfg.num_layers).map(|_| Default::default()).collect();
+        let (h, q_out, kv_out, ffn) = (
+            cfg.hidden_size,
+            cfg.num_heads * cfg.head_dim,
+            cfg.num_kv_heads * cfg.head_dim,
+            cfg.intermediate_size,
+        );
+        let shapes = [
+            (h, q_out),
+            (h, kv_out),
+            (h, kv_out),
+            (q_out, h),
+            (h, ffn),
+            (h, ffn),
+            (ffn, h),
+        ];
+        let bad = |module: &str, detail: String| ModelError::Adapter {
+            adapter: adapter.name.clone(),
+            detail: format!("module `{module}`: {detail}"),
+        };
+        for (module, (a, b)) in &adapter.modules {
+            let (layer, proj) = locate(module, cfg.num_layers)
+                .ok_or_else(|| bad(module, "not a projection of a decoder layer".into()))?;
+            let (fan_in, fan_out) = shapes[proj];
+            let (rank, a_in) = a.dims2()?;
+            let (b_out, b_rank) = b.dims2()?;
+            if a_in != fan_in || b_out != fan_out || b_rank != rank {
+                return Err(bad(
+                    module,
+                    format!(
+                        "A is [{rank}, {a_in}] and B [{b_out}, {b_rank}]; the projection is \
+                         {fan_in} -> {fan_out}"
+                    ),
+                ));
+            }
+            let flat = |t: &candle_core::Tensor| -> ModelResult<Vec<f32>> {
+                Ok(t.to_dtype(candle_core::DType::F32)?
+                    .flatten_all()?
+                    .to_vec1::<f32>()?)
+            };
+            let mut b = flat(b)?;
+            // GGUF stores llama's q/k rows in the interleaved rotary order; an adapter trained
+            // on the Hugging Face weights names its output rows in the original order.
+            if cfg.rope_interleaved && (proj == Proj::Q as usize || proj == Proj::K as usize) {
+                b = interleave_rows(&b, rank, cfg.head_dim);
+            }
+            layers[layer][proj] = Some(LoraPair {
+                rank,
+                a: flat(a)?,
+                b,
+            });
+        }
+        Ok(Self {
+            name: adapter.name.clone(),
+            scale: adapter.config.scale() as f32,
+            layers,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Adds this adapter's delta for `proj` of `layer` to `rows` of `y` (`[n, out]`), given the
+    /// projection's input `x` (`[n, in]`), both row-major.
+    pub(crate) fn apply(
+        &self,
+        layer: usize,
+        proj: Proj,
+        x: &[f32],
+        y: &mut [f32],
+        rows: std::ops::Range<usize>,
+    ) {
+        let Some(pair) = &self.layers[layer][proj as usize] else {
+            return;
+        };
+        let n = x.len() / (pair.a.len() / pair.rank);
+        let (fan_in, fan_out) = (x.len() / n, y.len() / n);
+        let mut ax = Vec::with_capacity(pair.rank);
+        for r in rows {
+            pair.add_row(
+                &x[r * fan_in..(r + 1) * fan_in],
+                &mut y[r * fan_out..(r + 1) * fan_out],
+                self.scale,
+                &mut ax,
+            );
+        }
+    }
+}
+
+/// Reorders the rows of a q/k output matrix (`width` floats per row) from the Hugging Face
+/// order to GGUF's: within each head of `head_dim` rows, row `half * head_dim / 2 + i` moves to
+/// `2 * i + half` (llama.cpp's conversion pairs the two rotary halves).
+fn interleave_rows(m: &[f32], width: usize, head_dim: usize) -> Vec<f32> {
+    let half = head_dim / 2;
+    let mut out = vec![0f32; m.len()];
+    for (row, src) in m.chunks_exact(width).enumerate() {
+        let (head, r) = (row / head_dim, row % head_dim);
+        let dst = head * head_dim + 2 * (r % half) + r / half;
+        out[dst * width..(dst + 1) * width].copy_from_slice(src);
+    }
+    out
+}
+
+/// `model.layers.{i}.{projection}` → (i, projection index).
+fn locate(module: &str, num_layers: usize) -> Option<(usize, usize)> {
+    let rest = module.strip_prefix("model.layers.")?;
+    let (layer, proj) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok().filter(|&l| l < num_layers)?;
+    let proj = PROJECTIONS.iter().position(|p| *p == proj)?;
+    Some((layer, proj))
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor};
+
+    use super::*;
+
+    #[test]
+    fn row_delta_matches_candle_matmul() {
+        let dev = Device::Cpu;
+        let (n, fan_in, fan_out, rank) = (5, 24, 10, 4);
+        let a = Tensor::randn(0f32, 1.0, (rank, fan_in), &dev).unwrap();
+        let b = Tensor::randn(0f32, 1.0, (fan_out, rank), &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (n, fan_in), &dev).unwrap();
+        let y = Tensor::randn(0f32, 1.0, (n, fan_out), &dev).unwrap();
+        let scale = 0.5f32;
+        let want = (&y
+            + (x.matmul(&a.t().unwrap())
+                .unwrap()
+                .matmul(&b.t().unwrap())
+                .unwrap()
+                * 0.5)
+                .unwrap())
+        .unwrap();
+        let pair = LoraPair {
+            rank,
+            a: a.flatten_all().unwrap().to_vec1().unwrap(),
+            b: b.flatten_all().unwrap().to_vec1().unwrap(),
+        };
+        let mut layers: Vec<LayerLora> = vec![Default::default()];
+        layers[0][Proj::V as usize] = Some(pair);
+        let w = LoraWeights {
+            name: "t".into(),
+            scale,
+            layers,
+        };
+        let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+        let mut ys: Vec<f32> = y.flatten_all().unwrap().to_vec1().unwrap();
+        // Rows 1..4 only: the others keep the base output.
+        w.apply(0, Proj::V, &xs, &mut ys, 1..4);
+        let want: Vec<Vec<f32>> = want.to_vec2().unwrap();
+        let base: Vec<Vec<f32>> = y.to_vec2().unwrap();
+        for r in 0..n {
+            let expect = if (1..4).contains(&r) {
+                &want[r]
+            } else {
+                &base[r]
+            };
+            for (got, e) in ys[r * fan_out..(r + 1) * fan_out].iter().zip(expect) {
+                assert!((got - e).abs() < 1e-4, "row {r}: {got} vs {e}");
+            }
+        }
+        // An unadapted projection is left alone.
+        let before = ys.clone();
+        w.apply(0, Proj::Q, &xs, &mut ys, 0..n);
+        assert_eq!(before, ys);
+    }
+
+    #[test]
+    fn module_names_map_to_layers_and_projections() {
+        assert_eq!(locate("model.layers.3.self_attn.v_proj", 24), Some((3, 2)));
+        assert_eq!(locate("model.layers.23.mlp.down_proj", 24), Some((23, 6)));
+        assert_eq!(locate("model.layers.24.mlp.down_proj", 24), None);
+        assert_eq!(locate("lm_head", 24), None);
+        assert_eq!(locate("model.embed_tokens", 24), None);
+    }
+}
