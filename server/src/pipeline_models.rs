@@ -10,6 +10,7 @@ use quorum_engine::{EngineEvent, FinishReason, GenerateRequest, SamplingParams};
 use quorum_sql::pipeline::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
 };
+use quorum_sql::relevance::{ContextEncoder, WordStates};
 use quorum_weights::ChatMessage;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
@@ -292,5 +293,26 @@ impl Embedder for BertSentenceEmbedder {
             .embed(texts)
             .map_err(|e| fail(e.to_string()))?;
         vectors.to_vec2::<f32>().map_err(|e| fail(e.to_string()))
+    }
+}
+
+impl ContextEncoder for BertSentenceEmbedder {
+    fn word_states(
+        &self,
+        groups: &[Vec<String>],
+        masks: &[Option<(usize, usize)>],
+    ) -> Result<Vec<WordStates>, ModelCallError> {
+        masks
+            .iter()
+            .map(|&mask| {
+                self.model
+                    .model
+                    .word_states(groups, mask)
+                    .map_err(|e| ModelCallError::Failed {
+                        name: self.model.spec.name.clone(),
+                        message: e.to_string(),
+                    })
+            })
+            .collect()
     }
 }

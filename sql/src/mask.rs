@@ -47,11 +47,11 @@ enum Tag {
 /// One question token: a run of letters and digits (a decimal number keeps its point) or a
 /// single other character.
 #[derive(Debug)]
-struct Token<'q> {
-    start: usize,
-    text: &'q str,
-    lemma: String,
-    is_word: bool,
+pub(crate) struct Token<'q> {
+    pub start: usize,
+    pub text: &'q str,
+    pub lemma: String,
+    pub is_word: bool,
 }
 
 /// Masks `question` against `schema`; `is_value` says whether a lower-cased token occurs in the
@@ -92,7 +92,7 @@ pub fn mask_question(
     out
 }
 
-fn tokenize(question: &str) -> Vec<Token<'_>> {
+pub(crate) fn tokenize(question: &str) -> Vec<Token<'_>> {
     let chars: Vec<(usize, char)> = question.char_indices().collect();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -160,17 +160,17 @@ fn lemmatize(word: &str) -> String {
     word.strip_suffix('s').unwrap_or(word).to_owned()
 }
 
-fn is_stopword(word: &str) -> bool {
+pub(crate) fn is_stopword(word: &str) -> bool {
     STOPWORDS.contains(&word)
 }
 
-fn is_number(word: &str) -> bool {
+pub(crate) fn is_number(word: &str) -> bool {
     word.parse::<f64>().is_ok()
 }
 
 /// A schema name as lemmatized words: `Song_release_year` → `song release year`,
 /// `PetType` → `pet type`, `StuID` → `stu id`.
-fn name_words(name: &str) -> String {
+pub(crate) fn name_words(name: &str) -> String {
     let chars: Vec<char> = name.chars().collect();
     let mut spaced = String::new();
     for (i, &c) in chars.iter().enumerate() {
@@ -232,7 +232,7 @@ fn schema_matches(tokens: &[Token<'_>], schema: &Schema) -> Vec<usize> {
 }
 
 /// Whether `phrase` occurs in `name` as whole words.
-fn contains_phrase(name: &str, phrase: &str) -> bool {
+pub(crate) fn contains_phrase(name: &str, phrase: &str) -> bool {
     let padded_name = format!(" {name} ");
     padded_name.contains(&format!(" {phrase} "))
 }

@@ -8,6 +8,7 @@ mod embedder;
 mod engine;
 mod gguf_parity;
 mod lora;
+mod relevance;
 mod server_inference;
 mod server_lifecycle;
 mod server_smoke;
