@@ -127,6 +127,10 @@ pub struct RawPipeline {
     /// Where the embedded demonstration index is cached (default: `demo-index.bin` beside
     /// the models directory); rebuilt when the train file or the embedder changes.
     pub demos_cache: Option<PathBuf>,
+    /// How questions are de-semanticized for retrieval: `lexical` (default; n-gram matching)
+    /// or `relevance` (seed 1's probe with the embedder model: a pass per question word, so
+    /// building the index over Spider's 7000 train questions takes about half an hour here).
+    pub masking: Option<quorum_sql::demo_index::MaskingMode>,
     /// The pipeline's generators in order (the first also writes the PreSQL). Empty: one per
     /// model with the `generator` role, in that model's format.
     #[serde(default)]
@@ -637,5 +641,25 @@ mod tests {
         assert_eq!(parse_reencode(Some("slow"), "cpu").unwrap(), Reencode::Slow);
         let err = parse_reencode(Some("q4"), "cpu").unwrap_err().to_string();
         assert!(err.contains("`q4`"), "{err}");
+    }
+
+    #[test]
+    fn pipeline_masking_and_generator_adapters_parse() {
+        let raw: RawPipeline = toml::from_str(
+            r#"
+masking = "relevance"
+[[generators]]
+name = "coder-sql"
+model = "coder"
+adapter = "sql"
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            raw.masking,
+            Some(quorum_sql::demo_index::MaskingMode::Relevance)
+        );
+        assert_eq!(raw.generators[0].adapter.as_deref(), Some("sql"));
+        assert!(toml::from_str::<RawPipeline>("masking = \"semantic\"").is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::collections::HashMap;
 
 use anyhow::{Context, bail, ensure};
-use quorum_sql::demo_index::{DemoIndex, DemoIndexSource};
+use quorum_sql::demo_index::{DemoIndex, DemoIndexSource, MaskingMode};
 use quorum_sql::pipeline::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, VotingMode};
 use quorum_sql::vote::VotingPolicy;
 
@@ -126,6 +126,7 @@ impl PipelineRuntime {
                 dir,
                 &settings.demos_cache,
                 models,
+                raw.masking.unwrap_or_default(),
             )?)),
             None => None,
         };
@@ -196,6 +197,11 @@ impl PipelineRuntime {
                 }) as Arc<dyn quorum_sql::pipeline::Selector>
             }),
             demos: self.demos.clone(),
+            // Relevance masking probes the embedder model (a BERT) for the asked question.
+            context_encoder: models.embedder.as_ref().map(|m| {
+                Arc::new(BertSentenceEmbedder { model: m.clone() })
+                    as Arc<dyn quorum_sql::relevance::ContextEncoder>
+            }),
         };
         Ok(Pipeline::new(config, pipeline_models)?)
     }
@@ -215,19 +221,22 @@ fn build_demos(
     database_dir: &std::path::Path,
     cache: &std::path::Path,
     models: &ModelRegistry,
+    masking: MaskingMode,
 ) -> anyhow::Result<DemoIndex> {
     let embedder = models
         .embedder
         .as_ref()
         .context("demonstrations need a model with the `embedder` role")?;
     let started = std::time::Instant::now();
+    let sentence = BertSentenceEmbedder {
+        model: embedder.clone(),
+    };
     let source = DemoIndexSource {
         train_json: file,
         database_dir,
         embedder_name: &embedder.spec.source,
-    };
-    let sentence = BertSentenceEmbedder {
-        model: embedder.clone(),
+        masking,
+        encoder: Some(&sentence),
     };
     if let Some(dir) = cache.parent() {
         std::fs::create_dir_all(dir)

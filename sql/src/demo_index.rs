@@ -17,17 +17,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Example, database_path};
 use crate::linking::link_tables;
-use crate::mask::{mask_question, schema_value_probe};
 use crate::pipeline::model::{Embedder, ModelCallError};
 use crate::prompt::Demo;
+use crate::relevance::ContextEncoder;
 use crate::schema::{IntrospectOptions, Schema};
 use crate::skeleton::{skeleton_jaccard, sql_skeleton};
 
 pub mod cache;
+mod masking;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use cache::{CacheStatus, DemoIndexSource, RebuildReason};
+pub use masking::MaskingMode;
 
 /// DAIL-SQL's skeleton similarity threshold for "similar enough to come first".
 pub const SKELETON_THRESHOLD: f64 = 0.85;
@@ -68,6 +70,8 @@ pub enum DemoIndexError {
     },
     #[error("embedding failed: {source}")]
     Embed { source: ModelCallError },
+    #[error("masking a question failed: {source}")]
+    Mask { source: ModelCallError },
     #[error(
         "the embedder returned {got} vectors of dimension {dim} for {expected} texts (index dimension {expected_dim})"
     )]
@@ -91,6 +95,7 @@ impl DemoIndexError {
             Self::ReadTrain { .. } => "read_train",
             Self::ParseTrain { .. } => "parse_train",
             Self::Embed { .. } => "embed",
+            Self::Mask { .. } => "mask",
             Self::EmbeddingShape { .. } => "embedding_shape",
             Self::WriteCache { .. } => "write_cache",
         }
@@ -117,11 +122,11 @@ impl Default for Rerank<'_> {
     }
 }
 
-/// The masked question the index is keyed by, with values probed among the sampled cells
-/// already in the schema (no database queries: fast enough for 7000 train questions).
+/// The masked question the index is keyed by, masked lexically (see [`MaskingMode::Lexical`]).
 pub fn masked_question(question: &str, schema: &Schema) -> String {
-    let mut probe = schema_value_probe(schema);
-    mask_question(question, schema, &mut probe)
+    MaskingMode::Lexical
+        .mask(question, schema, None)
+        .expect("lexical masking calls no model")
 }
 
 /// The demo pool with unit-length embeddings of the masked questions.
@@ -132,6 +137,8 @@ pub struct DemoIndex {
     embeddings: Vec<f32>,
     dim: usize,
     skipped_databases: Vec<String>,
+    /// How the pool's questions were masked; the asked question must be masked alike.
+    masking: MaskingMode,
 }
 
 impl DemoIndex {
@@ -145,7 +152,19 @@ impl DemoIndex {
         database_dir: &Path,
         embedder: &dyn Embedder,
     ) -> Result<Self, DemoIndexError> {
-        let (entries, skipped_databases) = describe(examples, database_dir);
+        Self::build_masked(examples, database_dir, embedder, MaskingMode::Lexical, None)
+    }
+
+    /// [`DemoIndex::build`] with questions masked by `masking` (the relevance mode needs
+    /// `encoder`).
+    pub fn build_masked(
+        examples: &[Example],
+        database_dir: &Path,
+        embedder: &dyn Embedder,
+        masking: MaskingMode,
+        encoder: Option<&dyn ContextEncoder>,
+    ) -> Result<Self, DemoIndexError> {
+        let (entries, skipped_databases) = describe(examples, database_dir, masking, encoder)?;
         let mut embeddings = Vec::new();
         let mut dim = None;
         for chunk in entries.chunks(EMBED_CHUNK) {
@@ -160,7 +179,13 @@ impl DemoIndex {
             embeddings,
             dim: dim.unwrap_or(0),
             skipped_databases,
+            masking,
         })
+    }
+
+    /// How the pool's questions were masked.
+    pub fn masking(&self) -> MaskingMode {
+        self.masking
     }
 
     pub(crate) fn from_parts(
@@ -168,11 +193,13 @@ impl DemoIndex {
         embeddings: Vec<f32>,
         dim: usize,
         skipped_databases: Vec<String>,
+        masking: MaskingMode,
     ) -> Option<Self> {
         (embeddings.len() == entries.len() * dim).then_some(Self {
             entries,
             embeddings,
             dim,
+            masking,
             skipped_databases,
         })
     }
@@ -255,7 +282,12 @@ impl DemoIndex {
 }
 
 /// The entries for `examples`, and the databases that could not be introspected.
-fn describe(examples: &[Example], database_dir: &Path) -> (Vec<DemoEntry>, Vec<String>) {
+fn describe(
+    examples: &[Example],
+    database_dir: &Path,
+    masking: MaskingMode,
+    encoder: Option<&dyn ContextEncoder>,
+) -> Result<(Vec<DemoEntry>, Vec<String>), DemoIndexError> {
     let mut schemas: HashMap<&str, Option<Schema>> = HashMap::new();
     let mut entries = Vec::with_capacity(examples.len());
     for example in examples {
@@ -265,11 +297,14 @@ fn describe(examples: &[Example], database_dir: &Path) -> (Vec<DemoEntry>, Vec<S
             Schema::from_sqlite(&path, db_id, IntrospectOptions::default()).ok()
         });
         let Some(schema) = schema else { continue };
+        let masked_question = masking
+            .mask(&example.question, schema, encoder)
+            .map_err(|source| DemoIndexError::Mask { source })?;
         entries.push(DemoEntry {
             db_id: example.db_id.clone(),
             question: example.question.clone(),
             sql: example.query.clone(),
-            masked_question: masked_question(&example.question, schema),
+            masked_question,
             skeleton: sql_skeleton(&example.query, schema),
             table_count: link_tables(&example.query, schema).tables.len(),
         });
@@ -280,7 +315,7 @@ fn describe(examples: &[Example], database_dir: &Path) -> (Vec<DemoEntry>, Vec<S
         .map(|(db_id, _)| db_id.to_owned())
         .collect();
     skipped.sort();
-    (entries, skipped)
+    Ok((entries, skipped))
 }
 
 /// Calls the embedder and checks that it answered one vector per text, all of one dimension

@@ -11,18 +11,19 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DemoEntry, DemoIndex, DemoIndexError};
+use super::{DemoEntry, DemoIndex, DemoIndexError, MaskingMode};
 use crate::dataset::Example;
 use crate::pipeline::model::Embedder;
 use crate::pipeline::signature::Fnv64;
 use crate::prompt::PROMPT_FORMAT_VERSION;
+use crate::relevance::ContextEncoder;
 
 const MAGIC: &[u8; 8] = b"QDEMOIX\x01";
 /// Bumped when masking, skeletons or this layout change the cached content.
 const INDEX_FORMAT_VERSION: &str = "demo-index-1";
 
 /// Where the pool comes from and which embedder indexes it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct DemoIndexSource<'a> {
     /// A Spider-format question file (train.json).
     pub train_json: &'a Path,
@@ -30,6 +31,21 @@ pub struct DemoIndexSource<'a> {
     pub database_dir: &'a Path,
     /// Identifies the embedding model: vectors from another model are meaningless here.
     pub embedder_name: &'a str,
+    /// How the pool's questions are masked; part of the cache key.
+    pub masking: MaskingMode,
+    /// The masked language model the relevance mode probes (same model as the embedder here).
+    pub encoder: Option<&'a dyn ContextEncoder>,
+}
+
+impl std::fmt::Debug for DemoIndexSource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DemoIndexSource")
+            .field("train_json", &self.train_json)
+            .field("database_dir", &self.database_dir)
+            .field("embedder_name", &self.embedder_name)
+            .field("masking", &self.masking)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`DemoIndex::load_or_build`] did.
@@ -61,7 +77,7 @@ impl DemoIndex {
                 path: source.train_json.to_owned(),
                 source: e,
             })?;
-        let key = cache_key(&train_bytes, source.embedder_name);
+        let key = cache_key(&train_bytes, source.embedder_name, source.masking);
         let reason = match std::fs::read(cache_path) {
             Err(_) => RebuildReason::Missing,
             Ok(bytes) => match decode(&bytes, key) {
@@ -74,16 +90,26 @@ impl DemoIndex {
                 path: source.train_json.to_owned(),
                 source: e,
             })?;
-        let index = DemoIndex::build(&examples, source.database_dir, embedder)?;
+        let index = DemoIndex::build_masked(
+            &examples,
+            source.database_dir,
+            embedder,
+            source.masking,
+            source.encoder,
+        )?;
         write_atomically(cache_path, &encode(&index, key))?;
         Ok((index, CacheStatus::Built { reason }))
     }
 }
 
-fn cache_key(train_bytes: &[u8], embedder_name: &str) -> u64 {
+fn cache_key(train_bytes: &[u8], embedder_name: &str, masking: MaskingMode) -> u64 {
     let mut hash = Fnv64::default();
     hash.write_field(train_bytes);
     hash.write_field(embedder_name.as_bytes());
+    // Lexical indexes keep the key they had before the mode existed.
+    if masking != MaskingMode::Lexical {
+        hash.write_field(masking.label().as_bytes());
+    }
     hash.write_field(PROMPT_FORMAT_VERSION.as_bytes());
     hash.write_field(INDEX_FORMAT_VERSION.as_bytes());
     hash.finish()
@@ -94,6 +120,7 @@ fn encode(index: &DemoIndex, key: u64) -> Vec<u8> {
     let meta = Meta {
         entries: index.entries().to_vec(),
         skipped_databases: index.skipped_databases().to_vec(),
+        masking: index.masking(),
     };
     let meta = serde_json::to_vec(&meta).expect("demo entries serialize to JSON");
     let floats = index.raw_embeddings();
@@ -148,7 +175,14 @@ fn decode(bytes: &[u8], key: u64) -> Result<DemoIndex, RebuildReason> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    DemoIndex::from_parts(meta.entries, embeddings, dim, meta.skipped_databases).ok_or(Corrupt)
+    DemoIndex::from_parts(
+        meta.entries,
+        embeddings,
+        dim,
+        meta.skipped_databases,
+        meta.masking,
+    )
+    .ok_or(Corrupt)
 }
 
 /// The JSON part of the file.
@@ -156,6 +190,9 @@ fn decode(bytes: &[u8], key: u64) -> Result<DemoIndex, RebuildReason> {
 struct Meta {
     entries: Vec<DemoEntry>,
     skipped_databases: Vec<String>,
+    /// Absent in files written before the relevance mode: those are lexical.
+    #[serde(default)]
+    masking: MaskingMode,
 }
 
 /// A cursor over the cache bytes; running out is corruption.

@@ -137,6 +137,8 @@ fn cache_is_reused_and_rebuilt_when_stale_or_corrupt() {
         train_json: &train,
         database_dir: &database_dir,
         embedder_name: "bag-of-words",
+        masking: MaskingMode::Lexical,
+        encoder: None,
     };
     let load = |source: DemoIndexSource<'_>| {
         let embedder = BagOfWords::default();
@@ -227,10 +229,89 @@ fn build_errors_are_structured() {
         train_json: &dir.join("absent.json"),
         database_dir: &database_dir,
         embedder_name: "e",
+        masking: MaskingMode::Lexical,
+        encoder: None,
     };
     let err = DemoIndex::load_or_build(source, &BagOfWords::default(), &dir.join("c.bin"))
         .expect_err("no train file");
     assert_eq!(err.kind(), "read_train");
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+/// Moves every schema item alike whichever word is masked: the noun prior and the matches
+/// decide (see `relevance`).
+struct UniformEncoder;
+
+impl ContextEncoder for UniformEncoder {
+    fn word_states(
+        &self,
+        groups: &[Vec<String>],
+        masks: &[Option<(usize, usize)>],
+    ) -> Result<Vec<crate::relevance::WordStates>, ModelCallError> {
+        Ok(masks
+            .iter()
+            .map(|mask| {
+                let x = if mask.is_some() { 3.0 } else { 1.0 };
+                groups
+                    .iter()
+                    .map(|g| g.iter().map(|_| vec![x, 0.5]).collect())
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn relevance_masking_builds_its_own_index_and_cache() {
+    let dir = temp_dir("relevance");
+    let train = dir.join("train.json");
+    std::fs::write(&train, serde_json::to_vec(&train_subset(40)).expect("json")).expect("write");
+    let cache = dir.join("demos.bin");
+    let database_dir = spider().database_dir();
+    let lexical = DemoIndexSource {
+        train_json: &train,
+        database_dir: &database_dir,
+        embedder_name: "bag-of-words",
+        masking: MaskingMode::Lexical,
+        encoder: None,
+    };
+    let relevance = DemoIndexSource {
+        masking: MaskingMode::Relevance,
+        encoder: Some(&UniformEncoder),
+        ..lexical
+    };
+    let embedder = BagOfWords::default();
+    let (lex, _) = DemoIndex::load_or_build(lexical, &embedder, &cache).expect("lexical");
+    let (rel, status) = DemoIndex::load_or_build(relevance, &embedder, &cache).expect("relevance");
+    assert_eq!(
+        status,
+        CacheStatus::Built {
+            reason: RebuildReason::Stale
+        }
+    );
+    assert_eq!(
+        (lex.masking(), rel.masking()),
+        (MaskingMode::Lexical, MaskingMode::Relevance)
+    );
+    assert!(
+        lex.entries()
+            .iter()
+            .zip(rel.entries())
+            .any(|(a, b)| a.masked_question != b.masked_question),
+        "the two modes masked every question alike"
+    );
+    let (again, status) = DemoIndex::load_or_build(relevance, &embedder, &cache).expect("reload");
+    assert_eq!((status, again), (CacheStatus::Loaded, rel));
+    // Without its encoder the relevance mode fails with a clear error rather than falling back.
+    let err = DemoIndex::build_masked(
+        &train_subset(3),
+        &database_dir,
+        &embedder,
+        MaskingMode::Relevance,
+        None,
+    )
+    .expect_err("no encoder");
+    assert_eq!(err.kind(), "mask");
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
 

@@ -51,6 +51,8 @@ pub struct PipelineModels {
     pub embedder: Option<Arc<dyn Embedder>>,
     pub selector: Option<Arc<dyn Selector>>,
     pub demos: Option<Arc<DemoIndex>>,
+    /// The masked language model behind relevance masking, when the demo index uses it.
+    pub context_encoder: Option<Arc<dyn crate::relevance::ContextEncoder>>,
 }
 
 impl std::fmt::Debug for PipelineModels {

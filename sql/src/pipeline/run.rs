@@ -17,7 +17,7 @@ use super::render::{Ask, Feedback, SQL_ANSWER_PREFIX, render_generation, render_
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
-use crate::demo_index::{Rerank, SKELETON_THRESHOLD, masked_question};
+use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::linking::link_tables;
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
@@ -128,7 +128,17 @@ impl<'r> Run<'r> {
             return Ok(());
         }
         let start = Instant::now();
-        let masked = masked_question(self.ask.question, &self.db.schema);
+        // The asked question is masked the way the pool was.
+        let masked = index
+            .masking()
+            .mask(
+                self.ask.question,
+                &self.db.schema,
+                models.context_encoder.as_deref(),
+            )
+            .map_err(|source| PipelineError::Demos {
+                source: crate::demo_index::DemoIndexError::Mask { source },
+            })?;
         let ranked = index
             .rank(embedder.as_ref(), &masked, &self.db.db_id)
             .map_err(|source| PipelineError::Demos { source })?;

@@ -254,6 +254,7 @@ fn a_generator_that_drops_results_is_an_error() {
         embedder: None,
         selector: None,
         demos: None,
+        context_encoder: None,
     };
     let err = Pipeline::new(config(&["a"]), models)
         .expect("valid")

@@ -57,6 +57,7 @@ pub(crate) fn pipeline(
         embedder: None,
         selector: selector.map(|s| s.clone() as Arc<dyn super::Selector>),
         demos: None,
+        context_encoder: None,
     };
     Pipeline::new(config, models).expect("valid pipeline")
 }

@@ -116,6 +116,7 @@ fn demo_models(generator: &Arc<ScriptedGenerator>) -> PipelineModels {
         embedder: Some(embedder),
         selector: None,
         demos: Some(Arc::new(index)),
+        context_encoder: None,
     }
 }
 
@@ -161,6 +162,7 @@ fn new_rejects_unusable_configurations() {
                 embedder: None,
                 selector: None,
                 demos: None,
+                context_encoder: None,
             }
         }
     };
