@@ -187,10 +187,11 @@ fn attend_row<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn data(n: usize, seed: u32) -> Vec<f32> {
+    /// Reproducible values in [-1, 1) (xorshift), shared by the kernels' tests.
+    pub(crate) fn data(n: usize, seed: u32) -> Vec<f32> {
         let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
         (0..n)
             .map(|_| {

@@ -98,20 +98,9 @@ impl PagedKvStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attention::tests::data;
     use crate::attention::{AttentionDims, causal_attention_rows};
     use crate::paged_kv::KvLayout;
-
-    fn data(n: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     const LAYOUT: KvLayout = KvLayout {
         num_layers: 2,
