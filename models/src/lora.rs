@@ -101,7 +101,7 @@ impl LoraWeights {
             let (fan_in, fan_out) = shapes[proj];
             let (rank, a_in) = a.dims2()?;
             let (b_out, b_rank) = b.dims2()?;
-            if a_in != fan_in || b_out != fan_out || b_rank != rank {
+            if rank == 0 || a_in != fan_in || b_out != fan_out || b_rank != rank {
                 return Err(bad(
                     module,
                     format!(
@@ -151,8 +151,7 @@ impl LoraWeights {
         let Some(pair) = &self.layers[layer][proj as usize] else {
             return;
         };
-        let n = x.len() / (pair.a.len() / pair.rank);
-        let (fan_in, fan_out) = (x.len() / n, y.len() / n);
+        let (fan_in, fan_out) = (pair.a.len() / pair.rank, pair.b.len() / pair.rank);
         let mut ax = Vec::with_capacity(pair.rank);
         for r in rows {
             pair.add_row(
