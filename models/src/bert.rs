@@ -191,15 +191,16 @@ impl BertEmbedder {
         Ok(mean.broadcast_div(&norm)?)
     }
 
-    /// The sequence `[CLS] group0 [SEP] group1 [SEP] …` with every sub-token of the word at
-    /// `mask` (group, word) replaced by `[MASK]`; returns, per group and word, the mean of the
-    /// word's last hidden states (empty for a word cut off at the model's length). Seed 1's
-    /// relevance probe compares these with and without each question word masked.
+    /// For each entry of `masks`, the sequence `[CLS] group0 [SEP] group1 [SEP] …` with every
+    /// sub-token of the word at that (group, word) replaced by `[MASK]` (`None`: nothing
+    /// masked); returns, per mask, group and word, the mean of the word's last hidden states
+    /// (empty for a word cut off at the model's length). Seed 1's relevance probe compares
+    /// these with and without each question word masked. Words are tokenized once.
     pub fn word_states(
         &self,
         groups: &[Vec<String>],
-        mask: Option<(usize, usize)>,
-    ) -> ModelResult<Vec<Vec<Vec<f32>>>> {
+        masks: &[Option<(usize, usize)>],
+    ) -> ModelResult<Vec<Vec<Vec<Vec<f32>>>>> {
         let special = |t: &str| {
             self.tokenizer
                 .token_to_id(t)
@@ -210,49 +211,58 @@ impl BertEmbedder {
         let (cls, sep, mask_id) = (special("[CLS]")?, special("[SEP]")?, special("[MASK]")?);
         let mut ids = vec![cls];
         let mut spans: Vec<Vec<std::ops::Range<usize>>> = Vec::with_capacity(groups.len());
-        for (g, words) in groups.iter().enumerate() {
+        for words in groups {
             let mut group_spans = Vec::with_capacity(words.len());
-            for (w, word) in words.iter().enumerate() {
+            for word in words {
                 let enc = self.tokenizer.encode(word.as_str(), false).map_err(|e| {
                     ModelError::Config {
                         detail: format!("tokenizer: {e}"),
                     }
                 })?;
                 let start = ids.len();
-                if mask == Some((g, w)) {
-                    ids.extend(std::iter::repeat_n(mask_id, enc.get_ids().len()));
-                } else {
-                    ids.extend_from_slice(enc.get_ids());
-                }
+                ids.extend_from_slice(enc.get_ids());
                 group_spans.push(start..ids.len());
             }
             ids.push(sep);
             spans.push(group_spans);
         }
         ids.truncate(self.cfg.max_position);
-        let hidden = self.hidden_states(&ids)?.to_vec2::<f32>()?;
-        Ok(spans
+        masks
             .iter()
-            .map(|group| {
-                group
+            .map(|mask| {
+                let mut masked = ids.clone();
+                if let Some(span) = mask.and_then(|(g, w)| spans.get(g)?.get(w)) {
+                    let end = span.end.min(masked.len());
+                    masked[span.start.min(end)..end].fill(mask_id);
+                }
+                let hidden = self.hidden_states(&masked)?.to_vec2::<f32>()?;
+                Ok(spans
                     .iter()
-                    .map(|span| {
-                        if span.is_empty() || span.end > hidden.len() {
-                            return Vec::new();
-                        }
-                        let mut mean = vec![0f32; self.cfg.hidden];
-                        for row in &hidden[span.clone()] {
-                            for (m, x) in mean.iter_mut().zip(row) {
-                                *m += x;
-                            }
-                        }
-                        let n = span.len() as f32;
-                        mean.iter_mut().for_each(|m| *m /= n);
-                        mean
+                    .map(|group| {
+                        group
+                            .iter()
+                            .map(|span| self.mean_over(&hidden, span))
+                            .collect()
                     })
-                    .collect()
+                    .collect())
             })
-            .collect())
+            .collect()
+    }
+
+    /// The mean of `hidden[span]`; empty when the span is empty or was cut off.
+    fn mean_over(&self, hidden: &[Vec<f32>], span: &std::ops::Range<usize>) -> Vec<f32> {
+        if span.is_empty() || span.end > hidden.len() {
+            return Vec::new();
+        }
+        let mut mean = vec![0f32; self.cfg.hidden];
+        for row in &hidden[span.clone()] {
+            for (m, x) in mean.iter_mut().zip(row) {
+                *m += x;
+            }
+        }
+        let n = span.len() as f32;
+        mean.iter_mut().for_each(|m| *m /= n);
+        mean
     }
 
     /// Last hidden states `[tokens, dim]`.

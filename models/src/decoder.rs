@@ -301,7 +301,7 @@ impl DecoderModel {
     }
 
     /// Adds the LoRA delta of each chunk's adapter to its rows of `y`, the output of projection
-    /// `which` of layer `index` on `x`. Free when no chunk names an adapter.
+    /// `which` of layer `index` on `x`. Free when no chunk's adapter touches this projection.
     fn with_adapters(
         &self,
         index: usize,
@@ -310,7 +310,11 @@ impl DecoderModel {
         y: Tensor,
         batch: &BatchLayout,
     ) -> ModelResult<Tensor> {
-        if batch.chunks.iter().all(|c| c.adapter.is_none()) {
+        let touched = |c: &crate::batch::ChunkLayout| {
+            c.adapter
+                .is_some_and(|a| self.adapters[a].adapts(index, which))
+        };
+        if !batch.chunks.iter().any(touched) {
             return Ok(y);
         }
         let xs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;

@@ -138,6 +138,11 @@ impl LoraWeights {
         &self.name
     }
 
+    /// Whether this adapter changes projection `proj` of `layer`.
+    pub(crate) fn adapts(&self, layer: usize, proj: Proj) -> bool {
+        self.layers[layer][proj as usize].is_some()
+    }
+
     /// Adds this adapter's delta for `proj` of `layer` to `rows` of `y` (`[n, out]`), given the
     /// projection's input `x` (`[n, in]`), both row-major.
     pub(crate) fn apply(

@@ -302,17 +302,12 @@ impl ContextEncoder for BertSentenceEmbedder {
         groups: &[Vec<String>],
         masks: &[Option<(usize, usize)>],
     ) -> Result<Vec<WordStates>, ModelCallError> {
-        masks
-            .iter()
-            .map(|&mask| {
-                self.model
-                    .model
-                    .word_states(groups, mask)
-                    .map_err(|e| ModelCallError::Failed {
-                        name: self.model.spec.name.clone(),
-                        message: e.to_string(),
-                    })
+        self.model
+            .model
+            .word_states(groups, masks)
+            .map_err(|e| ModelCallError::Failed {
+                name: self.model.spec.name.clone(),
+                message: e.to_string(),
             })
-            .collect()
     }
 }

@@ -17,17 +17,12 @@ impl ContextEncoder for MiniLm {
         groups: &[Vec<String>],
         masks: &[Option<(usize, usize)>],
     ) -> Result<Vec<WordStates>, ModelCallError> {
-        masks
-            .iter()
-            .map(|&m| {
-                self.0
-                    .word_states(groups, m)
-                    .map_err(|e| ModelCallError::Failed {
-                        name: "minilm".into(),
-                        message: e.to_string(),
-                    })
+        self.0
+            .word_states(groups, masks)
+            .map_err(|e| ModelCallError::Failed {
+                name: "minilm".into(),
+                message: e.to_string(),
             })
-            .collect()
     }
 }
 
