@@ -40,6 +40,9 @@ struct Args {
     /// concurrent phase really runs `--concurrency` sequences per step until the end.
     #[arg(long)]
     stop_at_eos: bool,
+    /// CPU kernel path: auto, avx512vnni, avxvnni, avx2 or candle (candle is switched to match).
+    #[arg(long, default_value = "auto")]
+    cpu_path: String,
 }
 
 const QUESTIONS: &[&str] = &[
@@ -99,6 +102,8 @@ fn main() -> Result<()> {
     // SAFETY: first statement of `main`; no other thread exists yet.
     unsafe { quorum_models::limit_candle_spinning() };
     let args = Args::parse();
+    // SAFETY: no other thread has started.
+    let cpu_path = unsafe { quorum_tests::bench_cpu_path(&args.cpu_path)? };
     let path = if args.all_q8_0 {
         all_q8_0_copy(QWEN_05B)?
     } else {
@@ -107,6 +112,7 @@ fn main() -> Result<()> {
     let config = EngineConfig {
         matmul_policy: MatmulPolicy::BatchInvariant {
             min_rows: args.int8_min_rows,
+            path: cpu_path,
         },
         ..EngineConfig::cpu_default("qwen")
     };

@@ -31,6 +31,9 @@ struct Args {
     /// Run a copy with every quantized matrix re-encoded to Q8_0 (the int8 GEMM's format).
     #[arg(long)]
     all_q8_0: bool,
+    /// CPU kernel path: auto, avx512vnni, avxvnni, avx2 or candle (candle is switched to match).
+    #[arg(long, default_value = "auto")]
+    cpu_path: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -61,6 +64,8 @@ fn main() -> Result<()> {
     // SAFETY: first statement of `main`; no other thread exists yet.
     unsafe { quorum_models::limit_candle_spinning() };
     let args = Args::parse();
+    // SAFETY: no other thread has started.
+    let cpu_path = unsafe { quorum_tests::bench_cpu_path(&args.cpu_path)? };
     let path = if args.all_q8_0 {
         all_q8_0_copy(&args.model)?
     } else {
@@ -89,12 +94,19 @@ fn main() -> Result<()> {
     let int8 = DecoderModel::load(
         &ckpt,
         &Device::Cpu,
-        MatmulPolicy::Int8Prefill { min_rows: 2 },
+        MatmulPolicy::Int8Prefill {
+            min_rows: 2,
+            path: cpu_path,
+        },
     )?;
 
     // Prefix caching off: every run must prefill the whole prompt, not hit the previous run's blocks.
     let engine_config = quorum_engine::EngineConfig {
         enable_prefix_caching: false,
+        matmul_policy: MatmulPolicy::BatchInvariant {
+            min_rows: 2,
+            path: cpu_path,
+        },
         ..quorum_engine::EngineConfig::cpu_default("qwen")
     };
     let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;

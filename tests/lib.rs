@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file;
 use candle_core::{D, Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use quorum_models::CpuPath;
 
 pub const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 pub const SMOLLM2: &str = "smollm2-135m-instruct-q4_1.gguf";
@@ -35,6 +36,66 @@ pub fn model_path(name: &str) -> PathBuf {
         p.display()
     );
     p
+}
+
+/// The CPU kernel path the real-model tests run with: `QUORUM_CPU_PATH` when set (CI runs the
+/// real-model tests a second time with `avx2` on CPUs that have a faster path), else the
+/// fastest this CPU supports. A forced path needs candle's kernels forced the same way in the
+/// same environment (`quorum_models::align_candle_with` says which variable); the test process
+/// cannot safely change its own environment, so a missing variable is a clear failure.
+pub fn cpu_path() -> CpuPath {
+    let requested = match std::env::var("QUORUM_CPU_PATH") {
+        Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => Some(
+            name.parse::<CpuPath>()
+                .unwrap_or_else(|e| panic!("QUORUM_CPU_PATH: {e}")),
+        ),
+        _ => None,
+    };
+    let path = quorum_models::resolve_cpu_path(requested).unwrap_or_else(|e| panic!("{e}"));
+    let needs = match path {
+        CpuPath::Avx2 if CpuPath::AvxVnni.supported() || CpuPath::Avx512Vnni.supported() => {
+            Some(quorum_models::CANDLE_FORCE_AVX2_VAR)
+        }
+        CpuPath::AvxVnni if CpuPath::Avx512Vnni.supported() => {
+            Some(quorum_models::CANDLE_FORCE_AVXVNNI_VAR)
+        }
+        _ => None,
+    };
+    if let Some(var) = needs {
+        assert_eq!(
+            std::env::var(var).as_deref(),
+            Ok("1"),
+            "QUORUM_CPU_PATH={path} on this CPU needs {var}=1 so that candle computes alike"
+        );
+    }
+    path
+}
+
+/// For benchmark binaries: resolves `--cpu-path` (`auto` or a path name) and makes candle
+/// compute alike (see `quorum_models::align_candle_with`).
+///
+/// # Safety
+/// Call it in `main` before any other thread starts.
+pub unsafe fn bench_cpu_path(requested: &str) -> Result<CpuPath> {
+    let requested = match requested.trim() {
+        "" | "auto" => None,
+        name => Some(name.parse::<CpuPath>()?),
+    };
+    let path = quorum_models::resolve_cpu_path(requested)?;
+    // SAFETY: forwarded from the caller.
+    unsafe { quorum_models::align_candle_with(path) };
+    eprintln!("CPU kernel path: {path}");
+    Ok(path)
+}
+
+/// The engine's default configuration on the tests' CPU kernel path ([`cpu_path`]).
+pub fn engine_config(model_name: &str) -> quorum_engine::EngineConfig {
+    let mut cfg = quorum_engine::EngineConfig::cpu_default(model_name);
+    cfg.matmul_policy = quorum_models::MatmulPolicy::BatchInvariant {
+        min_rows: 2,
+        path: cpu_path(),
+    };
+    cfg
 }
 
 /// The Spider data shipped beside the repository.

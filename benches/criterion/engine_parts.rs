@@ -13,12 +13,17 @@
 use candle_core::{DType, Device, Tensor};
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use quorum_engine::{CacheKey, NewRequest, RequestId, Scheduler, SchedulerConfig, StepResult};
-use quorum_models::{Linear, MatmulPolicy};
+use quorum_models::{CpuPath, Linear, MatmulPolicy};
 use quorum_tests::{QWEN_05B, all_q8_0_copy, model_path};
 use quorum_weights::{StoredTensor, load_checkpoint};
 
 /// The engine's policy (`EngineConfig::cpu_default`).
-const POLICY: MatmulPolicy = MatmulPolicy::BatchInvariant { min_rows: 2 };
+fn policy(min_rows: usize) -> MatmulPolicy {
+    MatmulPolicy::BatchInvariant {
+        min_rows,
+        path: CpuPath::detect(),
+    }
+}
 
 const PROJECTIONS: &[(&str, (usize, usize))] = &[
     ("model.layers.0.mlp.gate_proj", (4864, 896)),
@@ -44,17 +49,11 @@ fn matmul(c: &mut Criterion) {
                 StoredTensor::Dense(t) => format!("{:?}", t.dtype()),
             };
             let linear =
-                Linear::load(&ckpt.tensors, name, *shape, POLICY, DType::F32).expect("linear");
+                Linear::load(&ckpt.tensors, name, *shape, policy(2), DType::F32).expect("linear");
             let short = name.rsplit('.').next().unwrap_or(name);
             // One row through the int8 GEMM too (the engine sends one row to candle's kernel).
-            let one_row = Linear::load(
-                &ckpt.tensors,
-                name,
-                *shape,
-                MatmulPolicy::BatchInvariant { min_rows: 1 },
-                DType::F32,
-            )
-            .expect("linear");
+            let one_row =
+                Linear::load(&ckpt.tensors, name, *shape, policy(1), DType::F32).expect("linear");
             let x = Tensor::randn(0f32, 1.0, (1, shape.1), &Device::Cpu).expect("input");
             group.throughput(Throughput::Elements(1));
             group.bench_with_input(

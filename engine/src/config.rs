@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use quorum_models::MatmulPolicy;
+use quorum_models::{CpuPath, MatmulPolicy};
 use quorum_weights::Reencode;
 
 /// Engine settings for one loaded model. Plain data; the server derives it from its config.
@@ -42,7 +42,10 @@ impl EngineConfig {
             max_waiting: 256,
             max_model_len: 8192,
             enable_prefix_caching: true,
-            matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
+            matmul_policy: MatmulPolicy::BatchInvariant {
+                min_rows: 2,
+                path: CpuPath::detect(),
+            },
             reencode: Reencode::Slow,
             adapters: BTreeMap::new(),
         }

@@ -8,19 +8,22 @@
 //! - [`reference`]: the same operations written with candle tensor ops (`index_select`), device
 //!   generic; the CPU kernels are tested against them, and they are the path on CUDA until a
 //!   fused kernel lands.
-//! - [`PackedQ8_0`]: a Q8_0 × f32 matmul for prefill (an AVX-512 VNNI int8 GEMM) whose results
-//!   are bit-identical to candle's `QMatMul::forward` on the CPU, so greedy decoding stays
-//!   token-identical with candle's reference models; candle's own kernel is its reference.
+//! - [`PackedQ8_0`]: a Q8_0 × f32 matmul for prefill and batched decode (an int8 GEMM with an
+//!   AVX-512 VNNI, an AVX-VNNI and an AVX2 path, [`CpuPath`]) whose results are bit-identical
+//!   to candle's `QMatMul::forward` on the CPU, so greedy decoding stays token-identical with
+//!   candle's reference models; a scalar version of candle's arithmetic is its reference.
 //!
 //! The `cuda` feature compiles candle's CUDA backend; nothing here needs a CUDA toolkit without it.
 
 pub mod attention;
+mod cpu_path;
 mod paged_attention;
 mod paged_kv;
 mod q8_gemm;
 pub mod reference;
 
 pub use attention::{AttentionDims, causal_attention_rows};
+pub use cpu_path::{CpuPath, UnknownCpuPath};
 pub use paged_attention::PagedChunk;
 pub use paged_kv::{KvLayout, PagedKvError, PagedKvStore};
 pub use q8_gemm::{PackedQ8_0, Q8_0_BLOCK, Q8GemmError};

@@ -12,6 +12,7 @@ mod batch;
 mod bert;
 mod candle_threads;
 mod config;
+mod cpu_path;
 mod decoder;
 mod dense_cache;
 mod device;
@@ -26,6 +27,9 @@ pub use batch::{BatchLayout, ChunkLayout};
 pub use bert::{BertEmbedder, cosine};
 pub use candle_threads::{CANDLE_SPIN_LIMIT, CANDLE_SPIN_LIMIT_VAR, limit_candle_spinning};
 pub use config::{DecoderArch, DecoderConfig};
+pub use cpu_path::{
+    CANDLE_FORCE_AVX2_VAR, CANDLE_FORCE_AVXVNNI_VAR, align_candle_with, resolve_cpu_path,
+};
 pub use decoder::{DecoderModel, LoadOptions};
 pub use dense_cache::DenseKvCache;
 pub use device::parse_device;
@@ -33,3 +37,4 @@ pub use error::{ModelError, ModelResult};
 pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};
 pub use lora::LoraWeights;
+pub use quorum_kernels::CpuPath;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Result, Tensor};
-use quorum_kernels::PackedQ8_0;
+use quorum_kernels::{CpuPath, PackedQ8_0};
 use quorum_weights::{StoredTensor, TensorStore, WeightsResult};
 
 /// Which kernel runs a quantized layer.
@@ -18,26 +18,39 @@ pub enum MatmulPolicy {
     /// Always the quantized kernel: bit-compatible with candle's own GGUF models.
     #[default]
     QuantizedOnly,
-    /// For Q8_0 weights on the CPU, an int8 GEMM ([`PackedQ8_0`]) for batches of at least
-    /// `min_rows` f32 rows, bit-identical to the quantized kernel, so greedy outputs stay equal
-    /// to candle's own GGUF models; other weights and smaller batches as `QuantizedOnly`. The
-    /// repacked copy costs about 1.1 bytes per weight. Where candle repacks the weight itself
-    /// (`in` a multiple of 256, `out` of 16, on CPUs with VNNI) the GEMM follows candle's
-    /// repacked arithmetic instead (see [`PackedQ8_0::candle_repacks`]).
-    Int8Prefill { min_rows: usize },
+    /// For Q8_0 weights on the CPU, an int8 GEMM ([`PackedQ8_0`], with the kernels of `path`)
+    /// for batches of at least `min_rows` f32 rows, bit-identical to the quantized kernel, so
+    /// greedy outputs stay equal to candle's own GGUF models; other weights and smaller batches
+    /// as `QuantizedOnly`, and every weight when `path` is [`CpuPath::Candle`]. The repacked
+    /// copy costs about 1.1 bytes per weight. Where candle repacks the weight itself (`in` a
+    /// multiple of 256, `out` of 16, on CPUs with VNNI) the GEMM follows candle's repacked
+    /// arithmetic instead (see [`CpuPath::candle_repacks_q8_0`]).
+    Int8Prefill { min_rows: usize, path: CpuPath },
     /// `Int8Prefill`, and a row's result never depends on how many rows share the call: candle
     /// runs Q6_K weights through a different kernel (other activation quantization) for one row
     /// than for several, so a single row is padded to two there. The engine uses this so that a
     /// request's tokens do not change with what else is batched; single-stream loops that must
     /// match candle's own models bit for bit use `Int8Prefill`.
-    BatchInvariant { min_rows: usize },
+    BatchInvariant { min_rows: usize, path: CpuPath },
 }
 
 impl MatmulPolicy {
     fn int8_min_rows(self) -> Option<usize> {
         match self {
             Self::QuantizedOnly => None,
-            Self::Int8Prefill { min_rows } | Self::BatchInvariant { min_rows } => Some(min_rows),
+            Self::Int8Prefill { min_rows, .. } | Self::BatchInvariant { min_rows, .. } => {
+                Some(min_rows)
+            }
+        }
+    }
+
+    /// The int8 GEMM's kernel path, if this policy uses one.
+    pub fn int8_path(self) -> Option<CpuPath> {
+        match self {
+            Self::QuantizedOnly => None,
+            Self::Int8Prefill { path, .. } | Self::BatchInvariant { path, .. } => {
+                Some(path).filter(|p| p.has_int8_gemm())
+            }
         }
     }
 }
@@ -104,12 +117,12 @@ impl Linear {
     }
 
     fn quantized_weight(q: &Arc<QTensor>, policy: MatmulPolicy) -> Result<Weight> {
-        let int8 = match (policy, q.shape().dims()) {
-            (MatmulPolicy::Int8Prefill { .. } | MatmulPolicy::BatchInvariant { .. }, &[n, k])
+        let int8 = match (policy.int8_path(), q.shape().dims()) {
+            (Some(path), &[n, k])
                 if q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() && k > 0 && n > 0 =>
             {
                 Some(Box::new(
-                    PackedQ8_0::from_qtensor(q).map_err(candle_core::Error::wrap)?,
+                    PackedQ8_0::from_qtensor(q, path).map_err(candle_core::Error::wrap)?,
                 ))
             }
             _ => None,
@@ -190,12 +203,13 @@ mod tests {
     #[test]
     fn int8_prefill_is_bit_identical_to_quantized_only() {
         // Same weights under both policies: build one layer and swap the policy on a copy.
+        let path = CpuPath::detect();
         for (n, k) in [(48, 96), (33, 64), (32, 256), (16, 512)] {
-            let int8 = layer(MatmulPolicy::Int8Prefill { min_rows: 2 }, n, k);
+            let int8 = layer(MatmulPolicy::Int8Prefill { min_rows: 2, path }, n, k);
             let mut plain = int8.clone();
             plain.policy = MatmulPolicy::QuantizedOnly;
             let packed = matches!(&int8.weight, Weight::Quantized { int8: Some(_), .. });
-            assert!(packed, "n={n} k={k}");
+            assert_eq!(packed, path.has_int8_gemm(), "n={n} k={k}");
             for rows in [1, 2, 7, 40] {
                 let x = Tensor::randn(0f32, 1.0, (rows, k), &Device::Cpu).expect("x");
                 let got = int8.forward(&x).expect("int8");

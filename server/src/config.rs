@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use quorum_models::CpuPath;
 use quorum_sql::pipeline::PromptFormat;
 use quorum_weights::Reencode;
 use serde::Deserialize;
@@ -34,6 +35,11 @@ pub struct RawConfig {
     pub databases: RawDatabases,
     #[serde(default)]
     pub pipeline: RawPipeline,
+    /// The CPU kernel path; never read from the file: the binary sets it from `--cpu-path` /
+    /// `QUORUM_CPU_PATH` before it starts any thread, because candle must be told at the same
+    /// time (`quorum_models::align_candle_with`). Unset: the fastest path this CPU supports.
+    #[serde(skip)]
+    pub cpu_path: Option<CpuPath>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -175,6 +181,7 @@ pub struct Overrides {
     pub database_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    pub cpu_path: Option<CpuPath>,
 }
 
 impl RawConfig {
@@ -198,6 +205,7 @@ impl RawConfig {
         server.tls_cert = o.tls_cert.or(server.tls_cert.take());
         server.tls_key = o.tls_key.or(server.tls_key.take());
         self.databases.dir = o.database_dir.or(self.databases.dir.take());
+        self.cpu_path = o.cpu_path.or(self.cpu_path.take());
     }
 }
 
@@ -309,6 +317,8 @@ pub struct ServerConfig {
     pub databases: Vec<DatabaseSpec>,
     pub allowed_dir: Option<PathBuf>,
     pub pipeline: PipelineSettings,
+    /// The CPU kernel path every CPU model runs with.
+    pub cpu_path: CpuPath,
 }
 
 /// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
@@ -375,6 +385,7 @@ pub fn resolve(
 ) -> anyhow::Result<ServerConfig> {
     let limits = resolve_limits(&raw.limits)?;
     let device = raw.server.device.clone().unwrap_or_else(|| "cpu".into());
+    let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
     let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
         if raw.pipeline.generators.is_empty() {
@@ -384,7 +395,7 @@ pub fn resolve(
     } else {
         raw.models.clone()
     };
-    let models = resolve_models(raw_models, dirs, &device, &limits)?;
+    let models = resolve_models(raw_models, dirs, &device, cpu_path, &limits)?;
     let db_dir = raw
         .databases
         .dir
@@ -443,6 +454,7 @@ pub fn resolve(
             raw: raw.pipeline,
             demos,
         },
+        cpu_path,
     })
 }
 
@@ -497,6 +509,7 @@ fn resolve_models(
     raw: Vec<RawModel>,
     dirs: &ModelDirs,
     device: &str,
+    cpu_path: CpuPath,
     limits: &Limits,
 ) -> anyhow::Result<Vec<ModelSpec>> {
     let mut out: Vec<ModelSpec> = Vec::with_capacity(raw.len());
@@ -516,7 +529,7 @@ fn resolve_models(
             .resolve(&m.source)
             .with_context(|| format!("model `{name}`"))?;
         let model_device = m.device.unwrap_or_else(|| device.to_owned());
-        let reencode = parse_reencode(m.reencode.as_deref(), &model_device)
+        let reencode = parse_reencode(m.reencode.as_deref(), &model_device, cpu_path)
             .with_context(|| format!("model `{name}`"))?;
         for (adapter, dir) in &m.adapters {
             ensure!(
@@ -616,11 +629,18 @@ pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
     Ok(out)
 }
 
-/// A model's `reencode` setting; unset, `all` on the CPU (the int8 GEMM's format) and `slow`
-/// elsewhere (the int8 GEMM is CPU-only, so `all` would only cost memory there).
-fn parse_reencode(value: Option<&str>, device: &str) -> anyhow::Result<Reencode> {
+/// A model's `reencode` setting; unset, `all` on a CPU with an int8 GEMM path (Q8_0 is its
+/// format) and `slow` elsewhere (on CUDA, or where candle's kernels run every matmul, `all`
+/// would only cost memory).
+fn parse_reencode(
+    value: Option<&str>,
+    device: &str,
+    cpu_path: CpuPath,
+) -> anyhow::Result<Reencode> {
     Ok(match value {
-        None if device.trim().eq_ignore_ascii_case("cpu") => Reencode::All,
+        None if device.trim().eq_ignore_ascii_case("cpu") && cpu_path.has_int8_gemm() => {
+            Reencode::All
+        }
         None => Reencode::Slow,
         Some("all") => Reencode::All,
         Some("slow") => Reencode::Slow,
@@ -635,11 +655,27 @@ mod tests {
 
     #[test]
     fn reencode_defaults_by_device_and_rejects_unknown_values() {
-        assert_eq!(parse_reencode(None, "cpu").unwrap(), Reencode::All);
-        assert_eq!(parse_reencode(None, "cuda:0").unwrap(), Reencode::Slow);
-        assert_eq!(parse_reencode(Some("none"), "cpu").unwrap(), Reencode::None);
-        assert_eq!(parse_reencode(Some("slow"), "cpu").unwrap(), Reencode::Slow);
-        let err = parse_reencode(Some("q4"), "cpu").unwrap_err().to_string();
+        let avx2 = CpuPath::Avx2;
+        assert_eq!(parse_reencode(None, "cpu", avx2).unwrap(), Reencode::All);
+        assert_eq!(
+            parse_reencode(None, "cpu", CpuPath::Candle).unwrap(),
+            Reencode::Slow
+        );
+        assert_eq!(
+            parse_reencode(None, "cuda:0", avx2).unwrap(),
+            Reencode::Slow
+        );
+        assert_eq!(
+            parse_reencode(Some("none"), "cpu", avx2).unwrap(),
+            Reencode::None
+        );
+        assert_eq!(
+            parse_reencode(Some("slow"), "cpu", avx2).unwrap(),
+            Reencode::Slow
+        );
+        let err = parse_reencode(Some("q4"), "cpu", avx2)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`q4`"), "{err}");
     }
 

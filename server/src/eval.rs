@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use quorum_models::CpuPath;
 use quorum_proto::v1 as pb;
 use quorum_sql::dataset::{Example, load_examples, load_slices};
 use quorum_sql::eval::{
@@ -185,7 +186,12 @@ impl EvalArgs {
     }
 }
 
-pub fn eval(dirs: &ModelDirs, device: Option<String>, args: EvalArgs) -> Result<()> {
+pub fn eval(
+    dirs: &ModelDirs,
+    device: Option<String>,
+    cpu_path: CpuPath,
+    args: EvalArgs,
+) -> Result<()> {
     if let Some(pair) = &args.compare {
         let a = read_records(&pair[0])?.records;
         let b = read_records(&pair[1])?.records;
@@ -220,7 +226,7 @@ pub fn eval(dirs: &ModelDirs, device: Option<String>, args: EvalArgs) -> Result<
     }
     let request_options = args.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let (channel, embedded) = runtime.block_on(connect(dirs, device, &args))?;
+    let (channel, embedded) = runtime.block_on(connect(dirs, device, cpu_path, &args))?;
     let client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let timeout = Duration::from_secs(args.question_timeout_secs);
     let handle = runtime.handle().clone();
@@ -278,6 +284,7 @@ pub fn eval(dirs: &ModelDirs, device: Option<String>, args: EvalArgs) -> Result<
 async fn connect(
     dirs: &ModelDirs,
     device: Option<String>,
+    cpu_path: CpuPath,
     args: &EvalArgs,
 ) -> Result<(
     tonic::transport::Channel,
@@ -298,6 +305,7 @@ async fn connect(
         auth_token: Some(String::new()),
         device,
         database_dir: Some(args.data.join("database")),
+        cpu_path: Some(cpu_path),
         ..Overrides::default()
     });
     // The train pool of the same data directory gives the demonstrations.

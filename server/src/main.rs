@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use quorum_models::{
-    BertEmbedder, DecoderModel, MatmulPolicy, cosine, greedy_generate, parse_device,
+    BertEmbedder, CpuPath, DecoderModel, MatmulPolicy, align_candle_with, cosine, greedy_generate,
+    parse_device, resolve_cpu_path,
 };
 use quorum_weights::{ChatMessage, load_checkpoint};
 
@@ -22,6 +23,11 @@ struct Cli {
     /// Device to run on: cpu, cuda or cuda:N (default cpu; for `serve`, the config's).
     #[arg(long, global = true, env = "QUORUM_DEVICE")]
     device: Option<String>,
+    /// CPU kernel path: auto (the fastest this CPU supports), avx512vnni, avxvnni, avx2 or
+    /// candle (candle's own kernels for every matmul). Forcing a slower path is for tests and
+    /// benchmarks; candle's kernels are switched to match.
+    #[arg(long, global = true, env = "QUORUM_CPU_PATH", default_value = "auto")]
+    cpu_path: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -113,6 +119,15 @@ fn run() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let requested = match cli.cpu_path.trim() {
+        "" | "auto" => None,
+        name => Some(name.parse::<CpuPath>()?),
+    };
+    let cpu_path = resolve_cpu_path(requested)?;
+    // SAFETY: no other thread has started yet (the subscriber and clap start none), and candle
+    // has run no quantized matmul.
+    unsafe { align_candle_with(cpu_path) };
+    tracing::info!(%cpu_path, "CPU kernel path");
     let dirs = ModelDirs::from_env();
     let device = cli.device.clone().unwrap_or_else(|| "cpu".to_owned());
     match cli.command {
@@ -128,6 +143,7 @@ fn run() -> Result<()> {
                 model,
                 prompt,
                 chat,
+                cpu_path,
                 max_tokens,
                 no_int8_prefill,
                 stats,
@@ -139,15 +155,20 @@ fn run() -> Result<()> {
             similarity,
             texts,
         } => embed(&dirs, &device, &model, similarity, &texts),
-        Command::Serve(args) => serve(&dirs, cli.device, args),
-        Command::Eval(args) => eval::eval(&dirs, cli.device, *args),
+        Command::Serve(args) => serve(&dirs, cli.device, cpu_path, args),
+        Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),
     }
 }
 
-fn serve(dirs: &ModelDirs, device: Option<String>, args: ServeArgs) -> Result<()> {
+fn serve(
+    dirs: &ModelDirs,
+    device: Option<String>,
+    cpu_path: CpuPath,
+    args: ServeArgs,
+) -> Result<()> {
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,
         None => RawConfig::default(),
@@ -160,6 +181,7 @@ fn serve(dirs: &ModelDirs, device: Option<String>, args: ServeArgs) -> Result<()
         database_dir: args.database_dir,
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
+        cpu_path: Some(cpu_path),
     });
     let spider = std::env::var_os("QUORUM_SPIDER_DIR").map(PathBuf::from);
     let default_db_dir = quorum_server::config::default_database_dir(spider);
@@ -205,6 +227,7 @@ struct GenerateArgs {
     model: String,
     prompt: String,
     chat: bool,
+    cpu_path: CpuPath,
     max_tokens: usize,
     no_int8_prefill: bool,
     stats: bool,
@@ -218,7 +241,10 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
     let policy = if args.no_int8_prefill {
         MatmulPolicy::QuantizedOnly
     } else {
-        MatmulPolicy::Int8Prefill { min_rows: 2 }
+        MatmulPolicy::Int8Prefill {
+            min_rows: 2,
+            path: args.cpu_path,
+        }
     };
     let model = DecoderModel::load(&ckpt, &device, policy)?;
     let text = if args.chat {
@@ -268,8 +294,12 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
     }
     writeln!(stdout)?;
     if args.stats {
+        let kernels = match policy.int8_path() {
+            Some(path) => format!("int8 GEMM path {path}"),
+            None => "candle's quantized kernels only".to_owned(),
+        };
         eprintln!(
-            "prompt {} tokens, prefill {:.1} tok/s; {} new tokens, decode {:.1} tok/s",
+            "{kernels}; prompt {} tokens, prefill {:.1} tok/s; {} new tokens, decode {:.1} tok/s",
             prompt_ids.len(),
             prompt_ids.len() as f64 / out.prefill_secs,
             out.tokens.len(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use quorum_engine::{EngineConfig, EngineHandle, EngineStats, spawn_engine};
-use quorum_models::{BertEmbedder, MatmulPolicy, parse_device};
+use quorum_models::{BertEmbedder, CpuPath, MatmulPolicy, parse_device};
 use quorum_weights::ChatMessage;
 
 use crate::config::{Limits, ModelSpec, Role};
@@ -66,7 +66,7 @@ pub struct ModelRegistry {
 impl ModelRegistry {
     /// Loads every model; blocking (minutes for large models), so callers run it off the async
     /// runtime. `spawn_engine` returns after its warm-up step, so a loaded registry is ready.
-    pub fn load(specs: &[ModelSpec], limits: &Limits) -> anyhow::Result<Self> {
+    pub fn load(specs: &[ModelSpec], limits: &Limits, cpu_path: CpuPath) -> anyhow::Result<Self> {
         let mut decoders = Vec::new();
         let mut embedder = None;
         for spec in specs {
@@ -84,8 +84,9 @@ impl ModelRegistry {
                     model,
                 }));
             } else {
-                let engine = spawn_engine(engine_config(spec, limits), &spec.path, &device)
-                    .with_context(|| format!("loading model `{}`", spec.name))?;
+                let engine =
+                    spawn_engine(engine_config(spec, limits, cpu_path), &spec.path, &device)
+                        .with_context(|| format!("loading model `{}`", spec.name))?;
                 decoders.push(Arc::new(LoadedDecoder {
                     spec: spec.clone(),
                     engine,
@@ -251,7 +252,7 @@ fn from_cumulative(h: &quorum_engine::Histogram) -> Histogram {
     }
 }
 
-fn engine_config(spec: &ModelSpec, limits: &Limits) -> EngineConfig {
+fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> EngineConfig {
     EngineConfig {
         model_name: spec.name.clone(),
         block_size: BLOCK_SIZE,
@@ -263,7 +264,10 @@ fn engine_config(spec: &ModelSpec, limits: &Limits) -> EngineConfig {
         enable_prefix_caching: true,
         // The engine's own default: the int8 GEMM for prefill and batched decode, and a row's
         // result independent of what else is batched (greedy answers do not change under load).
-        matmul_policy: MatmulPolicy::BatchInvariant { min_rows: 2 },
+        matmul_policy: MatmulPolicy::BatchInvariant {
+            min_rows: 2,
+            path: cpu_path,
+        },
         reencode: spec.reencode,
         adapters: spec.adapters.clone(),
     }

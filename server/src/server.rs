@@ -170,8 +170,10 @@ impl Lifecycle {
         let specs = self.config.models.clone();
         let limits = self.config.limits;
         let settings = self.config.pipeline.clone();
+        let cpu_path = self.config.cpu_path;
+        tracing::info!(%cpu_path, "CPU kernel path");
         let load = tokio::task::spawn_blocking(move || {
-            let models = Arc::new(ModelRegistry::load(&specs, &limits)?);
+            let models = Arc::new(ModelRegistry::load(&specs, &limits, cpu_path)?);
             let pipeline = PipelineRuntime::build(&settings, &models)?;
             anyhow::Ok((models, Arc::new(pipeline)))
         });

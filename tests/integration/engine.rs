@@ -24,7 +24,7 @@ const QUESTIONS: &[&str] = &[
 ];
 
 fn engine(model: &str, tweak: impl FnOnce(&mut EngineConfig)) -> EngineHandle {
-    let mut cfg = EngineConfig::cpu_default(model);
+    let mut cfg = quorum_tests::engine_config(model);
     cfg.kv_cache_bytes = 256 << 20;
     tweak(&mut cfg);
     spawn_engine(cfg, &model_path(model), &Device::Cpu).expect("engine starts")

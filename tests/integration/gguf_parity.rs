@@ -35,7 +35,10 @@ fn check_parity(model_file: &str, min_long_prompt: usize) {
     let ours = DecoderModel::load(
         &ckpt,
         &Device::Cpu,
-        MatmulPolicy::Int8Prefill { min_rows: 2 },
+        MatmulPolicy::Int8Prefill {
+            min_rows: 2,
+            path: quorum_tests::cpu_path(),
+        },
     )
     .expect("load model");
     let mut reference = ReferenceModel::load(&reencoded).expect("load reference");

@@ -7,8 +7,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use quorum_engine::{
-    EngineConfig, EngineError, EngineEvent, EngineHandle, GenerateRequest, SamplingParams,
-    spawn_engine,
+    EngineError, EngineEvent, EngineHandle, GenerateRequest, SamplingParams, spawn_engine,
 };
 use quorum_models::{BatchLayout, DecoderModel, DenseKvCache, MatmulPolicy};
 use quorum_tests::{SMOLLM2, model_path};
@@ -152,7 +151,7 @@ fn adapter_equals_merged_weights() {
 }
 
 fn engine(adapters: &[(&str, &Path)]) -> EngineHandle {
-    let mut cfg = EngineConfig::cpu_default("smollm2");
+    let mut cfg = quorum_tests::engine_config("smollm2");
     cfg.kv_cache_bytes = 128 << 20;
     cfg.adapters = adapters
         .iter()

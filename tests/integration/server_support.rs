@@ -152,6 +152,8 @@ impl TestServer {
         ca: Option<PathBuf>,
         ready_within: Duration,
     ) -> Self {
+        let mut raw = raw;
+        raw.cpu_path = Some(quorum_tests::cpu_path());
         let resolved = quorum_server::config::resolve(raw, &ModelDirs::from_env(), db_dir)
             .expect("test config resolves");
         let server = quorum_server::start(resolved).await.expect("server starts");

@@ -3,7 +3,8 @@
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 
-use super::{PackedQ8_0, Path, Q8GemmError};
+use super::{PackedQ8_0, Q8_0_BLOCK, Q8GemmError};
+use crate::CpuPath;
 
 /// A small deterministic generator (xorshift64*), so the tests need no `rand`.
 struct Rng(u64);
@@ -100,73 +101,127 @@ fn requantizing_a_q8_0_weight_is_lossless() {
     assert_eq!(c.q.data().expect("a"), again.data().expect("b"));
 }
 
-#[test]
-fn matmul_is_bit_identical_to_candle() {
-    let mut rng = Rng(0x5EED);
-    for &k in &KS {
-        for &n in &NS {
-            let c = case(&mut rng, 130, k, n);
-            let packed = PackedQ8_0::from_qtensor(&c.q).expect("pack");
-            for &m in &MS {
-                let sub = Case {
-                    x: c.x[..m * k].to_vec(),
-                    q: QTensor::quantize(
-                        &c.q.dequantize(&Device::Cpu).expect("d"),
-                        GgmlDType::Q8_0,
-                    )
-                    .expect("q"),
-                    m,
-                    k,
-                };
-                let got = packed.matmul(&sub.x, m).expect("matmul");
-                assert_bits_eq(&got, &candle(&sub), &format!("m={m} k={k} n={n}"));
-            }
+/// Every (m, k, n) the tests run: odd row counts, `k` and `n` that candle repacks on VNNI CPUs
+/// and ones it does not, odd `n`.
+fn shapes() -> Vec<(usize, usize, usize)> {
+    let mut v = Vec::new();
+    for &k in KS.iter().chain(&REPACKED_KS) {
+        for &n in NS.iter().chain(&REPACKED_NS) {
+            v.push((k, n));
         }
     }
+    v.into_iter()
+        .flat_map(|(k, n)| MS.iter().map(move |&m| (m, k, n)))
+        .collect()
+}
+
+fn int8_paths() -> Vec<CpuPath> {
+    CpuPath::supported_paths()
+        .into_iter()
+        .filter(|p| p.has_int8_gemm())
+        .collect()
 }
 
 #[test]
-fn every_path_matches_its_candle_arithmetic() {
-    // The lane path is what candle runs on any x86 CPU with AVX2 and FMA; the fast path must
-    // agree with it wherever it runs.
-    let mut rng = Rng(42);
-    for (m, k, n) in [(17, 96, 33), (5, 896, 16), (64, 32, 128)] {
+fn every_supported_path_equals_the_scalar_reference_bit_for_bit() {
+    let paths = int8_paths();
+    eprintln!("int8 paths on this CPU: {paths:?}");
+    let mut rng = Rng(0x5EED);
+    let mut cases = 0;
+    for (m, k, n) in shapes() {
         let c = case(&mut rng, m, k, n);
-        let packed = PackedQ8_0::from_qtensor(&c.q).expect("pack");
-        let lanes = packed.matmul_on(Path::Lanes, &c.x, m);
-        let fast = packed.matmul_on(Path::detect(), &c.x, m);
-        assert_bits_eq(&fast, &lanes, "detected vs lanes");
-        if Path::detect() != Path::Scalar {
-            assert_bits_eq(&lanes, &candle(&c), "lanes vs candle");
+        for &path in &paths {
+            let packed = PackedQ8_0::from_qtensor(&c.q, path).expect("pack");
+            let got = packed.matmul(&c.x, m).expect("matmul");
+            let want = packed.reference(&c.x, m).expect("reference");
+            assert_bits_eq(&got, &want, &format!("{path} m={m} k={k} n={n}"));
+            cases += 1;
         }
-        // The scalar fallback sums differently; it agrees to rounding.
-        let scalar = packed.matmul_on(Path::Scalar, &c.x, m);
-        for (s, l) in scalar.iter().zip(&lanes) {
-            assert!((s - l).abs() <= 1e-3 * l.abs().max(1.0), "{s} vs {l}");
+    }
+    assert_eq!(cases, shapes().len() * paths.len());
+}
+
+#[test]
+fn every_supported_path_is_bit_identical_to_candle_where_candle_computes_alike() {
+    // candle in this process computes as on a CPU of the detected path; a slower path that
+    // reproduces the same arithmetic for a shape (all of them do for shapes candle does not
+    // repack) must give candle's numbers exactly.
+    let detected = CpuPath::detect();
+    let paths = int8_paths();
+    let mut rng = Rng(42);
+    let mut compared = 0;
+    for (m, k, n) in shapes() {
+        let c = case(&mut rng, m, k, n);
+        let want = candle(&c);
+        for &path in &paths {
+            if path.candle_repacks_q8_0(n, k) != detected.candle_repacks_q8_0(n, k) {
+                continue;
+            }
+            let packed = PackedQ8_0::from_qtensor(&c.q, path).expect("pack");
+            let got = packed.matmul(&c.x, m).expect("matmul");
+            assert_bits_eq(&got, &want, &format!("{path} m={m} k={k} n={n}"));
+            compared += 1;
         }
+    }
+    // On an x86 CPU with AVX2 every path has shapes in common with candle; off x86 there is
+    // no int8 path to compare.
+    assert_eq!(compared > 0, !paths.is_empty());
+}
+
+#[test]
+fn the_reference_is_candle_on_the_detected_path() {
+    // The scalar reference itself against candle, so the kernels' target is right.
+    let detected = CpuPath::detect();
+    if !detected.has_int8_gemm() {
+        let c = case(&mut Rng(1), 1, 32, 16);
+        assert!(PackedQ8_0::from_qtensor(&c.q, detected).is_err());
+        return;
+    }
+    let mut rng = Rng(9);
+    for (m, k, n) in [(3, 96, 33), (17, 896, 16), (5, 256, 48), (2, 768, 896)] {
+        let c = case(&mut rng, m, k, n);
+        let packed = PackedQ8_0::from_qtensor(&c.q, detected).expect("pack");
+        let got = packed.reference(&c.x, m).expect("reference");
+        assert_bits_eq(&got, &candle(&c), &format!("reference m={m} k={k} n={n}"));
     }
 }
 
 #[test]
 fn batched_input_keeps_leading_dims() {
+    let Some(&path) = int8_paths().first() else {
+        return;
+    };
     let mut rng = Rng(3);
     let c = case(&mut rng, 6, 64, 16);
-    let packed = PackedQ8_0::from_qtensor(&c.q).expect("pack");
+    let packed = PackedQ8_0::from_qtensor(&c.q, path).expect("pack");
     let x = Tensor::from_slice(&c.x, (2, 3, 64), &Device::Cpu).expect("x");
     let y = packed.forward(&x).expect("forward");
     assert_eq!(y.dims(), &[2, 3, 16]);
     let flat = y.flatten_all().expect("f").to_vec1::<f32>().expect("v");
-    assert_bits_eq(&flat, &candle(&c), "forward");
+    assert_bits_eq(&flat, &packed.reference(&c.x, 6).expect("ref"), "forward");
 }
 
 #[test]
-fn bad_shapes_are_errors() {
+fn bad_shapes_and_paths_are_errors() {
+    let path = CpuPath::detect();
+    // Paths without a GEMM, or that this CPU cannot run, are refused before any kernel runs.
+    for p in CpuPath::ALL {
+        let packed = PackedQ8_0::from_blocks(&[0; 34], 1, 32, p);
+        assert_eq!(
+            packed.is_ok(),
+            p.has_int8_gemm() && p.supported(),
+            "{p}: {packed:?}"
+        );
+    }
+    if !path.has_int8_gemm() {
+        return;
+    }
     assert!(matches!(
-        PackedQ8_0::from_blocks(&[0; 34], 1, 48),
+        PackedQ8_0::from_blocks(&[0; 34], 1, 48, path),
         Err(Q8GemmError::KNotBlockMultiple { k: 48 })
     ));
     assert!(matches!(
-        PackedQ8_0::from_blocks(&[0; 34], 2, 32),
+        PackedQ8_0::from_blocks(&[0; 34], 2, 32, path),
         Err(Q8GemmError::WeightBytes {
             n: 2,
             k: 32,
@@ -174,7 +229,7 @@ fn bad_shapes_are_errors() {
             got: 34
         })
     ));
-    let packed = PackedQ8_0::from_blocks(&[0; 34], 1, 32).expect("pack");
+    let packed = PackedQ8_0::from_blocks(&[0; 34], 1, 32, path).expect("pack");
     assert!(matches!(
         packed.matmul(&[0.0; 31], 1),
         Err(Q8GemmError::ActivationLen {
@@ -190,7 +245,7 @@ fn bad_shapes_are_errors() {
     )
     .expect("q");
     assert_eq!(
-        PackedQ8_0::from_qtensor(&f32_weight)
+        PackedQ8_0::from_qtensor(&f32_weight, path)
             .map(|_| ())
             .map_err(|e| e.kind()),
         Err("not_q8_0")
@@ -198,34 +253,31 @@ fn bad_shapes_are_errors() {
 }
 
 #[test]
-fn repacked_shapes_are_bit_identical_to_candle() {
-    let mut rng = Rng(0xBEEF);
-    for &k in &REPACKED_KS {
-        for &n in &REPACKED_NS {
-            for &m in &MS {
-                let c = case(&mut rng, m, k, n);
-                let packed = PackedQ8_0::from_qtensor(&c.q).expect("pack");
-                let got = packed.matmul(&c.x, m).expect("matmul");
-                let want = candle(&c);
-                assert_bits_eq(&got, &want, &format!("m={m} k={k} n={n}"));
-                // The fast path agrees with the scalar reference of the same arithmetic.
-                let emulated = packed.matmul_on(Path::Lanes, &c.x, m);
-                assert_bits_eq(&emulated, &want, &format!("emulated m={m} k={k} n={n}"));
-            }
+fn weights_with_minus_128_are_exact_on_every_path() {
+    // Q8_0 files written by other tools may hold -128; the AVX2 path takes |w| as unsigned
+    // bytes exactly so that it stays exact there.
+    let (m, k, n) = (5, 64, 6);
+    let mut raw = Vec::new();
+    let mut rng = Rng(77);
+    for _ in 0..n * k / Q8_0_BLOCK {
+        raw.extend_from_slice(&half::f16::from_f32(0.01).to_le_bytes());
+        for i in 0..Q8_0_BLOCK {
+            let q = if i % 3 == 0 {
+                -128i8
+            } else {
+                (rng.next_u64() % 255) as i8
+            };
+            raw.push(q as u8);
         }
     }
-}
-
-#[test]
-fn candle_repacks_k_multiple_of_256_with_n_multiple_of_16() {
-    assert!(!PackedQ8_0::candle_repacks(4864, 896));
-    assert!(!PackedQ8_0::candle_repacks(900, 4864 + 32));
-    assert!(!PackedQ8_0::candle_repacks(33, 4864));
-    assert!(!PackedQ8_0::candle_repacks(16, 0));
-    #[cfg(target_arch = "x86_64")]
-    assert_eq!(
-        PackedQ8_0::candle_repacks(896, 4864),
-        is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")
-            || is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2")
-    );
+    let x = rng.mixed(m * k);
+    for path in int8_paths() {
+        let packed = PackedQ8_0::from_blocks(&raw, n, k, path).expect("pack");
+        let got = packed.matmul(&x, m).expect("matmul");
+        assert_bits_eq(
+            &got,
+            &packed.reference(&x, m).expect("ref"),
+            &format!("{path}"),
+        );
+    }
 }

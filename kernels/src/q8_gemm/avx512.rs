@@ -1,5 +1,6 @@
-//! The AVX-512 VNNI microkernels and their tiling over rows, columns and threads.
+//! The AVX-512 VNNI microkernels: the lanes arithmetic on column pairs, and candle's tiles.
 
+use super::split::{Split, tile_rows};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -26,7 +27,7 @@ const NP: usize = 3;
 fn quantize_row(x: &[f32], acts: &mut [ActBlock], ds: &mut [f32]) {
     let mut qs = [0i8; Q8_0_BLOCK];
     for ((xs, a), d) in x.chunks_exact(Q8_0_BLOCK).zip(acts).zip(ds) {
-        *d = quantize_block(xs, &mut qs);
+        *d = quantize_q8_0(xs, &mut qs);
         for l in 0..8 {
             let group = &qs[l * 4..l * 4 + 4];
             a.qs[l * 8..l * 8 + 4].copy_from_slice(group);
@@ -44,7 +45,16 @@ struct Acts<'a> {
     ds: &'a [f32],
 }
 
-pub(super) fn gemm_vnni(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+/// The lanes arithmetic on [`Layout::Pairs`].
+pub(super) fn gemm_pairs(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+    let Layout::Pairs {
+        blocks: pairs,
+        scales,
+    } = &w.layout
+    else {
+        unreachable!("gemm_pairs on another layout")
+    };
+    let weights = Pairs { pairs, scales };
     let (k, n, kb) = (w.k, w.n, w.k_blocks());
     let mut blocks = vec![ZERO_ACT; m * kb];
     let mut ds = vec![0f32; m * kb];
@@ -68,74 +78,21 @@ pub(super) fn gemm_vnni(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
             blocks: &blocks[rows.start * kb..rows.end * kb],
             ds: &ds[rows.start * kb..rows.end * kb],
         };
-        tile(w, &acts, rows.len(), units, out, stride);
+        tile(w, &weights, &acts, rows.len(), units, out, stride);
     });
 }
 
-/// Rows per task: enough quantized activations to fill about half of a 1 MiB L2, so that
-/// each weight column unit is read from memory once per row tile.
-fn tile_rows(row_bytes: usize, mr: usize) -> usize {
-    ((512 * 1024) / row_bytes).clamp(mr, 256) / mr * mr
-}
-
-/// How an `m × n` output is cut into tasks: row tiles when there are enough of them for the
-/// threads, otherwise column chunks (each computed into its own buffer and copied out).
-struct Split {
-    m: usize,
-    n: usize,
-    /// Output columns per column unit (the last unit may be partial).
-    unit_cols: usize,
-    units: usize,
-    /// Column chunks are a multiple of this many units.
-    unit_align: usize,
-    tile_rows: usize,
-}
-
-impl Split {
-    /// `work(rows, units, out, stride)` fills `out`: `rows.len()` rows of `stride` floats whose
-    /// first column is unit `units.start`'s first column.
-    fn run<F>(&self, out: &mut [f32], work: F)
-    where
-        F: Fn(std::ops::Range<usize>, std::ops::Range<usize>, &mut [f32], usize) + Sync,
-    {
-        let (m, n, tile_rows) = (self.m, self.n, self.tile_rows);
-        let threads = rayon::current_num_threads().max(1);
-        if m.div_ceil(tile_rows) >= 2 * threads || self.units < 2 * self.unit_align * threads {
-            out.par_chunks_mut(tile_rows * n)
-                .enumerate()
-                .for_each(|(t, out_tile)| {
-                    let r0 = t * tile_rows;
-                    let rows = out_tile.len() / n;
-                    work(r0..r0 + rows, 0..self.units, out_tile, n);
-                });
-            return;
-        }
-        let chunk = self.units.div_ceil(2 * threads).div_ceil(self.unit_align) * self.unit_align;
-        let parts: Vec<(usize, Vec<f32>)> = (0..self.units.div_ceil(chunk))
-            .into_par_iter()
-            .map(|c| {
-                let u0 = c * chunk;
-                let u1 = (u0 + chunk).min(self.units);
-                let c0 = u0 * self.unit_cols;
-                let cols = (u1 * self.unit_cols).min(n) - c0;
-                let mut buf = vec![0f32; m * cols];
-                work(0..m, u0..u1, &mut buf, cols);
-                (c0, buf)
-            })
-            .collect();
-        for (c0, buf) in parts {
-            let cols = buf.len() / m;
-            for (row, src) in buf.chunks_exact(cols).enumerate() {
-                out[row * n + c0..row * n + c0 + cols].copy_from_slice(src);
-            }
-        }
-    }
+/// The fields of [`Layout::Pairs`].
+struct Pairs<'a> {
+    pairs: &'a [PairBlock],
+    scales: &'a [[f32; 2]],
 }
 
 /// All `rows` of `acts` against column pairs `pairs`; `out` holds `rows` rows of `stride`
 /// floats whose first column is column pair `pairs.start`'s first column.
 fn tile(
     w: &PackedQ8_0,
+    weights: &Pairs<'_>,
     acts: &Acts<'_>,
     rows: usize,
     pairs: std::ops::Range<usize>,
@@ -157,20 +114,20 @@ fn tile(
             let next = p + np;
             let prefetch = if r == 0 && next < pairs.end {
                 let np_next = (pairs.end - next).min(NP);
-                Some(&w.pairs[next * kb..(next + np_next) * kb])
+                Some(&weights.pairs[next * kb..(next + np_next) * kb])
             } else {
                 None
             };
             let job = Job {
-                w,
+                weights,
                 acts,
                 row: r,
                 pair: p,
                 kb,
                 prefetch,
             };
-            // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
-            // `gemm_vnni` was called; the indices are in bounds by construction of `tile`.
+            // SAFETY: the weight was packed for `CpuPath::Avx512Vnni`, which `from_blocks`
+            // checked this CPU supports; the indices are in bounds by construction of `tile`.
             unsafe {
                 match (mr, np) {
                     (4, 3) => micro::<4, 3>(&job, &mut lanes),
@@ -209,7 +166,7 @@ fn tile(
 }
 
 struct Job<'a> {
-    w: &'a PackedQ8_0,
+    weights: &'a Pairs<'a>,
     acts: &'a Acts<'a>,
     /// First row within `acts`.
     row: usize,
@@ -230,8 +187,8 @@ unsafe fn micro<const R: usize, const P: usize>(job: &Job<'_>, lanes: &mut [[[f3
     let kb = job.kb;
     let acts = &job.acts.blocks[job.row * kb..(job.row + R) * kb];
     let ads = &job.acts.ds[job.row * kb..(job.row + R) * kb];
-    let wq = &job.w.pairs[job.pair * kb..(job.pair + P) * kb];
-    let ws = &job.w.scales[job.pair * kb..(job.pair + P) * kb];
+    let wq = &job.weights.pairs[job.pair * kb..(job.pair + P) * kb];
+    let ws = &job.weights.scales[job.pair * kb..(job.pair + P) * kb];
     let mut acc = [[_mm512_setzero_ps(); P]; R];
     let prefetch = job.prefetch.unwrap_or(&[]);
     // Blocks of the next weights to request per block computed, so the requests spread over
@@ -282,39 +239,15 @@ const MR16: usize = 4;
 /// 16-column tiles per call of the repacked-path microkernel.
 const NT16: usize = 2;
 
-/// Activations quantized to Q8_K, laid out for [`micro16`].
-struct ActsQ8K<'a> {
-    /// `[rows][k]`.
-    qs: &'a [i8],
-    /// `[rows][k / 32]`: `-128 * (sum of the block's values)`, cancelling the weight offset.
-    init: &'a [i32],
-    /// `[rows][k / 256]`.
-    ds: &'a [f32],
-}
-
 /// candle's repacked Q8_0 path (see [`PackedQ8_0::candle_repacks`]), 16 outputs per vector.
-pub(super) fn gemm_tiles(w: &PackedQ8_0, tiles: &Tiles, x: &[f32], m: usize, out: &mut [f32]) {
+pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+    let Layout::Tiles { blocks, scales } = &w.layout else {
+        unreachable!("gemm_tiles on another layout")
+    };
+    let tiles = Tiles { blocks, scales };
     let (k, n, kb) = (w.k, w.n, w.k_blocks());
     let sb = k / Q8K_BLOCK;
-    let mut qs = vec![0i8; m * k];
-    let mut init = vec![0i32; m * kb];
-    let mut ds = vec![0f32; m * sb];
-    qs.par_chunks_mut(k)
-        .zip(init.par_chunks_mut(kb))
-        .zip(ds.par_chunks_mut(sb))
-        .zip(x.par_chunks(k))
-        .for_each(|(((q, i), d), xr)| {
-            for ((xs, qb), db) in xr
-                .chunks_exact(Q8K_BLOCK)
-                .zip(q.chunks_exact_mut(Q8K_BLOCK))
-                .zip(d)
-            {
-                *db = quantize_q8k(xs, qb);
-            }
-            for (v, qb) in i.iter_mut().zip(q.chunks_exact(Q8_0_BLOCK)) {
-                *v = -128 * qb.iter().map(|&q| q as i32).sum::<i32>();
-            }
-        });
+    let Q8kRows { qs, init, ds } = Q8kRows::quantize(x, m, k);
     let split = Split {
         m,
         n,
@@ -329,13 +262,29 @@ pub(super) fn gemm_tiles(w: &PackedQ8_0, tiles: &Tiles, x: &[f32], m: usize, out
             init: &init[rows.start * kb..rows.end * kb],
             ds: &ds[rows.start * sb..rows.end * sb],
         };
-        tile16(w, tiles, &acts, rows.len(), units, out, stride);
+        tile16(w, &tiles, &acts, rows.len(), units, out, stride);
     });
+}
+
+/// The fields of [`Layout::Tiles`].
+struct Tiles<'a> {
+    blocks: &'a [TileBlock],
+    scales: &'a [[f32; 16]],
+}
+
+/// Activations quantized to Q8_K, laid out for [`micro16`] (rows of a [`Q8kRows`]).
+struct ActsQ8K<'a> {
+    /// `[rows][k]`.
+    qs: &'a [i8],
+    /// `[rows][k / 32]`: `-128 * (sum of the block's values)`, cancelling the weight offset.
+    init: &'a [i32],
+    /// `[rows][k / 256]`.
+    ds: &'a [f32],
 }
 
 fn tile16(
     w: &PackedQ8_0,
-    tiles: &Tiles,
+    tiles: &Tiles<'_>,
     acts: &ActsQ8K<'_>,
     rows: usize,
     units: std::ops::Range<usize>,
@@ -354,7 +303,7 @@ fn tile16(
             let next = t + nt;
             let prefetch = if r == 0 && next < units.end {
                 let nt_next = (units.end - next).min(NT16);
-                Some(&tiles.qs[next * kb..(next + nt_next) * kb])
+                Some(&tiles.blocks[next * kb..(next + nt_next) * kb])
             } else {
                 None
             };
@@ -366,8 +315,8 @@ fn tile16(
                 tile: t,
                 prefetch,
             };
-            // SAFETY: `Path::detect` found avx512f, avx512bw and avx512vnni before
-            // `gemm_tiles` was called; `r + mr <= rows` and `t + nt <= units.end`.
+            // SAFETY: the weight was packed for `CpuPath::Avx512Vnni`, which `from_blocks`
+            // checked this CPU supports; `r + mr <= rows` and `t + nt <= units.end`.
             unsafe {
                 match (mr, nt) {
                     (4, 2) => micro16::<4, 2>(&job, &mut res),
@@ -394,7 +343,7 @@ fn tile16(
 
 struct Job16<'a> {
     k: usize,
-    tiles: &'a Tiles,
+    tiles: &'a Tiles<'a>,
     acts: &'a ActsQ8K<'a>,
     row: usize,
     tile: usize,
@@ -417,7 +366,7 @@ unsafe fn micro16<const R: usize, const T: usize>(
     let qs = &job.acts.qs[job.row * k..(job.row + R) * k];
     let init = &job.acts.init[job.row * kb..(job.row + R) * kb];
     let ds = &job.acts.ds[job.row * sb..(job.row + R) * sb];
-    let wq = &job.tiles.qs[job.tile * kb..(job.tile + T) * kb];
+    let wq = &job.tiles.blocks[job.tile * kb..(job.tile + T) * kb];
     let ws = &job.tiles.scales[job.tile * kb..(job.tile + T) * kb];
     let mut acc = [[_mm512_setzero_ps(); T]; R];
     let prefetch = job.prefetch.unwrap_or(&[]);
