@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     all_q8_0: bool,
     /// Rows from which Q8_0 projections take the int8 GEMM (the engine's default is 2).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     int8_min_rows: usize,
     /// Let requests end at the model's end-of-sequence token. By default every request decodes
     /// exactly `--new-tokens` tokens (as vLLM's benchmarks do with `ignore_eos`), so that the

@@ -95,7 +95,7 @@ fn main() -> Result<()> {
         &ckpt,
         &Device::Cpu,
         MatmulPolicy::Int8Prefill {
-            min_rows: 2,
+            min_rows: 1,
             path: cpu_path,
         },
     )?;
@@ -103,10 +103,7 @@ fn main() -> Result<()> {
     // Prefix caching off: every run must prefill the whole prompt, not hit the previous run's blocks.
     let engine_config = quorum_engine::EngineConfig {
         enable_prefix_caching: false,
-        matmul_policy: MatmulPolicy::BatchInvariant {
-            min_rows: 2,
-            path: cpu_path,
-        },
+        matmul_policy: MatmulPolicy::engine(cpu_path),
         ..quorum_engine::EngineConfig::cpu_default("qwen")
     };
     let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;

@@ -91,10 +91,7 @@ pub unsafe fn bench_cpu_path(requested: &str) -> Result<CpuPath> {
 /// The engine's default configuration on the tests' CPU kernel path ([`cpu_path`]).
 pub fn engine_config(model_name: &str) -> quorum_engine::EngineConfig {
     let mut cfg = quorum_engine::EngineConfig::cpu_default(model_name);
-    cfg.matmul_policy = quorum_models::MatmulPolicy::BatchInvariant {
-        min_rows: 2,
-        path: cpu_path(),
-    };
+    cfg.matmul_policy = quorum_models::MatmulPolicy::engine(cpu_path());
     cfg
 }
 

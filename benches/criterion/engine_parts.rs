@@ -17,7 +17,8 @@ use quorum_models::{CpuPath, Linear, MatmulPolicy};
 use quorum_tests::{QWEN_05B, all_q8_0_copy, model_path};
 use quorum_weights::{StoredTensor, load_checkpoint};
 
-/// The engine's policy (`EngineConfig::cpu_default`).
+/// The engine's policy (`MatmulPolicy::engine`, one row and up through the int8 GEMM) with
+/// `min_rows` rows before the int8 GEMM takes over.
 fn policy(min_rows: usize) -> MatmulPolicy {
     MatmulPolicy::BatchInvariant {
         min_rows,
@@ -49,17 +50,18 @@ fn matmul(c: &mut Criterion) {
                 StoredTensor::Dense(t) => format!("{:?}", t.dtype()),
             };
             let linear =
-                Linear::load(&ckpt.tensors, name, *shape, policy(2), DType::F32).expect("linear");
-            let short = name.rsplit('.').next().unwrap_or(name);
-            // One row through the int8 GEMM too (the engine sends one row to candle's kernel).
-            let one_row =
                 Linear::load(&ckpt.tensors, name, *shape, policy(1), DType::F32).expect("linear");
+            let short = name.rsplit('.').next().unwrap_or(name);
+            // One row through candle's kernel, as the engine did before single rows took the
+            // int8 GEMM.
+            let candle_row =
+                Linear::load(&ckpt.tensors, name, *shape, policy(2), DType::F32).expect("linear");
             let x = Tensor::randn(0f32, 1.0, (1, shape.1), &Device::Cpu).expect("input");
             group.throughput(Throughput::Elements(1));
             group.bench_with_input(
-                BenchmarkId::new(format!("{label}/{short}/{dtype}/int8_min_rows_1"), 1),
+                BenchmarkId::new(format!("{label}/{short}/{dtype}/candle_row"), 1),
                 &x,
-                |b, x| b.iter(|| one_row.forward(x).expect("forward")),
+                |b, x| b.iter(|| candle_row.forward(x).expect("forward")),
             );
             for rows in [1usize, 4, 16] {
                 let x = Tensor::randn(0f32, 1.0, (rows, shape.1), &Device::Cpu).expect("input");

@@ -42,10 +42,7 @@ impl EngineConfig {
             max_waiting: 256,
             max_model_len: 8192,
             enable_prefix_caching: true,
-            matmul_policy: MatmulPolicy::BatchInvariant {
-                min_rows: 2,
-                path: CpuPath::detect(),
-            },
+            matmul_policy: MatmulPolicy::engine(CpuPath::detect()),
             reencode: Reencode::Slow,
             adapters: BTreeMap::new(),
         }

@@ -6,7 +6,7 @@
 
 use candle_core::{Result, Tensor};
 use quorum_kernels::{PagedChunk, PagedKvStore};
-use quorum_models::{Attention, BatchLayout, causal_attention};
+use quorum_models::{Attention, AttentionRows, BatchLayout, causal_attention};
 
 /// Where one scheduled sequence's tokens go and what it attends to.
 #[derive(Debug, Clone)]
@@ -26,6 +26,59 @@ fn kernel_err(e: quorum_kernels::PagedKvError) -> candle_core::Error {
     candle_core::Error::Msg(e.to_string())
 }
 
+impl<'a> PagedAttention<'a> {
+    fn seq_of(&self, c: &quorum_models::ChunkLayout) -> Result<&'a SeqBlocks> {
+        let seqs: &'a [SeqBlocks] = self.seqs;
+        seqs.get(c.seq_slot).ok_or_else(|| {
+            candle_core::Error::Msg(format!("no block table for chunk slot {}", c.seq_slot))
+        })
+    }
+
+    /// Writes token-major key/value rows (`[tokens, kv_heads * dim]`) into each chunk's slots.
+    fn write_rows(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        k: &[f32],
+        v: &[f32],
+    ) -> Result<()> {
+        let width = self.store.layout().token_width();
+        for c in &batch.chunks {
+            let range = c.offset * width..(c.offset + c.len) * width;
+            let slots = &self.seq_of(c)?.slots;
+            self.store
+                .write(layer, slots, &k[range.clone()], &v[range])
+                .map_err(kernel_err)?;
+        }
+        Ok(())
+    }
+
+    /// The whole batch in one pass over the blocks; `q` token-major.
+    fn attend_blocks(
+        &self,
+        layer: usize,
+        batch: &BatchLayout,
+        q: &[f32],
+        num_heads: usize,
+    ) -> Result<Vec<f32>> {
+        let chunks = batch
+            .chunks
+            .iter()
+            .map(|c| {
+                Ok(PagedChunk {
+                    offset: c.offset,
+                    len: c.len,
+                    start: c.start_position,
+                    block_table: &self.seq_of(c)?.block_table,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.store
+            .attend(layer, q, num_heads, batch.n_tokens(), &chunks)
+            .map_err(kernel_err)
+    }
+}
+
 impl Attention for PagedAttention<'_> {
     fn attend(
         &mut self,
@@ -35,7 +88,6 @@ impl Attention for PagedAttention<'_> {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor> {
-        let width = self.store.layout().token_width();
         // Token-major rows for slot writes: [tokens, kv_heads * dim].
         let rows = |t: &Tensor| -> Result<Vec<f32>> {
             t.transpose(0, 1)?
@@ -45,59 +97,33 @@ impl Attention for PagedAttention<'_> {
                 .to_vec1::<f32>()
         };
         let (k_rows, v_rows) = (rows(k)?, rows(v)?);
-        let seq_of = |c: &quorum_models::ChunkLayout| {
-            self.seqs.get(c.seq_slot).ok_or_else(|| {
-                candle_core::Error::Msg(format!("no block table for chunk slot {}", c.seq_slot))
-            })
-        };
-        for c in &batch.chunks {
-            let range = c.offset * width..(c.offset + c.len) * width;
-            self.store
-                .write(
-                    layer,
-                    &seq_of(c)?.slots,
-                    &k_rows[range.clone()],
-                    &v_rows[range],
-                )
-                .map_err(kernel_err)?;
-        }
+        self.write_rows(layer, batch, &k_rows, &v_rows)?;
         if q.device().is_cpu() && q.dtype() == candle_core::DType::F32 {
             // The whole batch in one pass over the blocks (bit-identical to the gather below).
             let (num_heads, tokens, head_dim) = q.dims3()?;
-            let chunks = batch
-                .chunks
-                .iter()
-                .map(|c| {
-                    Ok(PagedChunk {
-                        offset: c.offset,
-                        len: c.len,
-                        start: c.start_position,
-                        block_table: &seq_of(c)?.block_table,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let out = self
-                .store
-                .attend(
-                    layer,
-                    &q.flatten_all()?.to_vec1::<f32>()?,
-                    num_heads,
-                    tokens,
-                    &chunks,
-                )
-                .map_err(kernel_err)?;
+            let out = self.attend_blocks(layer, batch, &rows(q)?, num_heads)?;
             return Tensor::from_vec(out, (tokens, num_heads * head_dim), q.device());
         }
         let mut outs = Vec::with_capacity(batch.chunks.len());
         for c in &batch.chunks {
             let (kc, vc) = self
                 .store
-                .gather(layer, &seq_of(c)?.block_table, c.context_len())
+                .gather(layer, &self.seq_of(c)?.block_table, c.context_len())
                 .map_err(kernel_err)?;
             let (kc, vc) = (kc.to_device(q.device())?, vc.to_device(q.device())?);
             let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;
             outs.push(causal_attention(&qc, &kc, &vc, c.start_position)?);
         }
         Tensor::cat(&outs, 0)
+    }
+
+    fn attend_rows(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        rows: AttentionRows<'_>,
+    ) -> Result<Vec<f32>> {
+        self.write_rows(layer, batch, rows.k, rows.v)?;
+        self.attend_blocks(layer, batch, rows.q, rows.num_heads)
     }
 }

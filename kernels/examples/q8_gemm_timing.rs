@@ -30,7 +30,14 @@ fn main() -> anyhow::Result<()> {
         Some(name) => name.parse::<CpuPath>()?,
         None => CpuPath::detect(),
     };
-    for (k, n) in [(896, 4864), (896, 896), (896, 128), (4864, 896)] {
+    // Qwen2.5-Coder-0.5B's projections: gate/up, q/o, k/v, down, and the output projection.
+    for (k, n) in [
+        (896, 4864),
+        (896, 896),
+        (896, 128),
+        (4864, 896),
+        (896, 151936),
+    ] {
         let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
         let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
         let packed = PackedQ8_0::from_qtensor(&q, path)?;

@@ -66,33 +66,108 @@ pub fn causal_attention_rows(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDim
     let group = num_heads / num_kv_heads;
     let scale = 1.0 / (d as f32).sqrt();
     let simd = RowKernel::detect();
+    let tiles: Vec<Tile> = (0..num_kv_heads)
+        .flat_map(|kv| Tile::split(kv, 0, len, start + len, group))
+        .collect();
     let mut out = vec![0f32; len * num_heads * d];
-    // One task per (query row, head): output slices are disjoint, inputs shared read-only.
-    out.par_chunks_mut(d)
-        .enumerate()
-        .for_each_init(Vec::new, |scores, (idx, dst)| {
-            let (i, h) = (idx / num_heads, idx % num_heads);
-            let kv = h / group;
-            let qrow = &q[(h * len + i) * d..(h * len + i + 1) * d];
-            let keys = &k[kv * context * d..];
-            let values = &v[kv * context * d..];
-            let row = Row {
-                q: qrow,
-                visible: start + i + 1,
+    let results: Vec<Vec<f32>> = tiles
+        .par_iter()
+        .map_init(Vec::new, |scores, tile| {
+            let keys = &k[tile.kv_head * context * d..];
+            let values = &v[tile.kv_head * context * d..];
+            let queries: Vec<TileQuery<'_>> = tile
+                .queries(group)
+                .map(|(i, h)| TileQuery {
+                    q: &q[(h * len + i) * d..(h * len + i + 1) * d],
+                    visible: start + i + 1,
+                })
+                .collect();
+            let mut dst = vec![0f32; queries.len() * d];
+            simd.attend_tile(
+                &queries,
                 scale,
-            };
-            simd.attend(
-                row,
                 |j| &keys[j * d..(j + 1) * d],
                 |j| &values[j * d..(j + 1) * d],
                 scores,
-                dst,
+                &mut dst,
             );
-        });
+            dst
+        })
+        .collect();
+    for (tile, dst) in tiles.iter().zip(&results) {
+        tile.scatter(dst, group, num_heads, d, 0, &mut out);
+    }
     out
 }
 
-/// One query row of one head: its vector, how many positions it sees, the score scale.
+/// A unit of attention work: rows `rows` (indices into the chunk) of the query heads that share
+/// kv head `kv_head`. Its rows' queries are computed together so that each key and value is
+/// read once for all of them.
+#[derive(Debug, Clone)]
+pub(crate) struct Tile {
+    pub kv_head: usize,
+    pub rows: std::ops::Range<usize>,
+    /// Which chunk of a packed batch (0 for a single chunk).
+    pub chunk: usize,
+}
+
+/// Scores kept per tile: about 256 KiB, so a tile's scores stay in the L2 cache.
+const TILE_SCORES: usize = 64 * 1024;
+
+impl Tile {
+    /// Rows `0..len` of kv head `kv_head` in tiles whose scores (queries × `max_visible`) fit
+    /// [`TILE_SCORES`]; `queries_per_row` is the group size (query heads per kv head).
+    pub fn split(
+        kv_head: usize,
+        chunk: usize,
+        len: usize,
+        max_visible: usize,
+        queries_per_row: usize,
+    ) -> impl Iterator<Item = Tile> {
+        let rows = (TILE_SCORES / (queries_per_row.max(1) * max_visible.max(1))).max(1);
+        (0..len.div_ceil(rows)).map(move |t| Tile {
+            kv_head,
+            rows: t * rows..((t + 1) * rows).min(len),
+            chunk,
+        })
+    }
+
+    /// `(row, head)` of each query of the tile, row by row, heads in order.
+    pub fn queries(&self, group: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.rows
+            .clone()
+            .flat_map(move |i| (0..group).map(move |g| (i, self.kv_head * group + g)))
+    }
+
+    /// Copies a tile's outputs (`[rows][group][d]`) into `out` (`[tokens][num_heads][d]`), rows
+    /// counted from `row0`.
+    pub fn scatter(
+        &self,
+        dst: &[f32],
+        group: usize,
+        num_heads: usize,
+        d: usize,
+        row0: usize,
+        out: &mut [f32],
+    ) {
+        let width = group * d;
+        for (r, src) in self.rows.clone().zip(dst.chunks_exact(width)) {
+            let o = ((row0 + r) * num_heads + self.kv_head * group) * d;
+            out[o..o + width].copy_from_slice(src);
+        }
+    }
+}
+
+/// One query of a tile: its vector and how many positions it sees.
+#[derive(Clone, Copy)]
+pub(crate) struct TileQuery<'a> {
+    pub q: &'a [f32],
+    pub visible: usize,
+}
+
+/// One query row of one head: its vector, how many positions it sees, the score scale (the
+/// one-row reference's input).
+#[cfg(test)]
 #[derive(Clone, Copy)]
 pub(crate) struct Row<'a> {
     pub q: &'a [f32],
@@ -100,7 +175,7 @@ pub(crate) struct Row<'a> {
     pub scale: f32,
 }
 
-/// Which compilation of [`attend_row`] runs. Both compute the same operations in the same
+/// Which compilation of the attention arithmetic ([`attend_tile`]) runs. Both compute the same operations in the same
 /// order (no fused multiply-add, no reassociation), so their results are bit-identical; the
 /// AVX2 one only uses wider vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +195,9 @@ impl RowKernel {
     }
 
     /// Writes the attention output of `row` into `dst` (zeroed, `head_dim` floats); `key(j)` and
-    /// `value(j)` are position `j`'s vectors. `scores` is scratch space.
+    /// `value(j)` are position `j`'s vectors. `scores` is scratch space. The reference the
+    /// tiled kernel is tested against.
+    #[cfg(test)]
     #[inline]
     pub fn attend<'a>(
         self,
@@ -137,13 +214,110 @@ impl RowKernel {
             Self::Avx2 => unsafe { attend_row_avx2(row, key, value, scores, dst) },
         }
     }
+
+    /// [`attend_tile`] in this compilation; `dst` is zeroed, `queries.len() * head_dim` floats.
+    #[inline]
+    pub fn attend_tile<'a>(
+        self,
+        queries: &[TileQuery<'_>],
+        scale: f32,
+        key: impl Fn(usize) -> &'a [f32],
+        value: impl Fn(usize) -> &'a [f32],
+        scores: &mut Vec<f32>,
+        dst: &mut [f32],
+    ) {
+        match self {
+            Self::Baseline => attend_tile(queries, scale, key, value, scores, dst),
+            // SAFETY: `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => unsafe { attend_tile_avx2(queries, scale, key, value, scores, dst) },
+        }
+    }
+}
+
+/// [`attend_tile`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn attend_tile_avx2<'a>(
+    queries: &[TileQuery<'_>],
+    scale: f32,
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    scores: &mut Vec<f32>,
+    dst: &mut [f32],
+) {
+    attend_tile(queries, scale, key, value, scores, dst)
+}
+
+/// [`attend_row`] for several queries that share keys and values (query heads of one kv head,
+/// rows of one chunk): every key and value is read once for all of them, and each query's
+/// output is computed with exactly [`attend_row`]'s operations in its order, so the two agree
+/// bit for bit.
+#[inline(always)]
+fn attend_tile<'a>(
+    queries: &[TileQuery<'_>],
+    scale: f32,
+    key: impl Fn(usize) -> &'a [f32],
+    value: impl Fn(usize) -> &'a [f32],
+    scores: &mut Vec<f32>,
+    dst: &mut [f32],
+) {
+    let stride = queries.iter().map(|t| t.visible).max().unwrap_or(0);
+    if stride == 0 {
+        return;
+    }
+    let d = dst.len() / queries.len();
+    scores.clear();
+    scores.resize(queries.len() * stride, 0.0);
+    for j in 0..stride {
+        let k = key(j);
+        for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
+            if j < t.visible {
+                s[j] = dot(t.q, k) * scale;
+            }
+        }
+    }
+    // Softmax per query, in attend_row's order; the scale of each weight is kept in `inv`.
+    let mut inv = Vec::with_capacity(queries.len());
+    for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
+        let s = &mut s[..t.visible];
+        let mut max = f32::NEG_INFINITY;
+        for &x in s.iter() {
+            max = max.max(x);
+        }
+        let mut sum = 0f32;
+        for x in s.iter_mut() {
+            *x = (*x - max).exp();
+            sum += *x;
+        }
+        inv.push(1.0 / sum);
+    }
+    for j in 0..stride {
+        let v = value(j);
+        for (((t, s), o), &inv) in queries
+            .iter()
+            .zip(scores.chunks_exact(stride))
+            .zip(dst.chunks_exact_mut(d))
+            .zip(&inv)
+        {
+            if j < t.visible {
+                let w = s[j] * inv;
+                for (o, x) in o.iter_mut().zip(v) {
+                    *o += w * x;
+                }
+            }
+        }
+    }
 }
 
 /// [`attend_row`] compiled for AVX2.
 ///
 /// # Safety
 /// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(test, target_arch = "x86_64"))]
 #[target_feature(enable = "avx2")]
 unsafe fn attend_row_avx2<'a>(
     row: Row<'_>,
@@ -155,8 +329,9 @@ unsafe fn attend_row_avx2<'a>(
     attend_row(row, key, value, scores, dst)
 }
 
-/// Scores, softmax and the weighted sum of values for one query row, in a fixed order. Every
-/// attention path (contiguous, paged) calls this, so they agree bit for bit.
+/// Scores, softmax and the weighted sum of values for one query row, in a fixed order: the
+/// reference for [`attend_tile`], which every attention path (contiguous, paged) runs.
+#[cfg(test)]
 #[inline(always)]
 fn attend_row<'a>(
     row: Row<'_>,

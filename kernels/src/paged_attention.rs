@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use crate::attention::{Row, RowKernel};
+use crate::attention::{RowKernel, Tile, TileQuery};
 use crate::paged_kv::{PagedKvError, PagedKvStore};
 
 /// One chunk of the packed batch: `len` query rows from row `offset`, at positions
@@ -22,10 +22,10 @@ pub struct PagedChunk<'a> {
 }
 
 impl PagedKvStore {
-    /// Causal attention of `tokens` query rows `q` (`[num_heads, tokens, head_dim]`, head-major,
-    /// rotary applied; their own keys/values already written) over their sequences' cached
-    /// context. Returns `[tokens, num_heads * head_dim]`. Every row must belong to exactly one
-    /// chunk.
+    /// Causal attention of `tokens` query rows `q` (`[tokens, num_heads * head_dim]`,
+    /// token-major, rotary applied; their own keys/values already written) over their
+    /// sequences' cached context. Returns `[tokens, num_heads * head_dim]`. Every row must
+    /// belong to exactly one chunk.
     pub fn attend(
         &self,
         layer: usize,
@@ -72,25 +72,60 @@ impl PagedKvStore {
         let group = num_heads / l.num_kv_heads;
         let scale = 1.0 / (d as f32).sqrt();
         let simd = RowKernel::detect();
-        let mut out = vec![0f32; tokens * num_heads * d];
-        out.par_chunks_mut(d)
+        // One task per (chunk, kv head, block of rows): each reads its keys and values once for
+        // all the query heads of the kv head and all the rows of the block.
+        let tiles: Vec<Tile> = chunks
+            .iter()
             .enumerate()
-            .for_each_init(Vec::new, |scores, (idx, dst)| {
-                let (t, h) = (idx / num_heads, idx % num_heads);
-                let chunk = &chunks[owner[t]];
-                let head = (h / group) * d;
-                // Position j's vector of this row's kv head, wherever its block is.
+            .flat_map(|(c, chunk)| {
+                (0..l.num_kv_heads).flat_map(move |kv| {
+                    Tile::split(kv, c, chunk.len, chunk.start + chunk.len, group)
+                })
+            })
+            .collect();
+        let results: Vec<Vec<f32>> = tiles
+            .par_iter()
+            .map_init(Vec::new, |scores, tile| {
+                let chunk = &chunks[tile.chunk];
+                let head = tile.kv_head * d;
+                // Position j's vector of this tile's kv head, wherever its block is.
                 let at = |j: usize| -> std::ops::Range<usize> {
                     let slot = chunk.block_table[j / bs] * bs + j % bs;
                     slot * w + head..slot * w + head + d
                 };
-                let row = Row {
-                    q: &q[(h * tokens + t) * d..(h * tokens + t + 1) * d],
-                    visible: chunk.start + (t - chunk.offset) + 1,
+                let queries: Vec<TileQuery<'_>> = tile
+                    .queries(group)
+                    .map(|(i, h)| {
+                        let t = chunk.offset + i;
+                        TileQuery {
+                            q: &q[(t * num_heads + h) * d..(t * num_heads + h + 1) * d],
+                            visible: chunk.start + i + 1,
+                        }
+                    })
+                    .collect();
+                let mut dst = vec![0f32; queries.len() * d];
+                simd.attend_tile(
+                    &queries,
                     scale,
-                };
-                simd.attend(row, |j| &keys[at(j)], |j| &values[at(j)], scores, dst);
-            });
+                    |j| &keys[at(j)],
+                    |j| &values[at(j)],
+                    scores,
+                    &mut dst,
+                );
+                dst
+            })
+            .collect();
+        let mut out = vec![0f32; tokens * num_heads * d];
+        for (tile, dst) in tiles.iter().zip(&results) {
+            tile.scatter(
+                dst,
+                group,
+                num_heads,
+                d,
+                chunks[tile.chunk].offset,
+                &mut out,
+            );
+        }
         Ok(out)
     }
 }
@@ -99,7 +134,7 @@ impl PagedKvStore {
 mod tests {
     use super::*;
     use crate::attention::tests::data;
-    use crate::attention::{AttentionDims, causal_attention_rows};
+    use crate::attention::{AttentionDims, Row, causal_attention_rows};
     use crate::paged_kv::KvLayout;
 
     const LAYOUT: KvLayout = KvLayout {
@@ -120,11 +155,14 @@ mod tests {
         store
     }
 
-    /// Rows `offset..offset + len` of head-major `q` (`[heads, tokens, dim]`), head-major.
-    fn q_rows(q: &[f32], tokens: usize, offset: usize, len: usize) -> Vec<f32> {
+    /// Rows `offset..offset + len` of token-major `q` (`[tokens, heads * dim]`), head-major.
+    fn q_rows(q: &[f32], offset: usize, len: usize) -> Vec<f32> {
         let d = LAYOUT.head_dim;
         (0..HEADS)
-            .flat_map(|h| q[(h * tokens + offset) * d..(h * tokens + offset + len) * d].to_vec())
+            .flat_map(|h| {
+                (offset..offset + len)
+                    .flat_map(move |t| q[(t * HEADS + h) * d..(t * HEADS + h + 1) * d].to_vec())
+            })
             .collect()
     }
 
@@ -176,18 +214,61 @@ mod tests {
                 context,
                 start: c.start,
             };
-            let want = causal_attention_rows(
-                &q_rows(&q, tokens, c.offset, c.len),
-                &flat(k),
-                &flat(v),
-                dims,
-            );
+            let want =
+                causal_attention_rows(&q_rows(&q, c.offset, c.len), &flat(k), &flat(v), dims);
             assert_eq!(
                 &out[c.offset * width..(c.offset + c.len) * width],
                 &want[..],
                 "chunk at row {}",
                 c.offset
             );
+        }
+    }
+
+    #[test]
+    fn tiles_equal_one_row_at_a_time_bit_for_bit() {
+        // The tiled kernel reads each key once for many queries; every output must still be
+        // attend_row's, on both compilations.
+        let d = 24;
+        let (k, v) = (data(53 * d, 4), data(53 * d, 5));
+        let qs: Vec<Vec<f32>> = (0..9).map(|i| data(d, 20 + i)).collect();
+        let visible = [1, 53, 17, 17, 2, 40, 53, 9, 30];
+        for kernel in [RowKernel::Baseline, RowKernel::detect()] {
+            let queries: Vec<TileQuery<'_>> = qs
+                .iter()
+                .zip(visible)
+                .map(|(q, visible)| TileQuery { q, visible })
+                .collect();
+            let mut tiled = vec![0f32; queries.len() * d];
+            kernel.attend_tile(
+                &queries,
+                0.2,
+                |j| &k[j * d..(j + 1) * d],
+                |j| &v[j * d..(j + 1) * d],
+                &mut Vec::new(),
+                &mut tiled,
+            );
+            for (t, want_dst) in queries.iter().zip(tiled.chunks_exact(d)) {
+                let mut dst = vec![0f32; d];
+                kernel.attend(
+                    Row {
+                        q: t.q,
+                        visible: t.visible,
+                        scale: 0.2,
+                    },
+                    |j| &k[j * d..(j + 1) * d],
+                    |j| &v[j * d..(j + 1) * d],
+                    &mut Vec::new(),
+                    &mut dst,
+                );
+                let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&dst),
+                    bits(want_dst),
+                    "{kernel:?} visible {}",
+                    t.visible
+                );
+            }
         }
     }
 

@@ -19,6 +19,42 @@ pub trait Attention {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor>;
+
+    /// [`Attention::attend`] on the CPU decoder's token-major rows: `q` `[tokens, num_heads *
+    /// head_dim]`, `k`/`v` `[tokens, num_kv_heads * head_dim]`; returns `[tokens, num_heads *
+    /// head_dim]`. The default goes through [`Attention::attend`]'s tensors; a cache that keeps
+    /// token-major rows itself (the engine's paged cache) skips the two transposes.
+    fn attend_rows(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        rows: AttentionRows<'_>,
+    ) -> Result<Vec<f32>> {
+        let tokens = batch.n_tokens();
+        let d = rows.head_dim;
+        let head_major = |x: &[f32], heads: usize| -> Result<Tensor> {
+            Tensor::from_slice(x, (tokens, heads, d), &candle_core::Device::Cpu)?
+                .transpose(0, 1)?
+                .contiguous()
+        };
+        let q = head_major(rows.q, rows.num_heads)?;
+        let k = head_major(rows.k, rows.num_kv_heads)?;
+        let v = head_major(rows.v, rows.num_kv_heads)?;
+        self.attend(layer, batch, &q, &k, &v)?
+            .flatten_all()?
+            .to_vec1::<f32>()
+    }
+}
+
+/// One layer's queries, keys and values for [`Attention::attend_rows`], token-major.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionRows<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
 }
 
 /// Repeats each kv head `n_rep` times so grouped-query heads line up with query heads

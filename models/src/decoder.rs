@@ -12,8 +12,10 @@ use crate::lora::{LoraWeights, Proj};
 use crate::rotary::RotaryEmbedding;
 
 #[derive(Debug, Clone)]
-struct RmsNorm {
+pub(crate) struct RmsNorm {
     weight: Tensor,
+    /// The weight on the host, for [`RmsNorm::forward_rows`].
+    weight_rows: Vec<f32>,
     eps: f32,
 }
 
@@ -31,6 +33,7 @@ impl RmsNorm {
             .to_dense()?
             .to_dtype(dtype)?;
         Ok(Self {
+            weight_rows: weight.to_dtype(DType::F32)?.to_vec1::<f32>()?,
             weight,
             eps: eps as f32,
         })
@@ -39,19 +42,24 @@ impl RmsNorm {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         candle_nn::ops::rms_norm(x, &self.weight, self.eps)
     }
+
+    /// [`Self::forward`] on host rows, bit for bit.
+    pub(crate) fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
+        crate::cpu_forward::rms_norm_rows(x, &self.weight_rows, self.eps)
+    }
 }
 
 #[derive(Debug, Clone)]
-struct DecoderLayer {
-    input_norm: RmsNorm,
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
-    post_attention_norm: RmsNorm,
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+pub(crate) struct DecoderLayer {
+    pub(crate) input_norm: RmsNorm,
+    pub(crate) q_proj: Linear,
+    pub(crate) k_proj: Linear,
+    pub(crate) v_proj: Linear,
+    pub(crate) o_proj: Linear,
+    pub(crate) post_attention_norm: RmsNorm,
+    pub(crate) gate_proj: Linear,
+    pub(crate) up_proj: Linear,
+    pub(crate) down_proj: Linear,
 }
 
 impl DecoderLayer {
@@ -207,14 +215,74 @@ impl DecoderModel {
         &self.device
     }
 
+    pub(crate) fn embed_tokens(&self) -> &Tensor {
+        &self.embed_tokens
+    }
+
+    pub(crate) fn layers(&self) -> &[DecoderLayer] {
+        &self.layers
+    }
+
+    pub(crate) fn final_norm(&self) -> &RmsNorm {
+        &self.norm
+    }
+
+    pub(crate) fn lm_head(&self) -> &Linear {
+        &self.lm_head
+    }
+
+    pub(crate) fn rotary(&self) -> &RotaryEmbedding {
+        &self.rotary
+    }
+
     /// Runs the packed batch and returns logits `[rows, vocab]` for the chunks that want them, in
-    /// chunk order.
+    /// chunk order. On the CPU (f32) over plain rows (`cpu_forward`), elsewhere with candle ops
+    /// ([`Self::forward_portable`]); both give the same numbers.
     pub fn forward(
         &self,
         tokens: &[u32],
         batch: &BatchLayout,
         attention: &mut dyn Attention,
     ) -> ModelResult<Tensor> {
+        if self.device.is_cpu() && self.dtype == DType::F32 {
+            self.check_batch(tokens, batch)?;
+            return self.forward_cpu(tokens, batch, attention);
+        }
+        self.forward_portable(tokens, batch, attention)
+    }
+
+    /// [`Self::forward`] with candle ops on any device: the path off the CPU, and the reference
+    /// the CPU path is tested against.
+    pub fn forward_portable(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        attention: &mut dyn Attention,
+    ) -> ModelResult<Tensor> {
+        self.check_batch(tokens, batch)?;
+        let n = tokens.len();
+        let ids = Tensor::from_slice(tokens, n, &self.device)?;
+        let positions = Tensor::from_vec(batch.positions(), n, &self.device)?;
+        let mut x = self.embed_tokens.index_select(&ids, 0)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            x = self.layer_forward(i, layer, &x, &positions, batch, attention)?;
+        }
+        let rows = batch.logit_rows();
+        if rows.is_empty() {
+            // Only non-final prefill chunks: their KV is stored, no logits are needed.
+            return Ok(Tensor::zeros(
+                (0, self.config.vocab_size),
+                DType::F32,
+                &self.device,
+            )?);
+        }
+        let rows = Tensor::from_vec(rows.clone(), rows.len(), &self.device)?;
+        let x = self.norm.forward(&x.index_select(&rows, 0)?)?;
+        Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
+    }
+
+    /// The batch fits the model: positions within its context, adapters loaded.
+    fn check_batch(&self, tokens: &[u32], batch: &BatchLayout) -> ModelResult<()> {
         batch.validate(tokens.len())?;
         if let Some(c) = batch
             .chunks
@@ -244,25 +312,7 @@ impl DecoderModel {
                 ),
             });
         }
-        let n = tokens.len();
-        let ids = Tensor::from_slice(tokens, n, &self.device)?;
-        let positions = Tensor::from_vec(batch.positions(), n, &self.device)?;
-        let mut x = self.embed_tokens.index_select(&ids, 0)?;
-        for (i, layer) in self.layers.iter().enumerate() {
-            x = self.layer_forward(i, layer, &x, &positions, batch, attention)?;
-        }
-        let rows = batch.logit_rows();
-        if rows.is_empty() {
-            // Only non-final prefill chunks: their KV is stored, no logits are needed.
-            return Ok(Tensor::zeros(
-                (0, self.config.vocab_size),
-                DType::F32,
-                &self.device,
-            )?);
-        }
-        let rows = Tensor::from_vec(rows.clone(), rows.len(), &self.device)?;
-        let x = self.norm.forward(&x.index_select(&rows, 0)?)?;
-        Ok(self.lm_head.forward(&x)?.to_dtype(DType::F32)?)
+        Ok(())
     }
 
     fn layer_forward(

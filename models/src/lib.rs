@@ -12,6 +12,7 @@ mod batch;
 mod bert;
 mod candle_threads;
 mod config;
+mod cpu_forward;
 mod cpu_path;
 mod decoder;
 mod dense_cache;
@@ -22,7 +23,7 @@ mod linear;
 mod lora;
 mod rotary;
 
-pub use attention::{Attention, causal_attention, causal_attention_reference};
+pub use attention::{Attention, AttentionRows, causal_attention, causal_attention_reference};
 pub use batch::{BatchLayout, ChunkLayout};
 pub use bert::{BertEmbedder, cosine};
 pub use candle_threads::{CANDLE_SPIN_LIMIT, CANDLE_SPIN_LIMIT_VAR, limit_candle_spinning};

@@ -6,6 +6,10 @@ use candle_core::{DType, Device, Result, Tensor};
 pub struct RotaryEmbedding {
     cos: Tensor,
     sin: Tensor,
+    /// The same tables on the host (`[max_position][head_dim / 2]`), for [`Self::apply_rows`].
+    cos_rows: Vec<f32>,
+    sin_rows: Vec<f32>,
+    half: usize,
     interleaved: bool,
 }
 
@@ -29,11 +33,39 @@ impl RotaryEmbedding {
             angles.extend(freqs.iter().map(|f| p as f32 * f));
         }
         let angles = Tensor::from_vec(angles, (max_position, half), device)?;
+        let (cos, sin) = (angles.cos()?, angles.sin()?);
+        let host = |t: &Tensor| t.flatten_all()?.to_device(&Device::Cpu)?.to_vec1::<f32>();
         Ok(Self {
-            cos: angles.cos()?,
-            sin: angles.sin()?,
+            cos_rows: host(&cos)?,
+            sin_rows: host(&sin)?,
+            half,
+            cos,
+            sin,
             interleaved,
         })
+    }
+
+    /// Rotates token-major rows in place: `x` holds `positions.len()` rows of `heads` vectors of
+    /// `2 * half` values. The arithmetic is candle's `rope`/`rope_i` (`x0 cos - x1 sin`,
+    /// `x0 sin + x1 cos`, unfused), so [`Self::apply`] and this agree bit for bit.
+    pub fn apply_rows(&self, x: &mut [f32], positions: &[u32], heads: usize) {
+        let (half, d) = (self.half, 2 * self.half);
+        for (row, &p) in x.chunks_exact_mut(heads * d).zip(positions) {
+            let cos = &self.cos_rows[p as usize * half..(p as usize + 1) * half];
+            let sin = &self.sin_rows[p as usize * half..(p as usize + 1) * half];
+            for head in row.chunks_exact_mut(d) {
+                for i in 0..half {
+                    let (a, b) = if self.interleaved {
+                        (2 * i, 2 * i + 1)
+                    } else {
+                        (i, i + half)
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x0 * sin[i] + x1 * cos[i];
+                }
+            }
+        }
     }
 
     pub fn max_position(&self) -> usize {

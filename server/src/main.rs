@@ -242,7 +242,7 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
         MatmulPolicy::QuantizedOnly
     } else {
         MatmulPolicy::Int8Prefill {
-            min_rows: 2,
+            min_rows: 1,
             path: args.cpu_path,
         }
     };

@@ -264,10 +264,7 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         enable_prefix_caching: true,
         // The engine's own default: the int8 GEMM for prefill and batched decode, and a row's
         // result independent of what else is batched (greedy answers do not change under load).
-        matmul_policy: MatmulPolicy::BatchInvariant {
-            min_rows: 2,
-            path: cpu_path,
-        },
+        matmul_policy: MatmulPolicy::engine(cpu_path),
         reencode: spec.reencode,
         adapters: spec.adapters.clone(),
     }

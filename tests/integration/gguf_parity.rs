@@ -36,7 +36,7 @@ fn check_parity(model_file: &str, min_long_prompt: usize) {
         &ckpt,
         &Device::Cpu,
         MatmulPolicy::Int8Prefill {
-            min_rows: 2,
+            min_rows: 1,
             path: quorum_tests::cpu_path(),
         },
     )

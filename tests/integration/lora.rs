@@ -26,7 +26,7 @@ const ALPHA: f64 = 16.0;
 
 /// Writes a PEFT adapter directory with random A and B (B zero when `zero_b`, as PEFT
 /// initializes it).
-fn write_adapter(dir: &Path, seed: u64, zero_b: bool) {
+pub(crate) fn write_adapter(dir: &Path, seed: u64, zero_b: bool) {
     std::fs::write(
         dir.join("adapter_config.json"),
         format!(

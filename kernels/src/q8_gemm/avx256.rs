@@ -167,9 +167,10 @@ struct ColumnJob<'a> {
 }
 
 /// Generates a lanes microkernel for one instruction set: `$prep` turns a weight vector into
-/// the operand shared by all rows, `$dot` yields the eight exact lane sums of one block.
+/// the operand shared by all rows, `$start` loads a row block's starting sums, `$dot` yields
+/// the eight exact lane sums of one block.
 macro_rules! columns_kernel {
-    ($dispatch:ident, $micro:ident, $feature:literal, $prep:ident, $dot:ident) => {
+    ($dispatch:ident, $micro:ident, $feature:literal, $prep:ident, $start:ident, $dot:ident) => {
         /// Dispatches to the microkernel for `mr` rows and `np` columns.
         ///
         /// # Safety
@@ -201,42 +202,48 @@ macro_rules! columns_kernel {
             lanes: &mut [[[f32; 8]; NP]; MR],
         ) {
             let kb = job.w.kb;
-            let wq = &job.w.blocks[job.col * kb..(job.col + P) * kb];
-            let ws = &job.w.scales[job.col * kb..(job.col + P) * kb];
-            let aq = &job.acts.qs[job.row * kb..(job.row + R) * kb];
-            let ad = &job.acts.ds[job.row * kb..(job.row + R) * kb];
-            let init = if job.acts.init.is_empty() {
-                &[][..]
-            } else {
-                &job.acts.init[job.row * kb..(job.row + R) * kb]
-            };
+            // The loop reads through raw pointers (bounds checks and index arithmetic cost as
+            // much as the arithmetic here); these checks make every read below in bounds.
+            assert!((job.col + P) * kb <= job.w.blocks.len() && job.w.scales.len() == job.w.blocks.len());
+            assert!((job.row + R) * kb <= job.acts.qs.len() && job.acts.ds.len() == job.acts.qs.len());
+            assert!(job.prefetch.len() <= P * kb);
+            let wq = job.w.blocks[job.col * kb..].as_ptr();
+            let ws = job.w.scales[job.col * kb..].as_ptr();
+            let aq = job.acts.qs[job.row * kb..].as_ptr();
+            let ad = job.acts.ds[job.row * kb..].as_ptr();
+            // Only AVX-VNNI reads starting sums (`$start`); elsewhere the vector is empty and the
+            // pointer is never dereferenced.
+            let init = job.acts.init.as_ptr().wrapping_add(job.row * kb);
+            let prefetch_cols = job.prefetch.len() / kb.max(1);
+            let pf = job.prefetch.as_ptr();
             let mut acc = [[_mm256_setzero_ps(); P]; R];
-            // Blocks of the next weights to request per block computed, so the requests
-            // spread over the call.
-            let per_block = job.prefetch.len().div_ceil(kb);
             for b in 0..kb {
-                for blk in job.prefetch.iter().skip(b * per_block).take(per_block) {
-                    _mm_prefetch::<_MM_HINT_T0>(blk.0.as_ptr().cast());
+                // The next column group's block `b`, one request per column.
+                for j in 0..prefetch_cols {
+                    // SAFETY: `j * kb + b < prefetch.len()`.
+                    _mm_prefetch::<_MM_HINT_T0>(unsafe { pf.add(j * kb + b) }.cast());
                 }
                 let mut wv = [_mm256_setzero_si256(); P];
                 let mut wp = [_mm256_setzero_si256(); P];
                 let mut wd = [_mm256_setzero_ps(); P];
                 for j in 0..P {
-                    // SAFETY: a `ColumnBlock` is 32 bytes; unaligned loads accept any address.
-                    wv[j] = unsafe { _mm256_loadu_si256(wq[j * kb + b].0.as_ptr().cast()) };
+                    // SAFETY: column `job.col + j < job.col + P` exists (asserted above); a
+                    // `ColumnBlock` is 32 bytes and unaligned loads accept any address.
+                    unsafe {
+                        wv[j] = _mm256_loadu_si256(wq.add(j * kb + b).cast());
+                        wd[j] = _mm256_set1_ps(*ws.add(j * kb + b));
+                    }
                     wp[j] = $prep(wv[j]);
-                    wd[j] = _mm256_set1_ps(ws[j * kb + b]);
                 }
                 for i in 0..R {
-                    // SAFETY: 32 bytes each; `init` holds a row's blocks when the kernel
-                    // reads it (AVX-VNNI).
-                    let a = unsafe { _mm256_loadu_si256(aq[i * kb + b].as_ptr().cast()) };
-                    let start = if init.is_empty() {
-                        _mm256_setzero_si256()
-                    } else {
-                        unsafe { _mm256_loadu_si256(init[i * kb + b].as_ptr().cast()) }
+                    // SAFETY: row `job.row + i` exists (asserted above); 32 bytes each.
+                    let (a, d_act, start) = unsafe {
+                        (
+                            _mm256_loadu_si256(aq.add(i * kb + b).cast()),
+                            _mm256_set1_ps(*ad.add(i * kb + b)),
+                            $start(init.wrapping_add(i * kb + b)),
+                        )
                     };
-                    let d_act = _mm256_set1_ps(ad[i * kb + b]);
                     for j in 0..P {
                         let sums = $dot(start, wv[j], wp[j], a);
                         let d = _mm256_mul_ps(wd[j], d_act);
@@ -252,6 +259,24 @@ macro_rules! columns_kernel {
             }
         }
     };
+}
+
+/// AVX2: no starting sums (the weights are not offset).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn zero_start(_init: *const [i32; 8]) -> __m256i {
+    _mm256_setzero_si256()
+}
+
+/// AVX-VNNI: `-128 * (sum of each lane's four activation bytes)`.
+///
+/// # Safety
+/// `init` must point to a row block's starting sums.
+#[inline]
+#[target_feature(enable = "avx2,fma,avxvnni")]
+unsafe fn load_start(init: *const [i32; 8]) -> __m256i {
+    // SAFETY: forwarded from the caller.
+    unsafe { _mm256_loadu_si256(init.cast()) }
 }
 
 /// AVX2: `|w|`, shared by every row.
@@ -284,12 +309,20 @@ fn dot_vnni(start: __m256i, w: __m256i, _same: __m256i, a: __m256i) -> __m256i {
     _mm256_dpbusd_avx_epi32(start, w, a)
 }
 
-columns_kernel!(columns_avx2, micro_avx2, "avx2,fma", abs_weights, dot_avx2);
+columns_kernel!(
+    columns_avx2,
+    micro_avx2,
+    "avx2,fma",
+    abs_weights,
+    zero_start,
+    dot_avx2
+);
 columns_kernel!(
     columns_vnni,
     micro_vnni,
     "avx2,fma,avxvnni",
     same_weights,
+    load_start,
     dot_vnni
 );
 

@@ -239,7 +239,7 @@ const MR16: usize = 4;
 /// 16-column tiles per call of the repacked-path microkernel.
 const NT16: usize = 2;
 
-/// candle's repacked Q8_0 path (see [`PackedQ8_0::candle_repacks`]), 16 outputs per vector.
+/// candle's repacked Q8_0 arithmetic (see [`CpuPath::candle_repacks_q8_0`]), 16 outputs per vector.
 pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
     let Layout::Tiles { blocks, scales } = &w.layout else {
         unreachable!("gemm_tiles on another layout")

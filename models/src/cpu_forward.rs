@@ -1,0 +1,204 @@
+//! The decoder's forward pass on the CPU, over plain token-major f32 rows.
+//!
+//! On the CPU every candle op allocates a tensor and hands its work to candle's thread pool,
+//! while our kernels (int8 GEMM, attention) run on rayon's: a decode step of a 24-layer model
+//! ran about 400 such ops, and the hand-offs between the two pools cost as much as the matmuls.
+//! Here the layer runs on one buffer per activation: the projections call the int8 GEMM on the
+//! slices, attention gets token-major rows (no transposes), and norms, rotary, SiLU and the
+//! residual adds are loops over the rows. Every operation repeats the arithmetic of the candle
+//! op it replaces (same operations, same order, no fused multiply-add), so this path and
+//! [`DecoderModel::forward_portable`] give bit-identical logits (tested on the real models).
+
+use candle_core::{DType, Tensor};
+use rayon::prelude::*;
+
+use crate::attention::{Attention, AttentionRows};
+use crate::batch::BatchLayout;
+use crate::decoder::{DecoderLayer, DecoderModel};
+use crate::error::ModelResult;
+use crate::linear::Linear;
+use crate::lora::Proj;
+
+/// Rows from which row-wise loops run in parallel (candle's norm uses the same cut-off).
+const PARALLEL_ROWS: usize = 32;
+
+/// candle's `rms_norm` on rows of `alpha.len()` values: the sum of squares in order, then
+/// `x / sqrt(sum / n + eps) * alpha`.
+pub(crate) fn rms_norm_rows(x: &[f32], alpha: &[f32], eps: f32) -> Vec<f32> {
+    let n = alpha.len();
+    let mut out = vec![0f32; x.len()];
+    let row = |(src, dst): (&[f32], &mut [f32])| {
+        let sum2 = src.iter().map(|&v| v * v).sum::<f32>();
+        let m = (sum2 / n as f32 + eps).sqrt();
+        for ((d, s), a) in dst.iter_mut().zip(src).zip(alpha) {
+            *d = *s / m * *a;
+        }
+    };
+    if x.len() / n.max(1) <= PARALLEL_ROWS {
+        x.chunks_exact(n).zip(out.chunks_exact_mut(n)).for_each(row);
+    } else {
+        x.par_chunks_exact(n)
+            .zip(out.par_chunks_exact_mut(n))
+            .for_each(row);
+    }
+    out
+}
+
+/// `silu(gate) * up` in place of `gate`, as candle computes `silu` (`v / (1 + exp(-v))`) and
+/// then the product.
+fn silu_mul(gate: &mut [f32], up: &[f32], width: usize) {
+    let row = |(g, u): (&mut [f32], &[f32])| {
+        for (g, u) in g.iter_mut().zip(u) {
+            *g = *g / (1.0 + (-*g).exp()) * u;
+        }
+    };
+    if gate.len() / width.max(1) <= PARALLEL_ROWS {
+        gate.chunks_mut(width).zip(up.chunks(width)).for_each(row);
+    } else {
+        gate.par_chunks_mut(width)
+            .zip(up.par_chunks(width))
+            .for_each(row);
+    }
+}
+
+/// `x += y` element-wise (`y + x`: the same sum).
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += *b;
+    }
+}
+
+impl DecoderModel {
+    /// [`DecoderModel::forward`] on the CPU (f32): see the module docs.
+    pub(crate) fn forward_cpu(
+        &self,
+        tokens: &[u32],
+        batch: &BatchLayout,
+        attention: &mut dyn Attention,
+    ) -> ModelResult<Tensor> {
+        let cfg = self.config();
+        let (n, h) = (tokens.len(), cfg.hidden_size);
+        let positions = batch.positions();
+        let ids = Tensor::from_slice(tokens, n, self.device())?;
+        let mut x = self
+            .embed_tokens()
+            .index_select(&ids, 0)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        for (i, layer) in self.layers().iter().enumerate() {
+            self.layer_cpu(i, layer, &mut x, &positions, batch, attention)?;
+        }
+        let rows = batch.logit_rows();
+        if rows.is_empty() {
+            return Ok(Tensor::zeros(
+                (0, cfg.vocab_size),
+                DType::F32,
+                self.device(),
+            )?);
+        }
+        let mut last = Vec::with_capacity(rows.len() * h);
+        for &r in &rows {
+            last.extend_from_slice(&x[r as usize * h..(r as usize + 1) * h]);
+        }
+        let last = self.final_norm().forward_rows(&last);
+        let logits = self.lm_head().forward_rows(&last, rows.len())?;
+        Ok(Tensor::from_vec(
+            logits,
+            (rows.len(), cfg.vocab_size),
+            self.device(),
+        )?)
+    }
+
+    fn layer_cpu(
+        &self,
+        index: usize,
+        layer: &DecoderLayer,
+        x: &mut [f32],
+        positions: &[u32],
+        batch: &BatchLayout,
+        attention: &mut dyn Attention,
+    ) -> ModelResult<()> {
+        let cfg = self.config();
+        let n = positions.len();
+        let proj = |linear: &Linear, which: Proj, input: &[f32]| -> ModelResult<Vec<f32>> {
+            let mut y = linear.forward_rows(input, n)?;
+            self.adapt_rows(index, which, input, &mut y, batch);
+            Ok(y)
+        };
+        let h = layer.input_norm.forward_rows(x);
+        let mut q = proj(&layer.q_proj, Proj::Q, &h)?;
+        let mut k = proj(&layer.k_proj, Proj::K, &h)?;
+        let v = proj(&layer.v_proj, Proj::V, &h)?;
+        self.rotary().apply_rows(&mut q, positions, cfg.num_heads);
+        self.rotary()
+            .apply_rows(&mut k, positions, cfg.num_kv_heads);
+        let attn = attention.attend_rows(
+            index,
+            batch,
+            AttentionRows {
+                q: &q,
+                k: &k,
+                v: &v,
+                num_heads: cfg.num_heads,
+                num_kv_heads: cfg.num_kv_heads,
+                head_dim: cfg.head_dim,
+            },
+        )?;
+        add_into(x, &proj(&layer.o_proj, Proj::O, &attn)?);
+        let h = layer.post_attention_norm.forward_rows(x);
+        let mut gate = proj(&layer.gate_proj, Proj::Gate, &h)?;
+        let up = proj(&layer.up_proj, Proj::Up, &h)?;
+        silu_mul(&mut gate, &up, cfg.intermediate_size);
+        add_into(x, &proj(&layer.down_proj, Proj::Down, &gate)?);
+        Ok(())
+    }
+
+    /// Adds each chunk's LoRA delta to its rows of `y`, the output of projection `which` of
+    /// layer `index` on `x` (as `with_adapters` does on tensors).
+    fn adapt_rows(&self, index: usize, which: Proj, x: &[f32], y: &mut [f32], batch: &BatchLayout) {
+        for c in &batch.chunks {
+            if let Some(a) = c.adapter {
+                let adapter = &self.adapters()[a];
+                if adapter.adapts(index, which) {
+                    adapter.apply(index, which, x, y, c.offset..c.offset + c.len);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::Device;
+
+    use super::*;
+
+    fn bits(x: &[f32]) -> Vec<u32> {
+        x.iter().map(|v| v.to_bits()).collect()
+    }
+
+    fn host(t: &Tensor) -> Vec<f32> {
+        t.flatten_all()
+            .expect("flat")
+            .to_vec1::<f32>()
+            .expect("vec")
+    }
+
+    #[test]
+    fn row_ops_equal_candles_bit_for_bit() {
+        let dev = Device::Cpu;
+        for rows in [1, 5, 40] {
+            let x = (Tensor::randn(0f32, 1.0, (rows, 96), &dev).expect("x") * 4.0).expect("s");
+            let alpha = Tensor::randn(0f32, 1.0, 96, &dev).expect("alpha");
+            let want = candle_nn::ops::rms_norm(&x, &alpha, 1e-6).expect("norm");
+            let got = rms_norm_rows(&host(&x), &host(&alpha), 1e-6);
+            assert_eq!(bits(&got), bits(&host(&want)), "rms_norm, {rows} rows");
+
+            let up = Tensor::randn(0f32, 1.0, (rows, 96), &dev).expect("up");
+            let want = (candle_nn::ops::silu(&x).expect("silu") * &up).expect("mul");
+            let mut got = host(&x);
+            silu_mul(&mut got, &host(&up), 96);
+            assert_eq!(bits(&got), bits(&host(&want)), "silu * up, {rows} rows");
+        }
+    }
+}
