@@ -102,11 +102,15 @@ enum Arithmetic {
 #[repr(C, align(64))]
 struct PairBlock([u8; 64]);
 
-/// One block of one column for the 256-bit lanes kernels: the 32 bytes in order, signed
-/// (AVX2) or offset by +128 (AVX-VNNI).
+/// Output columns per strip of the 256-bit lanes kernels.
+const STRIP: usize = 8;
+
+/// One block of a strip of eight columns for the 256-bit lanes kernels: for each group `g` of
+/// four values (candle's lane `g`), the four bytes of each column in turn, signed (AVX2) or
+/// offset by +128 (AVX-VNNI). One 32-byte load is one lane of eight columns.
 #[derive(Clone, Copy)]
-#[repr(C, align(32))]
-struct ColumnBlock([u8; Q8_0_BLOCK]);
+#[repr(C, align(64))]
+struct StripBlock([u8; STRIP * Q8_0_BLOCK]);
 
 /// One block of 16 output columns in candle's repacked order: for each group `g` of four
 /// values, the four bytes of each column in turn, offset by +128.
@@ -123,11 +127,16 @@ enum Layout {
         blocks: Vec<PairBlock>,
         scales: Vec<[f32; 2]>,
     },
-    /// AVX2 (signed) or AVX-VNNI (offset), lanes: `[n][k_blocks]`, scales as f32.
-    Columns {
-        blocks: Vec<ColumnBlock>,
-        scales: Vec<f32>,
+    /// AVX2 (signed) or AVX-VNNI (offset), lanes: `[n / 8][k_blocks]` (the last strip padded
+    /// with zero columns), the eight columns' scales as f32.
+    Strips {
+        blocks: Vec<StripBlock>,
+        scales: Vec<[f32; STRIP]>,
         offset: bool,
+        /// Whether some weight is -128 (files from other tools may hold it): the AVX2 kernel
+        /// then takes `|w|` as the unsigned operand, which is exact for -128, at one more
+        /// instruction per product.
+        has_min: bool,
     },
     /// Either VNNI width, tiles: `[n / 16][k_blocks]`, the 16 columns' scales as f32.
     Tiles {
@@ -228,23 +237,27 @@ impl PackedQ8_0 {
             Layout::Pairs { blocks, scales }
         } else {
             let offset = path == CpuPath::AvxVnni;
-            let mut blocks = Vec::with_capacity(n * kb);
-            let mut scales = Vec::with_capacity(n * kb);
+            let strips = n.div_ceil(STRIP);
+            let mut blocks = vec![StripBlock([stored(0, offset); STRIP * Q8_0_BLOCK]); strips * kb];
+            let mut scales = vec![[0f32; STRIP]; strips * kb];
+            let mut has_min = false;
             for col in 0..n {
+                let (strip, c) = (col / STRIP, col % STRIP);
                 for b in 0..kb {
                     let (d, qs) = block(col, b);
-                    let mut dst = [0u8; Q8_0_BLOCK];
-                    for (o, &q) in dst.iter_mut().zip(qs) {
-                        *o = stored(q, offset);
+                    scales[strip * kb + b][c] = d;
+                    let dst = &mut blocks[strip * kb + b].0;
+                    for (i, &q) in qs.iter().enumerate() {
+                        has_min |= q as i8 == i8::MIN;
+                        dst[(i / 4) * STRIP * 4 + c * 4 + i % 4] = stored(q, offset);
                     }
-                    blocks.push(ColumnBlock(dst));
-                    scales.push(d);
                 }
             }
-            Layout::Columns {
+            Layout::Strips {
                 blocks,
                 scales,
                 offset,
+                has_min,
             }
         };
         Ok(Self { n, k, path, layout })
@@ -291,7 +304,7 @@ impl PackedQ8_0 {
             (Layout::Pairs { .. }, _) => avx512::gemm_pairs(self, x, m, &mut out),
             (Layout::Tiles { .. }, CpuPath::Avx512Vnni) => avx512::gemm_tiles(self, x, m, &mut out),
             (Layout::Tiles { .. }, _) => avx256::gemm_tiles(self, x, m, &mut out),
-            (Layout::Columns { .. }, _) => avx256::gemm_columns(self, x, m, &mut out),
+            (Layout::Strips { .. }, _) => avx256::gemm_strips(self, x, m, &mut out),
         }
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no int8 GEMM path is supported off x86_64, so no weight was packed");
@@ -390,7 +403,7 @@ impl PackedQ8_0 {
     fn arithmetic(&self) -> Arithmetic {
         match self.layout {
             Layout::Tiles { .. } => Arithmetic::Tiles,
-            Layout::Pairs { .. } | Layout::Columns { .. } => Arithmetic::Lanes,
+            Layout::Pairs { .. } | Layout::Strips { .. } => Arithmetic::Lanes,
         }
     }
 
@@ -411,19 +424,23 @@ impl PackedQ8_0 {
                 }
                 (scales[pair * kb + b][half], q)
             }
-            Layout::Columns {
+            Layout::Strips {
                 blocks,
                 scales,
                 offset,
+                ..
             } => {
-                for (v, &s) in q.iter_mut().zip(&blocks[col * kb + b].0) {
+                let (strip, c) = (col / STRIP, col % STRIP);
+                let src = &blocks[strip * kb + b].0;
+                for (i, v) in q.iter_mut().enumerate() {
+                    let s = src[(i / 4) * STRIP * 4 + c * 4 + i % 4];
                     *v = if *offset {
                         (s as i16 - 128) as i8
                     } else {
                         s as i8
                     };
                 }
-                (scales[col * kb + b], q)
+                (scales[strip * kb + b][c], q)
             }
             Layout::Tiles { blocks, scales } => {
                 let (t, r) = (col / 16, col % 16);

@@ -1,330 +1,268 @@
-//! The 256-bit microkernels: the lanes arithmetic on [`Layout::Columns`] with AVX2 or
+//! The 256-bit microkernels: the lanes arithmetic on [`Layout::Strips`] with AVX2 or
 //! AVX-VNNI, and candle's tiles with AVX-VNNI.
 //!
-//! A 256-bit vector holds one column's 32-value block, so the eight f32 lanes of candle's dot
-//! product are the eight lanes of one accumulator: lane `l` gets the exact sum of bytes
-//! `4l..4l+4`, from `vpdpbusd` (AVX-VNNI, offset weights) or from `vpmaddubsw` on `|w|` and
-//! `a` with the sign of `w`, then `vpmaddwd` against ones (AVX2, signed weights; the same
-//! operations candle runs, which cannot saturate for Q8_0 operands).
+//! candle's lanes arithmetic keeps, for every output, eight f32 lanes: lane `g` accumulates
+//! the exact sum of bytes `4g..4g+4` of each block. A strip stores group `g` of eight columns in
+//! one 32-byte vector, so one vector operation yields lane `g` of eight outputs, and eight
+//! accumulators (one per lane) cover eight outputs of one row; they are summed in candle's
+//! order at the end. The exact sums come from `vpdpbusd` (AVX-VNNI, offset weights) or from
+//! `vpmaddubsw` on an absolute value and the other operand with its sign, then `vpmaddwd`
+//! against ones (AVX2, signed weights: the operations candle runs, which cannot saturate for
+//! Q8_0 operands).
 
 use super::split::{Split, tile_rows};
 use super::*;
 use std::arch::x86_64::*;
 
-/// Rows per lanes microkernel call.
-const MR: usize = 4;
-/// Columns per lanes microkernel call.
-const NP: usize = 2;
-
-/// Activation rows quantized to Q8_0 for the lanes kernels.
+/// Activation rows quantized to Q8_0 for the lanes kernels, all `[m][..]`.
 struct Q8Rows {
-    /// `[m][k_blocks]`.
-    qs: Vec<[i8; Q8_0_BLOCK]>,
+    /// `[m][k]`.
+    qs: Vec<i8>,
+    /// `[m][k]`, `|qs|`: the unsigned operand of the AVX2 kernel when no weight is -128.
+    abs: Vec<u8>,
     /// `[m][k_blocks]`: the f16-rounded scales.
     ds: Vec<f32>,
-    /// `[m][k_blocks]`, AVX-VNNI only: per lane `-128 * (sum of its four bytes)`, cancelling
-    /// the weight offset.
-    init: Vec<[i32; 8]>,
+    /// `[m][k_blocks][8]`, AVX-VNNI only: per group `-128 * (sum of its four bytes)`,
+    /// cancelling the weight offset.
+    init: Vec<i32>,
 }
 
 impl Q8Rows {
-    fn quantize(x: &[f32], m: usize, k: usize, with_init: bool) -> Self {
+    fn quantize(x: &[f32], m: usize, k: usize, with_abs: bool, with_init: bool) -> Self {
         let kb = k / Q8_0_BLOCK;
         let mut rows = Self {
-            qs: vec![[0; Q8_0_BLOCK]; m * kb],
+            qs: vec![0; m * k],
+            abs: Vec::new(),
             ds: vec![0f32; m * kb],
-            init: vec![[0; 8]; if with_init { m * kb } else { 0 }],
+            init: Vec::new(),
         };
         rows.qs
-            .par_chunks_mut(kb)
+            .par_chunks_mut(k)
             .zip(rows.ds.par_chunks_mut(kb))
             .zip(x.par_chunks(k))
             .for_each(|((qs, ds), xr)| {
-                for ((q, d), xs) in qs.iter_mut().zip(ds).zip(xr.chunks_exact(Q8_0_BLOCK)) {
+                for ((q, d), xs) in qs
+                    .chunks_exact_mut(Q8_0_BLOCK)
+                    .zip(ds)
+                    .zip(xr.chunks_exact(Q8_0_BLOCK))
+                {
                     *d = quantize_q8_0(xs, q);
                 }
             });
+        if with_abs {
+            rows.abs = rows.qs.iter().map(|q| q.unsigned_abs()).collect();
+        }
         if with_init {
-            rows.init
-                .par_iter_mut()
-                .zip(rows.qs.par_iter())
-                .for_each(|(init, q)| {
-                    for (l, v) in init.iter_mut().enumerate() {
-                        *v = -128 * q[l * 4..l * 4 + 4].iter().map(|&b| b as i32).sum::<i32>();
-                    }
-                });
+            rows.init = rows
+                .qs
+                .chunks_exact(4)
+                .map(|g| -128 * g.iter().map(|&b| b as i32).sum::<i32>())
+                .collect();
         }
         rows
     }
 }
 
-/// The lanes arithmetic on [`Layout::Columns`] (AVX2 or AVX-VNNI, as packed).
-pub(super) fn gemm_columns(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
-    let Layout::Columns {
+/// Which exact-sum instructions a strip kernel uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StripDot {
+    /// AVX2: `|a|` times `w` with the sign of `a` (weights never -128).
+    AbsActivations,
+    /// AVX2: `|w|` times `a` with the sign of `w` (exact for -128 too).
+    AbsWeights,
+    /// AVX-VNNI on offset weights.
+    Vnni,
+}
+
+/// The lanes arithmetic on [`Layout::Strips`] (AVX2 or AVX-VNNI, as packed).
+pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
+    let Layout::Strips {
         blocks,
         scales,
         offset,
+        has_min,
     } = &w.layout
     else {
-        unreachable!("gemm_columns on another layout")
+        unreachable!("gemm_strips on another layout")
+    };
+    let dot = match (offset, has_min) {
+        (true, _) => StripDot::Vnni,
+        (false, true) => StripDot::AbsWeights,
+        (false, false) => StripDot::AbsActivations,
     };
     let (k, n, kb) = (w.k, w.n, w.k_blocks());
-    let acts = Q8Rows::quantize(x, m, k, *offset);
-    let row_bytes = kb * (Q8_0_BLOCK + 4 + if *offset { 32 } else { 0 });
+    let acts = Q8Rows::quantize(
+        x,
+        m,
+        k,
+        dot == StripDot::AbsActivations,
+        dot == StripDot::Vnni,
+    );
+    let row_bytes = 2 * k + 4 * kb + if *offset { 32 * kb } else { 0 };
     let split = Split {
         m,
         n,
-        unit_cols: 1,
-        units: n,
-        unit_align: NP,
-        tile_rows: tile_rows(row_bytes, MR),
+        unit_cols: STRIP,
+        units: n.div_ceil(STRIP),
+        unit_align: 1,
+        tile_rows: tile_rows(row_bytes, 1),
     };
-    let columns = Columns {
-        blocks,
-        scales,
-        kb,
-        vnni: *offset,
-    };
-    split.run(out, |rows, cols, out, stride| {
-        columns_tile(&columns, &acts, rows, cols, out, stride);
+    split.run(out, |rows, strips, out, stride| {
+        let mut lanes = vec![[[0f32; STRIP]; 8]; rows.len()];
+        for s in strips.clone() {
+            let job = StripJob {
+                blocks: &blocks[s * kb..(s + 1) * kb],
+                scales: &scales[s * kb..(s + 1) * kb],
+                acts: &acts,
+                k,
+            };
+            lanes.iter_mut().for_each(|l| *l = [[0f32; STRIP]; 8]);
+            // Blocks in runs whose weights (256 bytes a block) stay in the L1 cache while every
+            // row passes over them; each row's eight lane accumulators wait in `lanes`.
+            for b0 in (0..kb).step_by(BLOCKS_PER_RUN) {
+                let run = b0..(b0 + BLOCKS_PER_RUN).min(kb);
+                for (r, l) in rows.clone().zip(lanes.iter_mut()) {
+                    // SAFETY: the weight was packed for `CpuPath::AvxVnni` (offset) or
+                    // `CpuPath::Avx2`, which `from_blocks` checked this CPU supports; row `r`
+                    // exists.
+                    unsafe {
+                        match dot {
+                            StripDot::AbsActivations => strip_avx2::<true>(&job, r, run.clone(), l),
+                            StripDot::AbsWeights => strip_avx2::<false>(&job, r, run.clone(), l),
+                            StripDot::Vnni => strip_vnni(&job, r, run.clone(), l),
+                        }
+                    }
+                }
+            }
+            let c0 = (s - strips.start) * STRIP;
+            let cols = (n - s * STRIP).min(STRIP).min(stride - c0);
+            for (i, l) in lanes.iter().enumerate() {
+                let o = i * stride + c0;
+                out[o..o + cols].copy_from_slice(&hsum_lanes(l)[..cols]);
+            }
+        }
     });
 }
 
-/// The fields of [`Layout::Columns`].
-struct Columns<'a> {
-    blocks: &'a [ColumnBlock],
-    scales: &'a [f32],
-    kb: usize,
-    /// Offset weights for `vpdpbusd` (AVX-VNNI); else signed weights (AVX2).
-    vnni: bool,
+/// Blocks of a strip computed for every row before the next run (32 blocks: 8 KiB of weights).
+const BLOCKS_PER_RUN: usize = 32;
+
+/// One strip's weights and the quantized rows.
+struct StripJob<'a> {
+    /// The strip's blocks, `[k_blocks]`.
+    blocks: &'a [StripBlock],
+    scales: &'a [[f32; STRIP]],
+    acts: &'a Q8Rows,
+    k: usize,
 }
 
-/// Rows `rows` of `acts` against columns `cols`; `out` holds `rows.len()` rows of `stride`
-/// floats whose first column is `cols.start`.
-fn columns_tile(
-    w: &Columns<'_>,
-    acts: &Q8Rows,
-    rows: std::ops::Range<usize>,
-    cols: std::ops::Range<usize>,
-    out: &mut [f32],
-    stride: usize,
+/// candle's final reduction of the eight lanes (`hsum_float_8`) of eight outputs.
+fn hsum_lanes(l: &[[f32; STRIP]; 8]) -> [f32; STRIP] {
+    std::array::from_fn(|c| {
+        ((l[0][c] + l[4][c]) + (l[2][c] + l[6][c])) + ((l[1][c] + l[5][c]) + (l[3][c] + l[7][c]))
+    })
+}
+
+/// Row `row` against one strip with AVX2 over blocks `run`, continuing the eight lanes of its
+/// eight outputs in `lanes`.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA; row `row` must exist, and with `ABS_ACTS` the rows
+/// must carry `|a|`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn strip_avx2<const ABS_ACTS: bool>(
+    job: &StripJob<'_>,
+    row: usize,
+    run: std::ops::Range<usize>,
+    lanes: &mut [[f32; STRIP]; 8],
 ) {
-    let kb = w.kb;
-    let mut c = cols.start;
-    while c < cols.end {
-        let np = (cols.end - c).min(NP);
-        let mut r = rows.start;
-        while r < rows.end {
-            let mr = (rows.end - r).min(MR);
-            let mut lanes = [[[0f32; 8]; NP]; MR];
-            // The first row group of a column group also asks for the next group's weights
-            // (as in the AVX-512 kernel: in a decode step every weight comes from memory).
-            let next = c + np;
-            let prefetch = if r == rows.start && next < cols.end {
-                let np_next = (cols.end - next).min(NP);
-                &w.blocks[next * kb..(next + np_next) * kb]
-            } else {
-                &[]
-            };
-            let job = ColumnJob {
-                w,
-                acts,
-                row: r,
-                col: c,
-                prefetch,
-            };
-            // SAFETY: the weight was packed for `CpuPath::AvxVnni` (offset) or
-            // `CpuPath::Avx2`, which `from_blocks` checked this CPU supports; rows
-            // `r..r + mr` and columns `c..c + np` exist.
-            unsafe {
-                if w.vnni {
-                    columns_vnni(&job, mr, np, &mut lanes);
+    let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
+    // Bounds, checked once: the loop reads through raw pointers.
+    assert!(job.blocks.len() == kb && job.scales.len() == kb);
+    assert!((row + 1) * k <= job.acts.qs.len() && (row + 1) * kb <= job.acts.ds.len());
+    assert!(!ABS_ACTS || job.acts.abs.len() == job.acts.qs.len());
+    let qs = job.acts.qs[row * k..].as_ptr();
+    let abs = job.acts.abs.as_ptr().wrapping_add(row * k);
+    let ds = &job.acts.ds[row * kb..(row + 1) * kb];
+    let ones = _mm256_set1_epi16(1);
+    assert!(run.end <= kb);
+    // SAFETY: 8 f32 each.
+    let mut acc: [__m256; 8] =
+        std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    for b in run {
+        // SAFETY: 8 f32.
+        let wd = unsafe { _mm256_loadu_ps(job.scales[b].as_ptr()) };
+        let d = _mm256_mul_ps(wd, _mm256_set1_ps(ds[b]));
+        let wb = job.blocks[b].0.as_ptr();
+        for (g, lane) in acc.iter_mut().enumerate() {
+            // SAFETY: `g * 32 + 32 <= 256` bytes of the block; `b * 32 + g * 4 + 4 <= k` bytes
+            // of the row (and of `|a|`, which has the same shape when read).
+            let sums = unsafe {
+                let w = _mm256_loadu_si256(wb.add(g * 32).cast());
+                let off = b * Q8_0_BLOCK + g * 4;
+                let a = _mm256_set1_epi32(std::ptr::read_unaligned(qs.add(off).cast::<i32>()));
+                let pairs = if ABS_ACTS {
+                    let abs_a =
+                        _mm256_set1_epi32(std::ptr::read_unaligned(abs.add(off).cast::<i32>()));
+                    _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w, a))
                 } else {
-                    columns_avx2(&job, mr, np, &mut lanes);
-                }
-            }
-            for (i, row_lanes) in lanes.iter().enumerate().take(mr) {
-                let o = (r - rows.start + i) * stride + (c - cols.start);
-                for (j, l) in row_lanes.iter().enumerate().take(np) {
-                    out[o + j] = hsum8(*l);
-                }
-            }
-            r += mr;
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w))
+                };
+                _mm256_madd_epi16(pairs, ones)
+            };
+            *lane = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), *lane);
         }
-        c += np;
+    }
+    for (dst, v) in lanes.iter_mut().zip(&acc) {
+        // SAFETY: 8 f32.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
     }
 }
 
-struct ColumnJob<'a> {
-    w: &'a Columns<'a>,
-    acts: &'a Q8Rows,
-    /// First row.
-    row: usize,
-    /// First column.
-    col: usize,
-    /// Weights to pull into the cache while this call computes.
-    prefetch: &'a [ColumnBlock],
-}
-
-/// Generates a lanes microkernel for one instruction set: `$prep` turns a weight vector into
-/// the operand shared by all rows, `$start` loads a row block's starting sums, `$dot` yields
-/// the eight exact lane sums of one block.
-macro_rules! columns_kernel {
-    ($dispatch:ident, $micro:ident, $feature:literal, $prep:ident, $start:ident, $dot:ident) => {
-        /// Dispatches to the microkernel for `mr` rows and `np` columns.
-        ///
-        /// # Safety
-        #[doc = concat!("The CPU must support ", $feature, "; rows `job.row + mr` and columns `job.col + np` must exist.")]
-        #[target_feature(enable = $feature)]
-        unsafe fn $dispatch(job: &ColumnJob<'_>, mr: usize, np: usize, lanes: &mut [[[f32; 8]; NP]; MR]) {
-            // SAFETY: forwarded from the caller.
-            unsafe {
-                match (mr, np) {
-                    (4, 2) => $micro::<4, 2>(job, lanes),
-                    (4, _) => $micro::<4, 1>(job, lanes),
-                    (3, 2) => $micro::<3, 2>(job, lanes),
-                    (3, _) => $micro::<3, 1>(job, lanes),
-                    (2, 2) => $micro::<2, 2>(job, lanes),
-                    (2, _) => $micro::<2, 1>(job, lanes),
-                    (_, 2) => $micro::<1, 2>(job, lanes),
-                    _ => $micro::<1, 1>(job, lanes),
-                }
-            }
-        }
-
-        /// `R` rows × `P` columns over all blocks; writes the eight f32 lanes of each output.
-        ///
-        /// # Safety
-        #[doc = concat!("The CPU must support ", $feature, "; rows `job.row + R` and columns `job.col + P` must exist.")]
-        #[target_feature(enable = $feature)]
-        unsafe fn $micro<const R: usize, const P: usize>(
-            job: &ColumnJob<'_>,
-            lanes: &mut [[[f32; 8]; NP]; MR],
-        ) {
-            let kb = job.w.kb;
-            // The loop reads through raw pointers (bounds checks and index arithmetic cost as
-            // much as the arithmetic here); these checks make every read below in bounds.
-            assert!((job.col + P) * kb <= job.w.blocks.len() && job.w.scales.len() == job.w.blocks.len());
-            assert!((job.row + R) * kb <= job.acts.qs.len() && job.acts.ds.len() == job.acts.qs.len());
-            assert!(job.prefetch.len() <= P * kb);
-            let wq = job.w.blocks[job.col * kb..].as_ptr();
-            let ws = job.w.scales[job.col * kb..].as_ptr();
-            let aq = job.acts.qs[job.row * kb..].as_ptr();
-            let ad = job.acts.ds[job.row * kb..].as_ptr();
-            // Only AVX-VNNI reads starting sums (`$start`); elsewhere the vector is empty and the
-            // pointer is never dereferenced.
-            let init = job.acts.init.as_ptr().wrapping_add(job.row * kb);
-            let prefetch_cols = job.prefetch.len() / kb.max(1);
-            let pf = job.prefetch.as_ptr();
-            let mut acc = [[_mm256_setzero_ps(); P]; R];
-            for b in 0..kb {
-                // The next column group's block `b`, one request per column.
-                for j in 0..prefetch_cols {
-                    // SAFETY: `j * kb + b < prefetch.len()`.
-                    _mm_prefetch::<_MM_HINT_T0>(unsafe { pf.add(j * kb + b) }.cast());
-                }
-                let mut wv = [_mm256_setzero_si256(); P];
-                let mut wp = [_mm256_setzero_si256(); P];
-                let mut wd = [_mm256_setzero_ps(); P];
-                for j in 0..P {
-                    // SAFETY: column `job.col + j < job.col + P` exists (asserted above); a
-                    // `ColumnBlock` is 32 bytes and unaligned loads accept any address.
-                    unsafe {
-                        wv[j] = _mm256_loadu_si256(wq.add(j * kb + b).cast());
-                        wd[j] = _mm256_set1_ps(*ws.add(j * kb + b));
-                    }
-                    wp[j] = $prep(wv[j]);
-                }
-                for i in 0..R {
-                    // SAFETY: row `job.row + i` exists (asserted above); 32 bytes each.
-                    let (a, d_act, start) = unsafe {
-                        (
-                            _mm256_loadu_si256(aq.add(i * kb + b).cast()),
-                            _mm256_set1_ps(*ad.add(i * kb + b)),
-                            $start(init.wrapping_add(i * kb + b)),
-                        )
-                    };
-                    for j in 0..P {
-                        let sums = $dot(start, wv[j], wp[j], a);
-                        let d = _mm256_mul_ps(wd[j], d_act);
-                        acc[i][j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[i][j]);
-                    }
-                }
-            }
-            for i in 0..R {
-                for j in 0..P {
-                    // SAFETY: the destination is 8 f32.
-                    unsafe { _mm256_storeu_ps(lanes[i][j].as_mut_ptr(), acc[i][j]) };
-                }
-            }
-        }
-    };
-}
-
-/// AVX2: no starting sums (the weights are not offset).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn zero_start(_init: *const [i32; 8]) -> __m256i {
-    _mm256_setzero_si256()
-}
-
-/// AVX-VNNI: `-128 * (sum of each lane's four activation bytes)`.
+/// [`strip_avx2`] with AVX-VNNI.
 ///
 /// # Safety
-/// `init` must point to a row block's starting sums.
-#[inline]
+/// The CPU must support AVX2, FMA and AVX-VNNI; row `row` must exist and the rows must carry
+/// their starting sums.
 #[target_feature(enable = "avx2,fma,avxvnni")]
-unsafe fn load_start(init: *const [i32; 8]) -> __m256i {
-    // SAFETY: forwarded from the caller.
-    unsafe { _mm256_loadu_si256(init.cast()) }
+unsafe fn strip_vnni(
+    job: &StripJob<'_>,
+    row: usize,
+    run: std::ops::Range<usize>,
+    lanes: &mut [[f32; STRIP]; 8],
+) {
+    let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
+    assert!(job.blocks.len() == kb && job.scales.len() == kb);
+    assert!((row + 1) * k <= job.acts.qs.len() && (row + 1) * kb <= job.acts.ds.len());
+    assert!((row + 1) * kb * 8 <= job.acts.init.len());
+    let qs = job.acts.qs[row * k..].as_ptr();
+    let init = &job.acts.init[row * kb * 8..(row + 1) * kb * 8];
+    let ds = &job.acts.ds[row * kb..(row + 1) * kb];
+    assert!(run.end <= kb);
+    // SAFETY: 8 f32 each.
+    let mut acc: [__m256; 8] =
+        std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    for b in run {
+        // SAFETY: 8 f32.
+        let wd = unsafe { _mm256_loadu_ps(job.scales[b].as_ptr()) };
+        let d = _mm256_mul_ps(wd, _mm256_set1_ps(ds[b]));
+        let wb = job.blocks[b].0.as_ptr();
+        for (g, lane) in acc.iter_mut().enumerate() {
+            // SAFETY: as in `strip_avx2`.
+            let sums = unsafe {
+                let w = _mm256_loadu_si256(wb.add(g * 32).cast());
+                let off = b * Q8_0_BLOCK + g * 4;
+                let a = _mm256_set1_epi32(std::ptr::read_unaligned(qs.add(off).cast::<i32>()));
+                _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(init[b * 8 + g]), w, a)
+            };
+            *lane = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), *lane);
+        }
+    }
+    for (dst, v) in lanes.iter_mut().zip(&acc) {
+        // SAFETY: 8 f32.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
+    }
 }
-
-/// AVX2: `|w|`, shared by every row.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn abs_weights(w: __m256i) -> __m256i {
-    _mm256_sign_epi8(w, w)
-}
-
-/// AVX2: the lane sums of signed `w` and `a` as candle computes them: `|w|` times `a` with the
-/// sign of `w`, pairs added to i16 (exact: |products| ≤ 128 · 127), then pairs to i32.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn dot_avx2(_start: __m256i, w: __m256i, abs_w: __m256i, a: __m256i) -> __m256i {
-    let pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w));
-    _mm256_madd_epi16(pairs, _mm256_set1_epi16(1))
-}
-
-/// AVX-VNNI: nothing to prepare.
-#[inline]
-#[target_feature(enable = "avx2,fma,avxvnni")]
-fn same_weights(w: __m256i) -> __m256i {
-    w
-}
-
-/// AVX-VNNI: the lane sums of offset `w` and `a`, starting from `-128 * (sum of a)`.
-#[inline]
-#[target_feature(enable = "avx2,fma,avxvnni")]
-fn dot_vnni(start: __m256i, w: __m256i, _same: __m256i, a: __m256i) -> __m256i {
-    _mm256_dpbusd_avx_epi32(start, w, a)
-}
-
-columns_kernel!(
-    columns_avx2,
-    micro_avx2,
-    "avx2,fma",
-    abs_weights,
-    zero_start,
-    dot_avx2
-);
-columns_kernel!(
-    columns_vnni,
-    micro_vnni,
-    "avx2,fma,avxvnni",
-    same_weights,
-    load_start,
-    dot_vnni
-);
 
 /// Rows per tiles microkernel call.
 const MR16: usize = 3;

@@ -1,0 +1,39 @@
+//! Throughput of the int8 GEMM alone (GMAC/s, the best of many runs, so that a busy shared
+//! machine disturbs it least) on Qwen2.5-Coder-0.5B's MLP shapes at decode and prefill row
+//! counts: `cargo run -p quorum-kernels --example q8_gemm_throughput [runs] [path]`.
+
+use std::time::Instant;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use quorum_kernels::{CpuPath, PackedQ8_0};
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let runs: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(20);
+    let path = match args.next() {
+        Some(name) => name.parse::<CpuPath>()?,
+        None => CpuPath::detect(),
+    };
+    for (k, n) in [(896, 4864), (4864, 896)] {
+        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
+        let packed = PackedQ8_0::from_qtensor(&QTensor::quantize(&w, GgmlDType::Q8_0)?, path)?;
+        for m in [1, 16, 512] {
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            let mut best = f64::INFINITY;
+            for _ in 0..runs {
+                let t = Instant::now();
+                packed.matmul(&x, m)?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            let gmac = (m * k * n) as f64 / best / 1e9;
+            println!(
+                "{path} m={m:4} k={k} n={n}: {:.3} ms, {gmac:.1} GMAC/s",
+                best * 1e3
+            );
+        }
+    }
+    Ok(())
+}
