@@ -13,7 +13,7 @@ use quorum_models::{DecoderModel, MatmulPolicy, greedy_generate};
 use quorum_tests::{
     QWEN_05B, ReferenceModel, all_q8_0_copy, long_schema_prompt, model_path, reencoded_copy,
 };
-use quorum_weights::{ChatMessage, load_checkpoint};
+use quorum_weights::{ChatMessage, Reencode, load_checkpoint};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -34,6 +34,9 @@ struct Args {
     /// CPU kernel path: auto, avx512vnni, avxvnni, avx2 or candle (candle is switched to match).
     #[arg(long, default_value = "auto")]
     cpu_path: String,
+    /// Only the engine (no reference or greedy loops): for profiling the serving path.
+    #[arg(long)]
+    engine_only: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +88,31 @@ fn main() -> Result<()> {
     }
     let n = args.new_tokens;
 
+    // Prefix caching off: every run must prefill the whole prompt, not hit the previous run's
+    // blocks. The weights as the server loads them on this path (every matrix in Q8_0 where
+    // the int8 GEMM runs).
+    let engine_config = quorum_engine::EngineConfig {
+        enable_prefix_caching: false,
+        matmul_policy: MatmulPolicy::engine(cpu_path),
+        reencode: if cpu_path.has_int8_gemm() {
+            Reencode::All
+        } else {
+            Reencode::Slow
+        },
+        ..quorum_engine::EngineConfig::cpu_default("qwen")
+    };
+    let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;
+    if args.engine_only {
+        let runs = (0..args.runs)
+            .map(|_| engine_speed(&engine, &ids, n))
+            .collect::<Result<Vec<_>>>()?;
+        summarize(
+            "quorum engine (paged, row-wise attention)",
+            &runs,
+            ids.len(),
+        );
+        return Ok(());
+    }
     let mut reference = ReferenceModel::load(&if args.all_q8_0 {
         path.clone()
     } else {
@@ -99,14 +127,6 @@ fn main() -> Result<()> {
             path: cpu_path,
         },
     )?;
-
-    // Prefix caching off: every run must prefill the whole prompt, not hit the previous run's blocks.
-    let engine_config = quorum_engine::EngineConfig {
-        enable_prefix_caching: false,
-        matmul_policy: MatmulPolicy::engine(cpu_path),
-        ..quorum_engine::EngineConfig::cpu_default("qwen")
-    };
-    let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;
     let (mut r_ref, mut r_q, mut r_d, mut r_e) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleave configurations so that machine noise hits all of them alike.
     for _ in 0..args.runs {
@@ -145,10 +165,11 @@ fn main() -> Result<()> {
 }
 
 /// One request through the engine: prefill speed from its time to first token, decode speed from
-/// the rest. Stop tokens are the model's, as in serving.
+/// the rest. Exactly `n` tokens, as the other runtimes here decode.
 fn engine_speed(engine: &quorum_engine::EngineHandle, ids: &[u32], n: usize) -> Result<Speed> {
     let params = quorum_engine::SamplingParams {
         max_new_tokens: n as u32,
+        ignore_eos: true,
         ..quorum_engine::SamplingParams::greedy()
     };
     let req = quorum_engine::GenerateRequest {

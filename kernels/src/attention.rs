@@ -24,27 +24,95 @@ pub struct AttentionDims {
 
 const LANES: usize = 8;
 
+/// How a product is added to an accumulator: fused (one rounding, the AVX2 compilation, where
+/// FMA is present) or as a multiply then an add (the portable compilation: without the `fma`
+/// target feature `mul_add` is a libm call per element, measured 4x slower prefill). A process
+/// runs one compilation for every attention path, so their results stay identical.
+pub(crate) trait MulAdd: Copy {
+    fn madd(a: f32, b: f32, acc: f32) -> f32;
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Unfused;
+
+impl MulAdd for Unfused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, acc: f32) -> f32 {
+        a * b + acc
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fused;
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, acc: f32) -> f32 {
+        a.mul_add(b, acc)
+    }
+}
+
+/// candle-style fixed reduction of eight lanes.
+#[inline(always)]
+fn reduce8(acc: &[f32; LANES]) -> f32 {
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
 /// Dot product with eight independent accumulators (vectorizes; fixed order).
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+fn dot<M: MulAdd>(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = a.len() / LANES * LANES;
     for (ca, cb) in a[..chunks]
         .chunks_exact(LANES)
         .zip(b[..chunks].chunks_exact(LANES))
     {
-        // Plain multiply-add, not `mul_add`: without the `fma` target feature `mul_add` is a
-        // libm call per element (measured 4x slower prefill); LLVM vectorizes this loop.
         for l in 0..LANES {
-            acc[l] += ca[l] * cb[l];
+            acc[l] = M::madd(ca[l], cb[l], acc[l]);
         }
     }
     let mut tail = 0f32;
     for (x, y) in a[chunks..].iter().zip(&b[chunks..]) {
-        tail += x * y;
+        tail = M::madd(*x, *y, tail);
     }
-    let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    s + tail
+    reduce8(&acc) + tail
+}
+
+/// Eight consecutive values as an array (so that loops over them vectorize).
+#[inline(always)]
+fn lanes(x: &[f32], at: usize) -> &[f32; LANES] {
+    x[at..at + LANES]
+        .try_into()
+        .expect("a slice of LANES values")
+}
+
+/// `acc[l] = madd(a[l], b[l], acc[l])` for the eight lanes.
+#[inline(always)]
+fn madd8<M: MulAdd>(a: &[f32; LANES], b: &[f32; LANES], acc: &mut [f32; LANES]) {
+    for l in 0..LANES {
+        acc[l] = M::madd(a[l], b[l], acc[l]);
+    }
+}
+
+/// [`dot`] of `a` with eight vectors at once (each result equal to `dot`'s, bit for bit): the
+/// query is read once per chunk for eight keys.
+#[inline(always)]
+fn dot8<M: MulAdd>(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
+    let mut acc = [[0f32; LANES]; LANES];
+    let chunks = a.len() / LANES * LANES;
+    for c in (0..chunks).step_by(LANES) {
+        let ca = lanes(a, c);
+        for (acc, b) in acc.iter_mut().zip(bs) {
+            madd8::<M>(ca, lanes(b, c), acc);
+        }
+    }
+    std::array::from_fn(|i| {
+        let mut tail = 0f32;
+        for (x, y) in a[chunks..].iter().zip(&bs[i][chunks..]) {
+            tail = M::madd(*x, *y, tail);
+        }
+        reduce8(&acc[i]) + tail
+    })
 }
 
 /// `q`: `[num_heads, len, head_dim]`, `k`/`v`: `[num_kv_heads, context, head_dim]` (row-major,
@@ -175,9 +243,9 @@ pub(crate) struct Row<'a> {
     pub scale: f32,
 }
 
-/// Which compilation of the attention arithmetic ([`attend_tile`]) runs. Both compute the same operations in the same
-/// order (no fused multiply-add, no reassociation), so their results are bit-identical; the
-/// AVX2 one only uses wider vectors.
+/// Which compilation of the attention arithmetic ([`attend_tile`]) runs: the portable one
+/// (multiply, then add) or the AVX2 one (fused multiply-add, wider vectors). Both sum in the
+/// same fixed order; they differ in rounding, so a process uses one of them for everything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RowKernel {
     Baseline,
@@ -188,7 +256,8 @@ pub(crate) enum RowKernel {
 impl RowKernel {
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return Self::Avx2;
         }
         Self::Baseline
@@ -208,7 +277,7 @@ impl RowKernel {
         dst: &mut [f32],
     ) {
         match self {
-            Self::Baseline => attend_row(row, key, value, scores, dst),
+            Self::Baseline => attend_row::<Unfused, _, _>(row, key, value, scores, dst),
             // SAFETY: `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Self::Avx2 => unsafe { attend_row_avx2(row, key, value, scores, dst) },
@@ -227,7 +296,7 @@ impl RowKernel {
         dst: &mut [f32],
     ) {
         match self {
-            Self::Baseline => attend_tile(queries, scale, key, value, scores, dst),
+            Self::Baseline => attend_tile::<Unfused, _, _>(queries, scale, key, value, scores, dst),
             // SAFETY: `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Self::Avx2 => unsafe { attend_tile_avx2(queries, scale, key, value, scores, dst) },
@@ -235,12 +304,12 @@ impl RowKernel {
     }
 }
 
-/// [`attend_tile`] compiled for AVX2.
+/// [`attend_tile`] compiled for AVX2 and FMA.
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn attend_tile_avx2<'a>(
     queries: &[TileQuery<'_>],
     scale: f32,
@@ -249,22 +318,29 @@ unsafe fn attend_tile_avx2<'a>(
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) {
-    attend_tile(queries, scale, key, value, scores, dst)
+    attend_tile::<Fused, _, _>(queries, scale, key, value, scores, dst)
 }
+
+/// Keys and values read per block of the weighted sum: 64 of them (16 KiB at 64 dims) stay in
+/// the L1 cache while every query of the tile passes over them.
+const VALUE_BLOCK: usize = 64;
 
 /// [`attend_row`] for several queries that share keys and values (query heads of one kv head,
 /// rows of one chunk): every key and value is read once for all of them, and each query's
 /// output is computed with exactly [`attend_row`]'s operations in its order, so the two agree
 /// bit for bit.
 #[inline(always)]
-fn attend_tile<'a>(
+fn attend_tile<'a, M: MulAdd, K, V>(
     queries: &[TileQuery<'_>],
     scale: f32,
-    key: impl Fn(usize) -> &'a [f32],
-    value: impl Fn(usize) -> &'a [f32],
+    key: K,
+    value: V,
     scores: &mut Vec<f32>,
     dst: &mut [f32],
-) {
+) where
+    K: Fn(usize) -> &'a [f32],
+    V: Fn(usize) -> &'a [f32],
+{
     let stride = queries.iter().map(|t| t.visible).max().unwrap_or(0);
     if stride == 0 {
         return;
@@ -272,16 +348,23 @@ fn attend_tile<'a>(
     let d = dst.len() / queries.len();
     scores.clear();
     scores.resize(queries.len() * stride, 0.0);
-    for j in 0..stride {
-        let k = key(j);
+    // Scores, eight keys at a time.
+    for j0 in (0..stride).step_by(LANES) {
+        let keys: [&[f32]; LANES] = std::array::from_fn(|i| key((j0 + i).min(stride - 1)));
         for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
-            if j < t.visible {
-                s[j] = dot(t.q, k) * scale;
+            if t.visible >= j0 + LANES {
+                let r = dot8::<M>(t.q, &keys);
+                for (s, r) in s[j0..j0 + LANES].iter_mut().zip(r) {
+                    *s = r * scale;
+                }
+            } else {
+                for j in j0..t.visible {
+                    s[j] = dot::<M>(t.q, keys[j - j0]) * scale;
+                }
             }
         }
     }
-    // Softmax per query, in attend_row's order; the scale of each weight is kept in `inv`.
-    let mut inv = Vec::with_capacity(queries.len());
+    // Softmax per query, in attend_row's order; each score becomes its weight `p * inv`.
     for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
         let s = &mut s[..t.visible];
         let mut max = f32::NEG_INFINITY;
@@ -293,32 +376,69 @@ fn attend_tile<'a>(
             *x = (*x - max).exp();
             sum += *x;
         }
-        inv.push(1.0 / sum);
+        let inv = 1.0 / sum;
+        for x in s.iter_mut() {
+            *x *= inv;
+        }
     }
-    for j in 0..stride {
-        let v = value(j);
-        for (((t, s), o), &inv) in queries
+    // The weighted sum of values, position by position for each output element, in blocks of
+    // positions that stay in the L1 cache.
+    let mut values: Vec<&[f32]> = Vec::with_capacity(VALUE_BLOCK);
+    for j0 in (0..stride).step_by(VALUE_BLOCK) {
+        let j1 = (j0 + VALUE_BLOCK).min(stride);
+        values.clear();
+        values.extend((j0..j1).map(&value));
+        for ((t, w), o) in queries
             .iter()
             .zip(scores.chunks_exact(stride))
             .zip(dst.chunks_exact_mut(d))
-            .zip(&inv)
         {
-            if j < t.visible {
-                let w = s[j] * inv;
-                for (o, x) in o.iter_mut().zip(v) {
-                    *o += w * x;
+            let end = t.visible.min(j1);
+            if end <= j0 {
+                continue;
+            }
+            let (w, vs) = (&w[j0..end], &values[..end - j0]);
+            // Eight chunks of eight columns at once: eight independent accumulators hide the
+            // latency of the multiply-add.
+            const GROUP: usize = LANES * LANES;
+            let mut c = 0;
+            while c + GROUP <= d {
+                let mut acc: [[f32; LANES]; LANES] =
+                    std::array::from_fn(|i| *lanes(o, c + i * LANES));
+                for (&w, v) in w.iter().zip(vs) {
+                    let w = [w; LANES];
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        madd8::<M>(&w, lanes(v, c + i * LANES), acc);
+                    }
+                }
+                for (i, acc) in acc.iter().enumerate() {
+                    o[c + i * LANES..c + (i + 1) * LANES].copy_from_slice(acc);
+                }
+                c += GROUP;
+            }
+            while c + LANES <= d {
+                let mut acc = *lanes(o, c);
+                for (&w, v) in w.iter().zip(vs) {
+                    madd8::<M>(&[w; LANES], lanes(v, c), &mut acc);
+                }
+                o[c..c + LANES].copy_from_slice(&acc);
+                c += LANES;
+            }
+            for c in c..d {
+                for (&w, v) in w.iter().zip(vs) {
+                    o[c] = M::madd(w, v[c], o[c]);
                 }
             }
         }
     }
 }
 
-/// [`attend_row`] compiled for AVX2.
+/// [`attend_row`] compiled for AVX2 and FMA.
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2 and FMA.
 #[cfg(all(test, target_arch = "x86_64"))]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn attend_row_avx2<'a>(
     row: Row<'_>,
     key: impl Fn(usize) -> &'a [f32],
@@ -326,24 +446,27 @@ unsafe fn attend_row_avx2<'a>(
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) {
-    attend_row(row, key, value, scores, dst)
+    attend_row::<Fused, _, _>(row, key, value, scores, dst)
 }
 
 /// Scores, softmax and the weighted sum of values for one query row, in a fixed order: the
 /// reference for [`attend_tile`], which every attention path (contiguous, paged) runs.
 #[cfg(test)]
 #[inline(always)]
-fn attend_row<'a>(
+fn attend_row<'a, M: MulAdd, K, V>(
     row: Row<'_>,
-    key: impl Fn(usize) -> &'a [f32],
-    value: impl Fn(usize) -> &'a [f32],
+    key: K,
+    value: V,
     scores: &mut Vec<f32>,
     dst: &mut [f32],
-) {
+) where
+    K: Fn(usize) -> &'a [f32],
+    V: Fn(usize) -> &'a [f32],
+{
     scores.clear();
     let mut max = f32::NEG_INFINITY;
     for j in 0..row.visible {
-        let s = dot(row.q, key(j)) * row.scale;
+        let s = dot::<M>(row.q, key(j)) * row.scale;
         max = max.max(s);
         scores.push(s);
     }
@@ -356,7 +479,7 @@ fn attend_row<'a>(
     for (j, p) in scores.iter().enumerate() {
         let w = p * inv;
         for (o, x) in dst.iter_mut().zip(value(j)) {
-            *o += w * x;
+            *o = M::madd(w, *x, *o);
         }
     }
 }
