@@ -46,7 +46,9 @@ impl Q8Rows {
                     .zip(ds)
                     .zip(xr.chunks_exact(Q8_0_BLOCK))
                 {
-                    *d = quantize_q8_0(xs, q);
+                    // SAFETY: these rows feed a kernel of the AVX2 or AVX-VNNI path, which
+                    // `from_blocks` checked this CPU supports (both include AVX2).
+                    *d = unsafe { quantize_q8_0_avx2(xs, q) };
                 }
             });
         if with_abs {
@@ -61,6 +63,58 @@ impl Q8Rows {
         }
         rows
     }
+}
+
+/// [`quantize_q8_0`] with AVX2, bit for bit: the same maximum, scale and products, and
+/// `round` (half away from zero) rebuilt from truncation. Blocks whose inverse scale is not
+/// finite (values below 1e-36) take the scalar code, whose saturating casts this does not
+/// reproduce.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize_q8_0_avx2(xs: &[f32], qs: &mut [i8]) -> f32 {
+    assert!(xs.len() == Q8_0_BLOCK && qs.len() == Q8_0_BLOCK);
+    // SAFETY: 32 f32 in four loads.
+    let v: [__m256; 4] =
+        std::array::from_fn(|i| unsafe { _mm256_loadu_ps(xs.as_ptr().add(i * 8)) });
+    let sign_bit = _mm256_set1_ps(-0.0);
+    // `_mm256_max_ps(x, m)` returns `m` when `x` is NaN, as `f32::max` ignores NaN.
+    let mut m = _mm256_setzero_ps();
+    for x in v {
+        m = _mm256_max_ps(_mm256_andnot_ps(sign_bit, x), m);
+    }
+    let mut lanes = [0f32; 8];
+    // SAFETY: 8 f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+    let amax = lanes.iter().fold(0f32, |a, &b| a.max(b));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    if !id.is_finite() {
+        return quantize_q8_0(xs, qs);
+    }
+    let idv = _mm256_set1_ps(id);
+    let half = _mm256_set1_ps(0.5);
+    let one = _mm256_set1_ps(1.0);
+    let ints: [__m256i; 4] = v.map(|x| {
+        let y = _mm256_mul_ps(x, idv);
+        let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+        // |y - t| >= 0.5 rounds away from zero: t + copysign(1, y).
+        let frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(y, t));
+        let away = _mm256_cmp_ps::<_CMP_GE_OQ>(frac, half);
+        let step = _mm256_and_ps(away, _mm256_or_ps(one, _mm256_and_ps(sign_bit, y)));
+        // NaN becomes 0, as `NaN as i8` does.
+        let ordered = _mm256_cmp_ps::<_CMP_ORD_Q>(y, y);
+        _mm256_cvttps_epi32(_mm256_and_ps(_mm256_add_ps(t, step), ordered))
+    });
+    // Saturating packs (as `as i8` saturates), then undo their lane interleaving.
+    let w01 = _mm256_packs_epi32(ints[0], ints[1]);
+    let w23 = _mm256_packs_epi32(ints[2], ints[3]);
+    let bytes = _mm256_packs_epi16(w01, w23);
+    let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    // SAFETY: 32 bytes.
+    unsafe { _mm256_storeu_si256(qs.as_mut_ptr().cast(), bytes) };
+    half::f16::from_f32(d).to_f32()
 }
 
 /// Which exact-sum instructions a strip kernel uses.
@@ -376,6 +430,59 @@ unsafe fn tile_vnni<const R: usize>(job: &TileJob<'_>, res: &mut [[f32; 16]; MR1
         for (h, v) in halves.iter().enumerate() {
             // SAFETY: the destination is 8 f32 of a 16-f32 row.
             unsafe { _mm256_storeu_ps(row.as_mut_ptr().add(h * 8), *v) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avx2_quantization_equals_the_scalar_one() {
+        if !CpuPath::Avx2.supported() {
+            eprintln!("no AVX2 on this CPU: the AVX2 quantizer cannot run here");
+            return;
+        }
+        let mut blocks: Vec<Vec<f32>> = Vec::new();
+        // Ties: with amax 127 the scale is 1, so these values round exactly at .5.
+        blocks.push(
+            (0..32)
+                .map(|i| match i {
+                    0 => 127.0,
+                    _ => (i as f32 - 16.0) + 0.5,
+                })
+                .collect(),
+        );
+        blocks.push((0..32).map(|i| -(i as f32) - 0.5).collect());
+        blocks.push(vec![0.0; 32]);
+        blocks.push(
+            (0..32)
+                .map(|i| if i == 3 { f32::NAN } else { i as f32 })
+                .collect(),
+        );
+        blocks.push((0..32).map(|i| i as f32 * 1e-38).collect());
+        let mut x = 0x2545_F491_u32;
+        for scale in [1e-6f32, 0.01, 1.0, 37.0, 1e6] {
+            blocks.push(
+                (0..32)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 17;
+                        x ^= x << 5;
+                        (x % 20001) as f32 / 10000.0 - 1.0
+                    })
+                    .map(|v| v * scale)
+                    .collect(),
+            );
+        }
+        for (i, xs) in blocks.iter().enumerate() {
+            let (mut want, mut got) = ([0i8; 32], [0i8; 32]);
+            let dw = quantize_q8_0(xs, &mut want);
+            // SAFETY: AVX2 is present (checked above).
+            let dg = unsafe { quantize_q8_0_avx2(xs, &mut got) };
+            assert_eq!(dw.to_bits(), dg.to_bits(), "block {i}: scale");
+            assert_eq!(want, got, "block {i}: values");
         }
     }
 }

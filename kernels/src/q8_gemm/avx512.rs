@@ -27,7 +27,8 @@ const NP: usize = 3;
 fn quantize_row(x: &[f32], acts: &mut [ActBlock], ds: &mut [f32]) {
     let mut qs = [0i8; Q8_0_BLOCK];
     for ((xs, a), d) in x.chunks_exact(Q8_0_BLOCK).zip(acts).zip(ds) {
-        *d = quantize_q8_0(xs, &mut qs);
+        // SAFETY: only the AVX-512 path quantizes here, and its CPUs have AVX2.
+        *d = unsafe { super::avx256::quantize_q8_0_avx2(xs, &mut qs) };
         for l in 0..8 {
             let group = &qs[l * 4..l * 4 + 4];
             a.qs[l * 8..l * 8 + 4].copy_from_slice(group);
