@@ -62,6 +62,9 @@ pub struct ModelInfo {
     pub eos_token_ids: Vec<u32>,
     /// LoRA adapters requests may name.
     pub adapters: Vec<String>,
+    /// The CPU kernel path its matmuls run with (`Candle` when the int8 GEMM is off); `None`
+    /// off the CPU.
+    pub cpu_path: Option<quorum_models::CpuPath>,
 }
 
 #[derive(Clone)]
@@ -271,6 +274,12 @@ pub fn spawn_engine(
             .iter()
             .map(|a| a.name().to_string())
             .collect(),
+        cpu_path: device.is_cpu().then(|| {
+            config
+                .matmul_policy
+                .int8_path()
+                .unwrap_or(quorum_models::CpuPath::Candle)
+        }),
     });
     let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
     let runner = Runner::new(

@@ -149,6 +149,21 @@ impl ModelRegistry {
                 stats.iter().map(|(l, s)| (l.clone(), get(s))).collect();
             render_family(out, name, kind, help, &samples);
         };
+        let paths: Vec<(String, f64)> = self
+            .decoders
+            .iter()
+            .filter_map(|d| {
+                let path = d.engine.info().cpu_path?;
+                Some((format!("model=\"{}\",path=\"{path}\"", d.spec.name), 1.0))
+            })
+            .collect();
+        render_family(
+            out,
+            "quorum_engine_cpu_path_info",
+            "gauge",
+            "The CPU kernel path a model's matmuls run with (1 per model).",
+            &paths,
+        );
         family(
             out,
             "quorum_engine_running",

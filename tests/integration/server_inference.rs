@@ -65,6 +65,7 @@ async fn inference_rpcs_stream_tokenize_and_list_models() {
         ]
     );
     assert_eq!(models[0].device, "cpu");
+    assert_eq!(models[0].cpu_path, quorum_tests::cpu_path().name());
     assert!(models[0].load.expect("load").kv_blocks_total > 0);
 
     let tokens = client
@@ -121,6 +122,10 @@ async fn inference_rpcs_stream_tokenize_and_list_models() {
         "{metrics}"
     );
     assert!(metrics.contains("quorum_engine_kv_blocks_used{model=\"smol\"}"));
+    assert!(metrics.contains(&format!(
+        "quorum_engine_cpu_path_info{{model=\"smol\",path=\"{}\"}} 1",
+        quorum_tests::cpu_path()
+    )));
     assert!(metrics.contains("quorum_engine_time_to_first_token_seconds_count{model=\"smol\"}"));
     server.stop().await;
 }

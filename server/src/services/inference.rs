@@ -238,6 +238,10 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
                 source: spec.source.clone(),
                 adapters: spec.adapters.keys().cloned().collect(),
                 max_model_len: decoder.map_or(0, |d| d.engine.info().max_model_len as u32),
+                cpu_path: decoder
+                    .and_then(|d| d.engine.info().cpu_path)
+                    .map(|p| p.name().to_owned())
+                    .unwrap_or_default(),
                 load: stats.map(|s| pb::EngineLoad {
                     running: s.running as u32,
                     waiting: s.waiting as u32,
