@@ -25,6 +25,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of a `Bearer` authorization value; the scheme name is case-insensitive
+/// (RFC 7235, section 2.1), so `bearer` and `BEARER` are accepted too.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
 impl Interceptor for BearerAuth {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
         let Some(expected) = &self.token else {
@@ -34,7 +43,7 @@ impl Interceptor for BearerAuth {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         match presented {
             Some(token) if same(token.as_bytes(), expected.as_bytes()) => Ok(request),
             _ => Err(Status::unauthenticated(
@@ -63,6 +72,9 @@ mod tests {
         assert!(open.call(with_header(None)).is_ok());
         let mut closed = BearerAuth::new(Some("s3cret".into()));
         assert!(closed.call(with_header(Some("Bearer s3cret"))).is_ok());
+        assert!(closed.call(with_header(Some("bearer s3cret"))).is_ok());
+        assert!(closed.call(with_header(Some("BEARER  s3cret"))).is_ok());
+        assert!(closed.call(with_header(Some("Basic s3cret"))).is_err());
         let denied = closed
             .call(with_header(Some("Bearer nope")))
             .expect_err("wrong token");

@@ -71,6 +71,7 @@ pub struct RawLimits {
     pub kv_cache_mib: Option<u64>,
     pub request_timeout_secs: Option<f64>,
     pub max_concurrent_text2sql: Option<usize>,
+    pub max_waiting_text2sql: Option<usize>,
 }
 
 /// A model by role.
@@ -220,9 +221,12 @@ pub struct Limits {
     pub max_batched_tokens: usize,
     pub kv_cache_bytes: u64,
     pub request_timeout: Duration,
-    /// Text-to-SQL runs each hold a blocking thread and several engine sequences; beyond this
-    /// many at once callers get RESOURCE_EXHAUSTED instead of queueing without bound.
+    /// Text-to-SQL runs each hold a blocking thread and several engine sequences: at most
+    /// this many run at once.
     pub max_concurrent_text2sql: usize,
+    /// Text-to-SQL requests that may wait for a run slot (in arrival order, each until its
+    /// deadline); beyond them callers get RESOURCE_EXHAUSTED.
+    pub max_waiting_text2sql: usize,
 }
 
 /// A resolved model.
@@ -478,6 +482,7 @@ fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         kv_cache_bytes: raw.kv_cache_mib.unwrap_or(2048) << 20,
         request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
         max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),
+        max_waiting_text2sql: raw.max_waiting_text2sql.unwrap_or(64),
     };
     ensure!(
         limits.max_prompt_tokens > 0,

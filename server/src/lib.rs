@@ -14,6 +14,7 @@ pub mod models;
 pub mod pipeline_models;
 pub mod pipeline_runtime;
 pub mod rpc;
+pub mod run_queue;
 pub mod server;
 pub mod services;
 pub mod state;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use quorum_engine::{EngineEvent, FinishReason, GenerateRequest, SamplingParams};
+use quorum_engine::{EngineError, EngineEvent, FinishReason, GenerateRequest, SamplingParams};
 use quorum_sql::pipeline::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
 };
@@ -16,7 +16,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::models::{LoadedDecoder, LoadedEmbedder, ModelRegistry};
-use crate::status::ServiceError;
 
 /// What bounds one request's model calls.
 #[derive(Debug, Clone)]
@@ -70,16 +69,24 @@ fn failed(decoder: &LoadedDecoder, message: String) -> ModelCallError {
     }
 }
 
-fn submit_error(decoder: &LoadedDecoder, err: quorum_engine::EngineError) -> ModelCallError {
+fn submit_error(decoder: &LoadedDecoder, err: EngineError) -> ModelCallError {
     let name = decoder.spec.name.clone();
-    match ServiceError::from(err) {
-        ServiceError::Internal { detail } => ModelCallError::Failed {
+    match err {
+        EngineError::QueueFull { .. } => ModelCallError::Busy {
             name,
-            message: detail,
+            reason: err.to_string(),
         },
-        other => ModelCallError::Rejected {
+        EngineError::PromptTooLong { .. }
+        | EngineError::EmptyPrompt
+        | EngineError::InvalidParams(_) => ModelCallError::InvalidInput {
             name,
-            reason: other.to_string(),
+            reason: err.to_string(),
+        },
+        EngineError::UnknownAdapter { adapter } => ModelCallError::UnknownAdapter { name, adapter },
+        EngineError::ShuttingDown => ModelCallError::ShuttingDown { name },
+        EngineError::Config { .. } | EngineError::Model(_) => ModelCallError::Failed {
+            name,
+            message: err.to_string(),
         },
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Limits, ModelSpec, PipelineSettings};
@@ -13,6 +13,7 @@ use crate::databases::DatabaseRegistry;
 use crate::metrics::Metrics;
 use crate::models::ModelRegistry;
 use crate::pipeline_runtime::PipelineRuntime;
+use crate::run_queue::RunQueue;
 use crate::status::ServiceError;
 
 /// The server's lifecycle. Requests are admitted only while `Serving`.
@@ -42,7 +43,8 @@ pub struct AppState {
     idle: Notify,
     /// Cancelled when the grace period ends: every request still running stops.
     pub cancel_all: CancellationToken,
-    pub text2sql_slots: Arc<Semaphore>,
+    /// Text-to-SQL requests wait here for a run slot.
+    pub text2sql_queue: RunQueue,
     next_request: AtomicU64,
     /// Distinguishes request ids across restarts.
     boot_id: u64,
@@ -79,7 +81,10 @@ impl AppState {
             model_specs,
             databases,
             pipeline,
-            text2sql_slots: Arc::new(Semaphore::new(limits.max_concurrent_text2sql)),
+            text2sql_queue: RunQueue::new(
+                limits.max_concurrent_text2sql,
+                limits.max_waiting_text2sql,
+            ),
             limits,
             metrics: Metrics::default(),
             in_flight: AtomicUsize::new(0),
@@ -199,6 +204,20 @@ impl AppState {
             "gauge",
             "Admitted requests that have not finished.",
             &[(String::new(), self.in_flight() as f64)],
+        );
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_text2sql_running",
+            "gauge",
+            "Text-to-SQL runs holding a run slot.",
+            &[(String::new(), self.text2sql_queue.running() as f64)],
+        );
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_text2sql_waiting",
+            "gauge",
+            "Text-to-SQL requests waiting for a run slot.",
+            &[(String::new(), self.text2sql_queue.waiting() as f64)],
         );
         if let Some(models) = self.models.get() {
             models.render_metrics(&mut out);

@@ -7,6 +7,13 @@ use quorum_engine::EngineError;
 use quorum_sql::pipeline::{ModelCallError, PipelineError};
 use tonic::{Code, Status};
 
+/// gRPC's retry-pushback trailer: a client with a retry policy waits this long before it
+/// tries again (gRFC A6) instead of its own backoff.
+pub const RETRY_PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+/// The pushback sent with RESOURCE_EXHAUSTED. A fixed second: a queue that is full now holds
+/// several text-to-SQL runs or generations of seconds each, so sooner is rarely useful.
+pub const RETRY_PUSHBACK_MS: u32 = 1000;
+
 /// Why an RPC failed, in terms a caller can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -74,6 +81,14 @@ impl From<ServiceError> for Status {
                 tracing::error!(%detail, "internal error");
                 Status::internal("internal error (details are in the server log)")
             }
+            ServiceError::ResourceExhausted { .. } => {
+                let mut status = Status::new(code, err.to_string());
+                status.metadata_mut().insert(
+                    RETRY_PUSHBACK_HEADER,
+                    tonic::metadata::MetadataValue::from(RETRY_PUSHBACK_MS),
+                );
+                status
+            }
             _ => Status::new(code, err.to_string()),
         }
     }
@@ -119,7 +134,22 @@ impl From<ModelCallError> for ServiceError {
                 what: "model",
                 id: name,
             },
-            ModelCallError::Rejected { reason, .. } => Self::ResourceExhausted { reason },
+            // The prompt is built from the question, the evidence and the schema; the question
+            // is what a caller can change.
+            ModelCallError::InvalidInput { name, reason } => Self::invalid(
+                "question",
+                format!("the prompt for model `{name}`: {reason}"),
+            ),
+            ModelCallError::UnknownAdapter { adapter, .. } => Self::NotFound {
+                what: "adapter",
+                id: adapter,
+            },
+            ModelCallError::Busy { name, reason } => Self::ResourceExhausted {
+                reason: format!("model `{name}`: {reason}"),
+            },
+            ModelCallError::ShuttingDown { name } => Self::Unavailable {
+                reason: format!("model `{name}` is shutting down"),
+            },
             ModelCallError::Cancelled => Self::Cancelled {
                 reason: "the model call was cancelled".into(),
             },

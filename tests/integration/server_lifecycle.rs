@@ -106,6 +106,12 @@ async fn a_full_engine_answers_resource_exhausted() {
         .await
         .expect_err("no room left");
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    let pushback = e.metadata().get("grpc-retry-pushback-ms");
+    assert_eq!(
+        pushback.and_then(|v| v.to_str().ok()),
+        Some("1000"),
+        "{e:?}"
+    );
     // The first is generating: the engine has taken both requests.
     streams[0].message().await.expect("message").expect("token");
     drop(streams);

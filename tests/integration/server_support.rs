@@ -24,6 +24,9 @@ pub struct TestConfig {
     pub max_running: usize,
     pub grace_secs: f64,
     pub max_prompt_tokens: usize,
+    /// Text-to-SQL runs at once, and requests that may wait for one.
+    pub max_text2sql: usize,
+    pub max_waiting_text2sql: usize,
     pub auth: bool,
     /// A directory `Databases.Register` may read from.
     pub allowed_dir: Option<PathBuf>,
@@ -40,6 +43,8 @@ impl Default for TestConfig {
             max_running: 4,
             grace_secs: 10.0,
             max_prompt_tokens: 1024,
+            max_text2sql: 8,
+            max_waiting_text2sql: 64,
             auth: false,
             allowed_dir: None,
             tls: None,
@@ -89,6 +94,8 @@ kv_cache_mib = 64
 max_prompt_tokens = {max_prompt}
 max_new_tokens = 512
 request_timeout_secs = 120
+max_concurrent_text2sql = {text2sql}
+max_waiting_text2sql = {text2sql_waiting}
 
 [[models]]
 name = "smol"
@@ -111,6 +118,8 @@ max_new_tokens = 48
             queue = self.max_queue,
             running = self.max_running,
             max_prompt = self.max_prompt_tokens,
+            text2sql = self.max_text2sql,
+            text2sql_waiting = self.max_waiting_text2sql,
             model = model.display().to_string(),
             concert = db("concert_singer").display().to_string(),
             pets = db("pets_1").display().to_string(),
@@ -246,6 +255,21 @@ impl TestServer {
             .expect("list models")
             .into_inner();
         models.models[0].load.expect("engine load")
+    }
+
+    /// Waits until `running` text-to-SQL runs hold a slot and `waiting` wait for one.
+    pub async fn wait_text2sql(&self, running: usize, waiting: usize) {
+        let queue = &self.server.state.text2sql_queue;
+        let until = Instant::now() + Duration::from_secs(20);
+        while (queue.running(), queue.waiting()) != (running, waiting) {
+            assert!(
+                Instant::now() < until,
+                "text-to-SQL runs {} and waiting {}, expected {running} and {waiting}",
+                queue.running(),
+                queue.waiting()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Waits until the engine holds no sequences and no KV blocks.

@@ -126,5 +126,78 @@ async fn text2sql_rejects_bad_requests() {
         .expect_err("preview too large");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("options.preview_rows"));
+
+    // A question whose prompt cannot fit the model's context is the caller's to change: not
+    // "busy, retry later".
+    let long = "How many singers are there in the concerts of every stadium? ".repeat(400);
+    let e = client
+        .generate(question("concert_singer", &long))
+        .await
+        .expect_err("beyond the model's context");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("`question`"), "{}", e.message());
+    assert!(e.message().contains("limit"), "{}", e.message());
+    server.stop().await;
+}
+
+/// Options that make a run short: PreSQL only.
+fn presql_only(db_id: &str, text: &str) -> pb::Text2SqlRequest {
+    let mut request = question(db_id, text);
+    request.options = Some(pb::PipelineOptions {
+        round2: Some(false),
+        revision: Some(false),
+        ..Default::default()
+    });
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text2sql_queues_a_burst_and_refuses_only_beyond_the_queue() {
+    let server = TestServer::start(TestConfig {
+        max_text2sql: 1,
+        max_waiting_text2sql: 1,
+        ..TestConfig::default()
+    })
+    .await;
+    // The first runs (the whole pipeline: seconds, while the next two arrive within
+    // milliseconds), the second waits for its slot.
+    let mut first = server.text2sql();
+    let running = tokio::spawn(async move {
+        first
+            .generate(question("concert_singer", "How many singers are there?"))
+            .await
+    });
+    server.wait_text2sql(1, 0).await;
+    let mut second = server.text2sql();
+    let queued = tokio::spawn(async move {
+        second
+            .generate(presql_only("pets_1", "How many pets are there?"))
+            .await
+    });
+    server.wait_text2sql(1, 1).await;
+    // The third finds the queue full.
+    let e = server
+        .text2sql()
+        .generate(presql_only("concert_singer", "Name every singer."))
+        .await
+        .expect_err("the queue is full");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert_eq!(
+        e.metadata()
+            .get("grpc-retry-pushback-ms")
+            .and_then(|v| v.to_str().ok()),
+        Some("1000"),
+        "{e:?}"
+    );
+    let first = running
+        .await
+        .expect("task")
+        .expect("the running request answers");
+    let second = queued
+        .await
+        .expect("task")
+        .expect("the queued request answers");
+    assert!(!first.get_ref().sql.is_empty());
+    assert!(!second.get_ref().sql.is_empty());
     server.stop().await;
 }

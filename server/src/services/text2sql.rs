@@ -41,7 +41,8 @@ struct Prepared {
 type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
 
 impl Text2SqlService {
-    fn prepare(
+    /// Validates the request, then waits for a run slot.
+    async fn prepare(
         &self,
         ctx: &RpcContext,
         req: pb::Text2SqlRequest,
@@ -58,15 +59,9 @@ impl Text2SqlService {
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
         let permit = self
             .state
-            .text2sql_slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| ServiceError::ResourceExhausted {
-                reason: format!(
-                    "{} text-to-SQL requests are already running",
-                    self.state.limits.max_concurrent_text2sql
-                ),
-            })?;
+            .text2sql_queue
+            .enter(ctx.deadline, &self.state.cancel_all)
+            .await?;
         // A child token: cancelled by this request's own end or by the server's grace period.
         let cancel = self.state.cancel_all.child_token();
         let scope = CallScope {
@@ -223,7 +218,7 @@ impl Text2Sql for Text2SqlService {
     ) -> Result<Response<pb::Text2SqlResponse>, Status> {
         let ctx = RpcContext::begin(&self.state, "Text2Sql/Generate", request.metadata());
         let result = async {
-            let prepared = self.prepare(&ctx, request.into_inner())?;
+            let prepared = self.prepare(&ctx, request.into_inner()).await?;
             let (handle, cancel) = Self::spawn(prepared, None, &ctx);
             // If the client goes away, tonic drops this future and the guard cancels the run.
             let _guard = cancel.drop_guard();
@@ -239,10 +234,10 @@ impl Text2Sql for Text2SqlService {
         request: Request<pb::Text2SqlRequest>,
     ) -> Result<Response<Self::GenerateStreamStream>, Status> {
         let ctx = RpcContext::begin(&self.state, "Text2Sql/GenerateStream", request.metadata());
-        let prepared = {
-            let _entered = ctx.span.enter();
-            self.prepare(&ctx, request.into_inner())
-        };
+        let prepared = self
+            .prepare(&ctx, request.into_inner())
+            .instrument(ctx.span.clone())
+            .await;
         let prepared = prepared.map_err(|e| ctx.fail(e))?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (handle, cancel) = Self::spawn(prepared, Some(events_tx), &ctx);

@@ -77,8 +77,19 @@ pub struct Generation {
 pub enum ModelCallError {
     #[error("unknown model {name:?}")]
     UnknownModel { name: String },
-    #[error("model {name:?} rejected the request: {reason}")]
-    Rejected { name: String, reason: String },
+    /// The model cannot take this input (a prompt beyond its context, bad sampling values):
+    /// asking again cannot help.
+    #[error("model {name:?} cannot take the request: {reason}")]
+    InvalidInput { name: String, reason: String },
+    /// The generator names an adapter its model does not serve.
+    #[error("model {name:?} has no adapter {adapter:?}")]
+    UnknownAdapter { name: String, adapter: String },
+    /// The model's queue is full: the same call may succeed later.
+    #[error("model {name:?} is busy: {reason}")]
+    Busy { name: String, reason: String },
+    /// The model is shutting down.
+    #[error("model {name:?} is shutting down")]
+    ShuttingDown { name: String },
     #[error("model call cancelled")]
     Cancelled,
     #[error("model {name:?} failed: {message}")]
@@ -90,7 +101,10 @@ impl ModelCallError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::UnknownModel { .. } => "unknown_model",
-            Self::Rejected { .. } => "rejected",
+            Self::InvalidInput { .. } => "invalid_input",
+            Self::UnknownAdapter { .. } => "unknown_adapter",
+            Self::Busy { .. } => "busy",
+            Self::ShuttingDown { .. } => "shutting_down",
             Self::Cancelled => "cancelled",
             Self::Failed { .. } => "failed",
         }
