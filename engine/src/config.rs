@@ -1,5 +1,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use quorum_models::{CpuPath, MatmulPolicy};
 use quorum_weights::Reencode;
@@ -16,6 +17,10 @@ pub struct EngineConfig {
     /// Token budget of one forward pass, shared by decodes and prefill chunks. Larger steps
     /// amortize the weight read; smaller ones bound how long a prefill delays running decodes.
     pub max_batched_tokens: usize,
+    /// How long one step should last: the engine sizes each step's token budget (at most
+    /// `max_batched_tokens`) from the measured cost of a token, so cancellations, deadlines and
+    /// new requests are seen about this often on any hardware.
+    pub target_step: Duration,
     pub max_running_seqs: usize,
     /// Requests allowed to wait beyond the running ones; past it, submissions fail fast.
     pub max_waiting: usize,
@@ -30,6 +35,11 @@ pub struct EngineConfig {
     pub adapters: BTreeMap<String, PathBuf>,
 }
 
+/// Two seconds: a short request waits at most about that long behind a long prompt, and an
+/// abandoned request stops costing compute within about that long. Shorter steps cost prefill
+/// speed on slow CPUs (smaller chunks; at 1 s about 10% on a two-core AVX2 host, docs/RESULTS.md).
+pub const DEFAULT_TARGET_STEP: Duration = Duration::from_secs(2);
+
 impl EngineConfig {
     /// Defaults sized for a small model on a CPU host.
     pub fn cpu_default(model_name: &str) -> Self {
@@ -38,6 +48,7 @@ impl EngineConfig {
             block_size: 16,
             kv_cache_bytes: 1 << 30,
             max_batched_tokens: 512,
+            target_step: DEFAULT_TARGET_STEP,
             max_running_seqs: 32,
             max_waiting: 256,
             max_model_len: 8192,

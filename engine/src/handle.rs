@@ -19,6 +19,7 @@ use crate::request::{EngineEvent, GenerateRequest};
 use crate::runner::Runner;
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::stats::EngineStats;
+use crate::step_pacer::StepPacer;
 
 pub(crate) enum Command {
     Add {
@@ -291,6 +292,12 @@ pub fn spawn_engine(
             config.model_name.clone(),
             ckpt.eos_token_ids,
             tokenizer.clone(),
+        ),
+        // The floor lets every running sequence decode in each step.
+        StepPacer::new(
+            config.target_step,
+            config.max_running_seqs,
+            config.max_batched_tokens,
         ),
     );
     std::thread::Builder::new()

@@ -24,11 +24,12 @@ mod sampling_params;
 pub mod scheduler;
 mod stats;
 pub mod step;
+mod step_pacer;
 mod stop;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
-pub use config::EngineConfig;
+pub use config::{DEFAULT_TARGET_STEP, EngineConfig};
 pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use engine_error::EngineError;
 pub use handle::{EngineHandle, ModelInfo, spawn_engine};
@@ -47,4 +48,5 @@ pub use sampling_params::{
 pub use scheduler::{NewRequest, Scheduler, SchedulerConfig, SchedulerError, SchedulerStats};
 pub use stats::{EngineStats, Histogram};
 pub use step::{Finished, ScheduledSeq, StepPlan, StepResult};
+pub use step_pacer::StepPacer;
 pub use stop::{FinishReason, StopChecker, StopStep};

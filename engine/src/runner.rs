@@ -23,6 +23,7 @@ use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 use crate::sampler::Sampler;
 use crate::scheduler::{NewRequest, Scheduler};
 use crate::step::{StepPlan, StepResult};
+use crate::step_pacer::StepPacer;
 use crate::stop::{FinishReason, StopChecker};
 
 /// Per-request state the scheduler does not keep.
@@ -55,6 +56,7 @@ pub(crate) struct Runner {
     pub tokenizer: Arc<tokenizers::Tokenizer>,
     active: HashMap<RequestId, Active>,
     draining: bool,
+    pacer: StepPacer,
 }
 
 impl Runner {
@@ -64,6 +66,7 @@ impl Runner {
         scheduler: Scheduler,
         shared: Arc<Shared>,
         meta: (String, Vec<u32>, Arc<tokenizers::Tokenizer>),
+        pacer: StepPacer,
     ) -> Self {
         Self {
             model,
@@ -75,6 +78,7 @@ impl Runner {
             tokenizer: meta.2,
             active: HashMap::new(),
             draining: false,
+            pacer,
         }
     }
 
@@ -226,6 +230,7 @@ impl Runner {
     }
 
     fn step(&mut self) -> Result<(), String> {
+        self.scheduler.set_step_budget(self.pacer.budget());
         let plan = self.scheduler.plan_step().map_err(|e| e.to_string())?;
         if plan.is_empty() {
             // Every plan is committed, even an empty one: the scheduler refuses a new plan while
@@ -238,7 +243,10 @@ impl Runner {
                 .copy_block(c.src.index(), c.dst.index(), c.num_tokens)
                 .map_err(|e| e.to_string())?;
         }
-        match self.forward(&plan) {
+        let started = Instant::now();
+        let forward = self.forward(&plan);
+        self.pacer.observe(plan.num_tokens(), started.elapsed());
+        match forward {
             Ok(logits) => {
                 let results = self.sample(&plan, logits);
                 let finished = self.scheduler.commit(&results).map_err(|e| e.to_string())?;

@@ -2,10 +2,11 @@
 //!
 //! There is no prefill or decode phase. Every request carries `num_computed`, the number of
 //! its tokens (prompt, then output) whose KV exists, and each step closes part of the gap to
-//! its token count: one token for a decode, a chunk for a prefill. One budget of
-//! `max_batched_tokens` per step is spent first on running requests, in arrival order, then on
-//! admitting waiting ones, also in arrival order, so chunked prefill, prefix caching and
-//! recompute after preemption all fall out of the same rule.
+//! its token count: one token for a decode, a chunk for a prefill. One token budget per step
+//! (at most `max_batched_tokens`, sized by the engine to its measured step time) is spent first
+//! on running requests, in arrival order, then on admitting waiting ones, also in arrival
+//! order, so chunked prefill, prefix caching and recompute after preemption all fall out of
+//! the same rule. While requests wait, a running prefill takes at most half the budget.
 //!
 //! Priority is arrival order. When blocks run out, the latest-arrived running request is
 //! preempted by recompute: its blocks are freed and it goes back to the waiting queue keeping
@@ -164,6 +165,9 @@ pub struct Scheduler {
     next_arrival: u64,
     in_flight: Option<Vec<InFlight>>,
     preemptions: u64,
+    /// Tokens the next step may take (at most `max_batched_tokens`); the engine sets it from
+    /// the measured step time.
+    step_budget: usize,
 }
 
 /// The step being assembled.
@@ -188,6 +192,7 @@ impl Scheduler {
             config.enable_prefix_caching,
         )?;
         Ok(Self {
+            step_budget: config.max_batched_tokens,
             config,
             kv,
             requests: HashMap::new(),
@@ -283,6 +288,12 @@ impl Scheduler {
         Ok(true)
     }
 
+    /// Sets the tokens of the next steps, at least one and at most `max_batched_tokens`.
+    /// Only where prefills are cut into chunks changes, not what any request computes.
+    pub fn set_step_budget(&mut self, tokens: usize) {
+        self.step_budget = tokens.clamp(1, self.config.max_batched_tokens);
+    }
+
     /// Plans the next forward pass. Fails with `PlanPending` until the previous plan is
     /// committed. An empty plan means there is nothing to run.
     pub fn plan_step(&mut self) -> Result<StepPlan, SchedulerError> {
@@ -290,7 +301,7 @@ impl Scheduler {
             return Err(SchedulerError::PlanPending);
         }
         let mut step = Builder {
-            budget: self.config.max_batched_tokens,
+            budget: self.step_budget,
             plan: StepPlan::default(),
         };
         self.schedule_running(&mut step)?;
@@ -317,7 +328,12 @@ impl Scheduler {
         while i < self.running.len() && step.budget > 0 {
             let id = self.running[i];
             let request = self.request(id)?;
-            let n = (request.tokens.len() - request.num_computed).min(step.budget);
+            let mut n = (request.tokens.len() - request.num_computed).min(step.budget);
+            // A long prefill leaves half the step to requests that wait, so a short request
+            // is admitted behind it at the next step instead of after the whole prompt.
+            if n > 1 && !self.waiting.is_empty() {
+                n = n.min(self.step_budget.div_ceil(2));
+            }
             if n == 0 {
                 i += 1;
                 continue;

@@ -273,6 +273,7 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         block_size: BLOCK_SIZE,
         kv_cache_bytes: limits.kv_cache_bytes,
         max_batched_tokens: limits.max_batched_tokens,
+        target_step: quorum_engine::DEFAULT_TARGET_STEP,
         max_running_seqs: limits.max_running,
         max_waiting: limits.max_queue,
         max_model_len: spec.max_model_len,

@@ -189,6 +189,53 @@ fn qwen_batching_invariance_all_q8_0() {
     check_invariance(QWEN_05B, 16, Reencode::All);
 }
 
+/// The instant each event of a stream arrives, read on a thread of its own.
+fn timed(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>,
+) -> std::thread::JoinHandle<Vec<(Instant, EngineEvent)>> {
+    std::thread::spawn(move || {
+        let mut events = Vec::new();
+        while let Some(e) = rx.blocking_recv() {
+            let done = matches!(e, EngineEvent::Finished(_));
+            events.push((Instant::now(), e));
+            if done {
+                break;
+            }
+        }
+        events
+    })
+}
+
+#[test]
+fn a_long_prompt_does_not_hold_back_short_requests() {
+    // The server's step budget: one step could take the whole long prompt.
+    let h = engine(SMOLLM2, |c| c.max_batched_tokens = 2048);
+    let long = prompt(&h, &"hello ".repeat(2040));
+    assert!(long.len() > 2000, "{} tokens", long.len());
+    let long_rx = timed(h.submit(request(long, 64)).expect("submit"));
+    let shorts: Vec<_> = QUESTIONS[..4]
+        .iter()
+        .map(|q| timed(h.submit(request(prompt(&h, q), 1)).expect("submit")))
+        .collect();
+    let long_events = long_rx.join().expect("long stream");
+    let first_long_token = long_events
+        .iter()
+        .find(|(_, e)| matches!(e, EngineEvent::Token(_)))
+        .map(|(at, _)| *at)
+        .expect("the long request generates");
+    let steps_to_first_long_token = h.stats().steps;
+    for short in shorts {
+        let events = short.join().expect("short stream");
+        let (finished_at, last) = events.last().expect("events");
+        assert!(matches!(last, EngineEvent::Finished(_)));
+        assert!(
+            *finished_at < first_long_token,
+            "a short request finished only after the long prompt's prefill \
+             ({steps_to_first_long_token} steps by the end)"
+        );
+    }
+}
+
 #[test]
 fn cancelling_a_stream_frees_its_blocks_within_a_step() {
     let h = engine(SMOLLM2, |_| {});

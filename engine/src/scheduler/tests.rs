@@ -408,3 +408,25 @@ fn a_prompt_being_prefilled_is_computed_once_for_its_twins() {
         summary(&second)
     );
 }
+
+#[test]
+fn a_running_prefill_leaves_half_the_step_to_waiting_requests() {
+    let mut sched = Scheduler::new(config()).expect("scheduler");
+    sched.set_step_budget(16);
+    sched
+        .add_request(request(1, (0..40).collect(), 1))
+        .expect("add");
+    // Alone, the long prompt takes the whole budget.
+    assert_eq!(summary(&step(&mut sched).0), [(1, 0, 16, false)]);
+    sched
+        .add_request(request(2, vec![7, 8, 9], 1))
+        .expect("add");
+    // With a request waiting, it takes half and the short one is admitted beside it.
+    assert_eq!(
+        summary(&step(&mut sched).0),
+        [(1, 16, 8, false), (2, 0, 3, true)]
+    );
+    // The budget is clamped to `max_batched_tokens`.
+    sched.set_step_budget(1000);
+    assert_eq!(summary(&step(&mut sched).0), [(1, 24, 16, true)]);
+}
