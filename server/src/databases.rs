@@ -2,7 +2,7 @@
 //! run-time registration of SQLite files under one allowed directory.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use quorum_sql::pipeline::DatabaseHandle;
@@ -38,6 +38,10 @@ pub fn validate_db_id(db_id: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Registrations a server accepts: each holds an introspected schema in memory for the
+/// server's lifetime, and there is no way to remove one.
+pub const MAX_REGISTERED: usize = 1024;
 
 #[derive(Debug)]
 pub struct DatabaseRegistry {
@@ -100,11 +104,15 @@ impl DatabaseRegistry {
             });
         };
         let file = resolve_inside(allowed, Path::new(path))?;
+        check_header(&file)?;
         let handle =
             DatabaseHandle::open(&file, db_id, IntrospectOptions::default()).map_err(|e| {
                 tracing::info!(db_id, error = %e, "registration: cannot introspect");
                 ServiceError::invalid("path", "is not a readable SQLite database")
             })?;
+        if handle.schema.tables.is_empty() {
+            return Err(ServiceError::invalid("path", "has no tables"));
+        }
         let db = Database {
             handle: Arc::new(handle),
             origin: Origin::Registered,
@@ -113,6 +121,16 @@ impl DatabaseRegistry {
             .databases
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if map
+            .values()
+            .filter(|d| d.origin == Origin::Registered)
+            .count()
+            >= MAX_REGISTERED
+        {
+            return Err(ServiceError::QuotaExceeded {
+                reason: format!("{MAX_REGISTERED} databases are registered, the server's limit"),
+            });
+        }
         if map.contains_key(db_id) {
             return Err(ServiceError::AlreadyExists {
                 what: "database",
@@ -133,10 +151,21 @@ impl DatabaseRegistry {
     }
 }
 
-/// Canonicalizes `path` against `allowed` and refuses anything that escapes it (`..`,
-/// symlinks pointing outside).
+/// Resolves `path` inside `allowed`. A path that names a place outside it (absolute elsewhere,
+/// or with `..`) is refused before the file system is asked, so the answer does not tell a file
+/// that exists outside from one that does not; a symlink inside that leads outside is refused
+/// after resolving it.
 fn resolve_inside(allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> {
+    let outside = || ServiceError::PermissionDenied {
+        reason: "path is outside the allowed directory".into(),
+    };
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(outside());
+    }
     let joined = if path.is_absolute() {
+        if !path.starts_with(allowed) {
+            return Err(outside());
+        }
         path.to_path_buf()
     } else {
         allowed.join(path)
@@ -145,12 +174,36 @@ fn resolve_inside(allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> 
         .canonicalize()
         .map_err(|_| ServiceError::invalid("path", "no such file under the allowed directory"))?;
     if !canonical.starts_with(allowed) {
-        return Err(ServiceError::PermissionDenied {
-            reason: "path is outside the allowed directory".into(),
-        });
+        return Err(outside());
     }
     if !canonical.is_file() {
         return Err(ServiceError::invalid("path", "is not a file"));
     }
     Ok(canonical)
+}
+
+/// The SQLite header's first bytes.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses what is not a SQLite database in rollback-journal mode before SQLite opens it:
+/// SQLite treats an empty file as an empty database, and a WAL-mode database makes even a
+/// read-only connection create `-wal`/`-shm` files beside it, which the server must never do
+/// in a directory it only reads.
+fn check_header(file: &Path) -> Result<(), ServiceError> {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    let read = std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok();
+    if !read || &header[..16] != SQLITE_MAGIC {
+        return Err(ServiceError::invalid("path", "is not a SQLite database"));
+    }
+    // Bytes 18 and 19: the file format's write and read versions, 2 in WAL mode.
+    if header[18] == 2 || header[19] == 2 {
+        return Err(ServiceError::invalid(
+            "path",
+            "is a WAL-mode database: convert it with `PRAGMA journal_mode=DELETE` first",
+        ));
+    }
+    Ok(())
 }

@@ -27,6 +27,9 @@ pub enum ServiceError {
     PermissionDenied { reason: String },
     #[error("server busy: {reason}; retry later")]
     ResourceExhausted { reason: String },
+    /// A limit that waiting does not lift (unlike a full queue: no retry pushback).
+    #[error("limit reached: {reason}")]
+    QuotaExceeded { reason: String },
     #[error("deadline exceeded")]
     DeadlineExceeded,
     #[error("cancelled: {reason}")]
@@ -62,7 +65,7 @@ impl ServiceError {
             Self::NotFound { .. } => Code::NotFound,
             Self::AlreadyExists { .. } => Code::AlreadyExists,
             Self::PermissionDenied { .. } => Code::PermissionDenied,
-            Self::ResourceExhausted { .. } => Code::ResourceExhausted,
+            Self::ResourceExhausted { .. } | Self::QuotaExceeded { .. } => Code::ResourceExhausted,
             Self::DeadlineExceeded => Code::DeadlineExceeded,
             Self::Cancelled { .. } => Code::Cancelled,
             Self::Unavailable { .. } => Code::Unavailable,
@@ -164,6 +167,7 @@ impl From<PipelineError> for ServiceError {
     fn from(err: PipelineError) -> Self {
         match err {
             PipelineError::Config { reason } => Self::invalid("options", reason),
+            PipelineError::MissingModel { what } => Self::FailedPrecondition { what: what.into() },
             PipelineError::Model { source, .. } => source.into(),
             PipelineError::Database { db_id, source } => {
                 Self::internal(format!("database {db_id}: {source}"))

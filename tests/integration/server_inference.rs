@@ -290,6 +290,56 @@ async fn databases_list_describe_and_register() {
         .expect_err("missing file");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("`path`"));
+    // Outside the allowed directory, a file that does not exist gets the same answer as one
+    // that does.
+    let absent = outside.path().join("absent.sqlite");
+    let e = client
+        .register(register("absent", &absent.display().to_string()))
+        .await
+        .expect_err("outside the allowed directory");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    let e = client
+        .register(register("dotdot", "../elsewhere.sqlite"))
+        .await
+        .expect_err("`..`");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    // An empty file, an empty database and a WAL-mode database are refused, and nothing is
+    // written beside them.
+    std::fs::write(allowed.path().join("empty.sqlite"), b"").expect("write");
+    let no_tables = allowed.path().join("no_tables.sqlite");
+    rusqlite::Connection::open(&no_tables)
+        .and_then(|c| c.execute_batch("PRAGMA user_version = 1;"))
+        .expect("an empty database");
+    let wal = allowed.path().join("wal.sqlite");
+    rusqlite::Connection::open(&wal)
+        .and_then(|c| c.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE t (x INTEGER);"))
+        .expect("a WAL-mode database");
+    for (id, file, reason) in [
+        ("empty", "empty.sqlite", "not a SQLite database"),
+        ("no_tables", "no_tables.sqlite", "no tables"),
+        ("wal", "wal.sqlite", "WAL"),
+    ] {
+        let e = client
+            .register(register(id, file))
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code(), Code::InvalidArgument, "{id}: {e:?}");
+        assert!(e.message().contains(reason), "{id}: {}", e.message());
+    }
+    let mut files: Vec<String> = std::fs::read_dir(allowed.path())
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "empty.sqlite",
+            "no_tables.sqlite",
+            "pets_copy.sqlite",
+            "wal.sqlite"
+        ]
+    );
 
     let listed = client
         .list(pb::ListDatabasesRequest {})

@@ -127,6 +127,26 @@ async fn text2sql_rejects_bad_requests() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("options.preview_rows"));
 
+    // Demonstrations: the server's format (SimpleDDL) cannot show them, and RE_p needs the
+    // embedder this server does not load.
+    let mut shots = question("concert_singer", "How many singers?");
+    shots.options = Some(pb::PipelineOptions {
+        round1_shots: Some(3),
+        ..Default::default()
+    });
+    let e = client
+        .generate(shots.clone())
+        .await
+        .expect_err("no demos in SimpleDDL");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("simple_ddl"), "{}", e.message());
+    if let Some(o) = shots.options.as_mut() {
+        o.round1_format = Some("rep".into());
+    }
+    let e = client.generate(shots).await.expect_err("no embedder");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("embedder"), "{}", e.message());
+
     // A question whose prompt cannot fit the model's context is the caller's to change: not
     // "busy, retry later".
     let long = "How many singers are there in the concerts of every stadium? ".repeat(400);

@@ -9,6 +9,9 @@ use crate::sandbox::ExecError;
 pub enum PipelineError {
     #[error("invalid pipeline configuration: {reason}")]
     Config { reason: String },
+    /// The configuration asks for a model the pipeline was not given.
+    #[error("{what} is not available")]
+    MissingModel { what: &'static str },
     #[error("the {stage} model call failed: {source}")]
     Model {
         stage: &'static str,
@@ -27,6 +30,7 @@ impl PipelineError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config { .. } => "config",
+            Self::MissingModel { .. } => "missing_model",
             Self::Model { .. } => "model",
             Self::BatchSize { .. } => "batch_size",
             Self::Demos { .. } => "demos",

@@ -83,11 +83,35 @@ impl Pipeline {
         if config.generators.is_empty() {
             return invalid("at least one generator is required (the first writes the PreSQL)");
         }
+        // Demonstrations appear only in RE_p prompts: asking for them elsewhere would answer
+        // without them and report nothing.
+        if config.round1.shots > 0 && config.round1.format != PromptFormat::Rep {
+            return invalid(&format!(
+                "round 1 writes {} prompts, which show no demonstrations: round1 shots must be 0",
+                config.round1.format.name()
+            ));
+        }
+        if config.round2.enabled
+            && config.round2.shots > 0
+            && !config
+                .generators
+                .iter()
+                .any(|g| g.format == PromptFormat::Rep)
+        {
+            return invalid(
+                "no round-2 generator writes RE_p prompts, the only ones with demonstrations: \
+                 round2 shots must be 0",
+            );
+        }
         if config.uses_demos() && (models.embedder.is_none() || models.demos.is_none()) {
-            return invalid("few-shot prompts need an embedder and a demo index");
+            return Err(PipelineError::MissingModel {
+                what: "few-shot retrieval (an embedder model and a demonstration index)",
+            });
         }
         if config.selector.enabled && models.selector.is_none() {
-            return invalid("selection is enabled but no selector model is given");
+            return Err(PipelineError::MissingModel {
+                what: "selection (a model with the selector role)",
+            });
         }
         if config.selector.enabled
             && !(2..=selection::MAX_LABELS).contains(&config.selector.max_groups)

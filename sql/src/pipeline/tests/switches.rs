@@ -171,24 +171,31 @@ fn new_rejects_unusable_configurations() {
     let mut shots = config(&["a"]);
     shots.round1.shots = 9;
     let err = Pipeline::new(shots, models(false)).expect_err("no demo index");
-    assert!(err.to_string().contains("demo index"));
+    assert_eq!(err.kind(), "missing_model");
+    assert!(err.to_string().contains("demonstration index"));
     let mut selecting = config(&["a"]);
     selecting.selector.enabled = true;
     let err = Pipeline::new(selecting, models(false)).expect_err("no selector");
-    assert_eq!(err.kind(), "config");
-    // Shots with a zero-shot format need no index.
+    assert_eq!(err.kind(), "missing_model");
+    // Shots with a format that shows no demonstrations are refused, not silently dropped.
     let mut zero_shot = config(&["a"]);
     zero_shot.round1.shots = 9;
     zero_shot.round1.format = PromptFormat::SimpleDdl;
     zero_shot.round2.enabled = false;
-    assert!(Pipeline::new(zero_shot, models(false)).is_ok());
+    let err = Pipeline::new(zero_shot, models(true)).expect_err("shots SimpleDDL cannot show");
+    assert_eq!(err.kind(), "config");
+    assert!(err.to_string().contains("simple_ddl"), "{err}");
+    let mut no_rep = config(&["a"]);
+    no_rep.generators[0].format = PromptFormat::MSchema;
+    no_rep.round2.shots = 2;
+    let err = Pipeline::new(no_rep, models(true)).expect_err("no RE_p generator in round 2");
+    assert!(err.to_string().contains("round2 shots"), "{err}");
 }
 
 #[test]
 fn zero_shot_round1_reports_no_demos() {
     let generator = by_stage(S6, |_| S6);
     let mut config = config(&["a"]);
-    config.round1.shots = 3;
     config.round1.format = PromptFormat::SimpleDdl;
     config.round2.shots = 2;
     let answer = Pipeline::new(config, demo_models(&generator))
