@@ -236,7 +236,10 @@ pub fn spawn_engine(
         num_blocks: num_blocks as usize,
         ..layout
     };
-    let max_model_len = config.max_model_len.min(mc.max_position);
+    // A request larger than the whole KV cache could never run: the handle refuses it at
+    // submit (PromptTooLong) instead of leaving it to fail inside the engine.
+    let kv_capacity = num_blocks as usize * config.block_size;
+    let max_model_len = config.max_model_len.min(mc.max_position).min(kv_capacity);
     let scheduler = Scheduler::new(SchedulerConfig {
         block_size: config.block_size,
         num_blocks,

@@ -302,6 +302,20 @@ fn admission_fails_fast_and_bad_requests_are_rejected() {
 }
 
 #[test]
+fn a_request_larger_than_the_kv_cache_is_refused_at_submit() {
+    // 2 MiB of KV holds a few hundred SmolLM2 tokens, far below its context.
+    let h = engine(SMOLLM2, |c| c.kv_cache_bytes = 2 << 20);
+    let capacity = h.stats().kv_blocks_total as usize * 16;
+    assert_eq!(h.info().max_model_len, capacity);
+    let err = h
+        .submit(request(vec![1u32; capacity - 2], 4))
+        .expect_err("beyond the cache");
+    assert_eq!(err.kind(), "prompt_too_long");
+    let (tokens, fin) = collect(h.submit(request(vec![1u32; 8], 4)).expect("fits"));
+    assert!(!tokens.is_empty() && fin.error.is_none(), "{fin:?}");
+}
+
+#[test]
 fn deadline_cancels_with_a_reason() {
     let h = engine(SMOLLM2, |_| {});
     let p = prompt(&h, QUESTIONS[2]);
