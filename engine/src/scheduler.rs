@@ -6,7 +6,8 @@
 //! (at most `max_batched_tokens`, sized by the engine to its measured step time) is spent first
 //! on running requests, in arrival order, then on admitting waiting ones, also in arrival
 //! order, so chunked prefill, prefix caching and recompute after preemption all fall out of
-//! the same rule. While requests wait, a running prefill takes at most half the budget.
+//! the same rule. While requests wait and a running slot is free, a running prefill takes at
+//! most half the budget.
 //!
 //! Priority is arrival order. When blocks run out, the latest-arrived running request is
 //! preempted by recompute: its blocks are freed and it goes back to the waiting queue keeping
@@ -329,9 +330,11 @@ impl Scheduler {
             let id = self.running[i];
             let request = self.request(id)?;
             let mut n = (request.tokens.len() - request.num_computed).min(step.budget);
-            // A long prefill leaves half the step to requests that wait, so a short request
-            // is admitted behind it at the next step instead of after the whole prompt.
-            if n > 1 && !self.waiting.is_empty() {
+            // A long prefill leaves half the step to requests that wait (when a running slot is
+            // free for them), so a short request is admitted behind it at the next step instead
+            // of after the whole prompt.
+            let admissible = self.running.len() < self.config.max_running_seqs;
+            if n > 1 && admissible && !self.waiting.is_empty() {
                 n = n.min(self.step_budget.div_ceil(2));
             }
             if n == 0 {

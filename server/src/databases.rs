@@ -46,7 +46,8 @@ pub const MAX_REGISTERED: usize = 1024;
 #[derive(Debug)]
 pub struct DatabaseRegistry {
     databases: RwLock<BTreeMap<String, Database>>,
-    allowed_dir: Option<PathBuf>,
+    /// The allowed directory as configured and canonicalized: absolute paths may use either.
+    allowed_dir: Option<(PathBuf, PathBuf)>,
 }
 
 impl DatabaseRegistry {
@@ -74,7 +75,10 @@ impl DatabaseRegistry {
         tracing::info!(count = databases.len(), "databases ready");
         Self {
             databases: RwLock::new(databases),
-            allowed_dir: allowed_dir.and_then(|d| d.canonicalize().ok()),
+            allowed_dir: allowed_dir.and_then(|d| {
+                let canonical = d.canonicalize().ok()?;
+                Some((d, canonical))
+            }),
         }
     }
 
@@ -103,7 +107,7 @@ impl DatabaseRegistry {
                 reason: "registration is disabled: the server has no allowed directory".into(),
             });
         };
-        let file = resolve_inside(allowed, Path::new(path))?;
+        let file = resolve_inside(&allowed.0, &allowed.1, Path::new(path))?;
         check_header(&file)?;
         let handle =
             DatabaseHandle::open(&file, db_id, IntrospectOptions::default()).map_err(|e| {
@@ -155,7 +159,7 @@ impl DatabaseRegistry {
 /// or with `..`) is refused before the file system is asked, so the answer does not tell a file
 /// that exists outside from one that does not; a symlink inside that leads outside is refused
 /// after resolving it.
-fn resolve_inside(allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> {
+fn resolve_inside(configured: &Path, allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> {
     let outside = || ServiceError::PermissionDenied {
         reason: "path is outside the allowed directory".into(),
     };
@@ -163,7 +167,7 @@ fn resolve_inside(allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> 
         return Err(outside());
     }
     let joined = if path.is_absolute() {
-        if !path.starts_with(allowed) {
+        if !path.starts_with(allowed) && !path.starts_with(configured) {
             return Err(outside());
         }
         path.to_path_buf()
@@ -206,4 +210,33 @@ fn check_header(file: &Path) -> Result<(), ServiceError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_paths_may_use_the_configured_or_the_canonical_directory() {
+        let root = std::env::temp_dir().join(format!("quorum-resolve-{}", std::process::id()));
+        let real = root.join("real");
+        std::fs::create_dir_all(&real).expect("mkdir");
+        std::fs::write(real.join("a.sqlite"), b"x").expect("write");
+        let link = root.join("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let canonical = link.canonicalize().expect("canonical");
+        let expected = canonical.join("a.sqlite");
+        for path in [link.join("a.sqlite"), canonical.join("a.sqlite")] {
+            let resolved = resolve_inside(&link, &canonical, &path).expect("inside");
+            assert_eq!(resolved, expected);
+        }
+        let resolved = resolve_inside(&link, &canonical, Path::new("a.sqlite")).expect("relative");
+        assert_eq!(resolved, expected);
+        for outside in ["/etc/passwd", "/nonexistent/a.sqlite", "../real/a.sqlite"] {
+            let e = resolve_inside(&link, &canonical, Path::new(outside)).expect_err(outside);
+            assert_eq!(e.code(), tonic::Code::PermissionDenied, "{outside}");
+        }
+        std::fs::remove_dir_all(&root).expect("cleanup");
+    }
 }
