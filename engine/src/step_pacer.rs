@@ -1,6 +1,7 @@
 //! How many tokens the next engine step may take. Cancellations, deadlines and newly
 //! arrived requests are seen only between steps, so a step must stay short on any hardware:
-//! the server's 2,048 prompt tokens take about 20 s on a two-core AVX2 CPU (docs/RESULTS.md).
+//! the server's 2,048 prompt tokens take about 20 s at the ~100 tokens/s prefill measured on a
+//! two-core AVX2 CPU (docs/RESULTS.md).
 //! The pacer measures the cost of a token on full steps and sizes the budget so that a step
 //! lasts about `target`, between a floor that lets every running sequence decode and the
 //! configured maximum. The budget changes only where chunks are cut, which does not change
