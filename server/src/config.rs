@@ -373,11 +373,14 @@ fn default_generators() -> Vec<RawGenerator> {
     ]
 }
 
+/// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout.
+pub const DEFAULT_SPIDER_DIR: &str = "../shared/data/spider";
+
 /// Spider's dev databases beside the repository, or under `QUORUM_SPIDER_DIR` (read by the
 /// binary and passed in: libraries do not read the environment).
 pub fn default_database_dir(spider_dir: Option<PathBuf>) -> PathBuf {
     spider_dir
-        .unwrap_or_else(|| PathBuf::from("../shared/data/spider"))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SPIDER_DIR))
         .join("database")
 }
 

@@ -32,11 +32,7 @@ const EVAL_KV_CACHE_MIB: u64 = 4096;
 pub struct EvalArgs {
     /// Spider-format data directory: the question file, `database/`, `slices.json` and
     /// `train.json` (the demonstration pool of the in-process server).
-    #[arg(
-        long,
-        env = "QUORUM_SPIDER_DIR",
-        default_value = "../shared/data/spider"
-    )]
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
     /// Question file, relative to --data unless absolute.
     #[arg(long, default_value = "dev.json")]

@@ -13,6 +13,7 @@ use quorum_weights::{ChatMessage, load_checkpoint};
 
 mod ask;
 mod eval;
+mod train;
 
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
@@ -63,6 +64,9 @@ enum Command {
     /// Runs a Spider-format dataset through the pipeline and scores it (EX, VA, VES, R_e/R_s,
     /// by hardness); resumable; `--compare A B` prints two runs side by side.
     Eval(Box<eval::EvalArgs>),
+    /// Fine-tunes a LoRA adapter of a generator on Spider-format training data, in the prompt
+    /// format it will serve; writes a PEFT adapter directory.
+    Train(Box<train::TrainArgs>),
     /// Sentence embeddings: prints each vector, or with --similarity the cosine matrix.
     Embed {
         #[arg(long, default_value = "all-minilm-l6-v2")]
@@ -157,6 +161,7 @@ fn run() -> Result<()> {
         } => embed(&dirs, &device, &model, similarity, &texts),
         Command::Serve(args) => serve(&dirs, cli.device, cpu_path, args),
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
+        Command::Train(args) => train::train(&dirs, &device, *args),
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),

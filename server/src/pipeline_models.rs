@@ -11,7 +11,6 @@ use quorum_sql::pipeline::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
 };
 use quorum_sql::relevance::{ContextEncoder, WordStates};
-use quorum_weights::ChatMessage;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
@@ -38,28 +37,16 @@ impl CallScope {
     }
 }
 
-/// Renders a pipeline prompt: through the chat template when the model has one (instruct
-/// models answer far better in their own format), else system and user text concatenated.
+/// Renders a pipeline prompt with the decoder's chat template ([`quorum_weights::render_turn`],
+/// the same rendering the trainer builds its examples with).
 fn render(decoder: &LoadedDecoder, prompt: &PromptMessages) -> Result<String, ModelCallError> {
-    let mut messages = Vec::with_capacity(2);
-    if let Some(system) = &prompt.system {
-        messages.push(ChatMessage::new("system", system));
-    }
-    messages.push(ChatMessage::new("user", &prompt.user));
-    let mut text = match decoder.engine.chat_template() {
-        Some(template) => template
-            .render(&messages, true)
-            .map_err(|e| failed(decoder, e.to_string()))?,
-        None => messages
-            .iter()
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-    };
-    if let Some(prefix) = &prompt.answer_prefix {
-        text.push_str(prefix);
-    }
-    Ok(text)
+    quorum_weights::render_turn(
+        decoder.engine.chat_template(),
+        prompt.system.as_deref(),
+        &prompt.user,
+        prompt.answer_prefix.as_deref(),
+    )
+    .map_err(|e| failed(decoder, e.to_string()))
 }
 
 fn failed(decoder: &LoadedDecoder, message: String) -> ModelCallError {

@@ -1,1 +1,29 @@
-//! quorum-training
+//! quorum-training: supervised LoRA fine-tuning of the SQL generators.
+//!
+//! The base model is frozen and dequantized to f32 ([`LoraDecoder`]); only the LoRA pairs are
+//! trained ([`LoraParams`]), with AdamW, warmup + cosine decay, gradient accumulation and
+//! clipping ([`Trainer`]). Examples come from Spider-format data rendered by the pipeline's own
+//! prompt code ([`build_examples`]), so a trained adapter is asked at serving time exactly what
+//! it learned from. Adapters are written as Hugging Face PEFT directories, which the server
+//! loads as generators.
+
+mod adamw;
+mod error;
+mod examples;
+mod frozen_matmul;
+mod lora_decoder;
+mod lora_params;
+mod schedule;
+mod trainer;
+
+pub use adamw::{AdamW, AdamWConfig, clip_grad_norm};
+pub use error::{TrainError, TrainResult};
+pub use examples::{
+    ExampleOptions, ExampleStats, PromptCodec, TrainingExample, answer_continuation,
+    build_examples, render_example,
+};
+pub use frozen_matmul::FrozenMatmul;
+pub use lora_decoder::{Dropout, LoraDecoder};
+pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
+pub use schedule::LrSchedule;
+pub use trainer::{StepReport, TrainConfig, Trainer};

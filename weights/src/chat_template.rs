@@ -96,6 +96,36 @@ impl ChatTemplate {
     }
 }
 
+/// The text a model is given for one turn: the system and user messages through the model's chat
+/// template (instruct models answer far better in their own format), or joined by a blank line
+/// when it has none, then `answer_prefix`, the start of the reply written for the model. The
+/// server prompts with this and the trainer builds its examples with it, so a fine-tuned model
+/// sees at training time exactly what it is asked at serving time.
+pub fn render_turn(
+    template: Option<&ChatTemplate>,
+    system: Option<&str>,
+    user: &str,
+    answer_prefix: Option<&str>,
+) -> WeightsResult<String> {
+    let mut messages = Vec::with_capacity(2);
+    if let Some(system) = system {
+        messages.push(ChatMessage::new("system", system));
+    }
+    messages.push(ChatMessage::new("user", user));
+    let mut text = match template {
+        Some(template) => template.render(&messages, true)?,
+        None => messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+    };
+    if let Some(prefix) = answer_prefix {
+        text.push_str(prefix);
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +139,16 @@ mod tests {
             out,
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
         );
+    }
+
+    #[test]
+    fn a_turn_is_template_then_answer_prefix() {
+        let src = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+        let t = ChatTemplate::new(src.into(), None, None).unwrap();
+        let out = render_turn(Some(&t), Some("sys"), "q", Some("```sql\nSELECT ")).unwrap();
+        assert_eq!(out, "[system]sys[user]q[assistant]```sql\nSELECT ");
+        let plain = render_turn(None, Some("sys"), "q", None).unwrap();
+        assert_eq!(plain, "sys\n\nq");
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod hub;
 mod lora_adapter;
 mod store;
 
-pub use chat_template::{ChatMessage, ChatTemplate};
+pub use chat_template::{ChatMessage, ChatTemplate, render_turn};
 pub use checkpoint::{Checkpoint, CheckpointFormat, ModelConfigSource};
 pub use error::{WeightsError, WeightsResult};
 pub use gguf::{GgufLoadOptions, Reencode, load_gguf, reencode_gguf_file};

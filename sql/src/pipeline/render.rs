@@ -8,6 +8,7 @@
 
 use super::config::PromptFormat;
 use super::error_hint::explain_error;
+use super::model::PromptMessages;
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;
 
@@ -47,6 +48,29 @@ pub(crate) fn render_generation(
     }
 }
 
+/// A generation prompt as a generator sees it, for code outside the pipeline that must ask
+/// exactly what the pipeline asks (the trainer builds its examples with this): the prompt of
+/// `format` over `schema` for `question` (and BIRD-style `evidence`), without demonstrations.
+pub fn generation_prompt(
+    format: PromptFormat,
+    rep: RepOptions,
+    schema: &Schema,
+    question: &str,
+    evidence: Option<&str>,
+) -> Prompt {
+    render_generation(format, rep, schema, Ask { question, evidence }, &[])
+}
+
+/// The chat messages of a generation prompt; with `answer_prefix` the answer is started for the
+/// model with [`SQL_ANSWER_PREFIX`].
+pub fn generation_messages(prompt: &Prompt, answer_prefix: bool) -> PromptMessages {
+    let mut messages = PromptMessages::user(prompt.text.clone());
+    if answer_prefix {
+        messages.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
+    }
+    messages
+}
+
 /// Why a candidate is sent back for revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Feedback {
@@ -61,7 +85,7 @@ const REVISE_EMPTY: &str = "You are a SQLite expert. There is a SQL query genera
 
 /// The answer's start written for the model (always in revisions, in every generation when
 /// configured): a query, not DDL or prose.
-pub(crate) const SQL_ANSWER_PREFIX: &str = "```sql\nSELECT ";
+pub const SQL_ANSWER_PREFIX: &str = "```sql\nSELECT ";
 
 /// The revision prompt: full schema, evidence, question, the failed SQL, what happened and,
 /// for errors about names, what the schema says about them ([`explain_error`]). The answer

@@ -12,8 +12,10 @@ use super::answer::{
 use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
-use super::model::{Generation, GenerationRequest, ModelCallError, PromptMessages};
-use super::render::{Ask, Feedback, SQL_ANSWER_PREFIX, render_generation, render_revision};
+use super::model::{Generation, GenerationRequest, ModelCallError};
+use super::render::{
+    Ask, Feedback, SQL_ANSWER_PREFIX, generation_messages, render_generation, render_revision,
+};
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
@@ -502,13 +504,9 @@ impl<'r> Run<'r> {
     }
 
     fn request(&self, generator: &GeneratorConfig, prompt: &Prompt) -> GenerationRequest {
-        let mut messages = PromptMessages::user(prompt.text.clone());
-        if self.pipeline.config.answer_prefix {
-            messages.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
-        }
         GenerationRequest {
             generator: generator.name.clone(),
-            prompt: messages,
+            prompt: generation_messages(prompt, self.pipeline.config.answer_prefix),
             sampling: generator.sampling,
         }
     }

@@ -1,0 +1,226 @@
+//! `quorum train`: supervised LoRA fine-tuning of a generator on Spider-format training data,
+//! rendered in the prompt format it will serve. Writes a PEFT adapter directory that
+//! `[[models.adapters]]` in the server's config loads.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use candle_core::{DType, Device};
+use indicatif::{ProgressBar, ProgressStyle};
+use quorum_server::model_source::ModelDirs;
+use quorum_sql::dataset::SpiderDataset;
+use quorum_sql::pipeline::PromptFormat;
+use quorum_sql::prompt::PROMPT_FORMAT_VERSION;
+use quorum_training::{
+    ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraSpec, LrSchedule, PromptCodec,
+    StepReport, TrainConfig, Trainer, build_examples,
+};
+use quorum_weights::load_checkpoint;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    /// The base model: a GGUF file, a Hugging Face directory or a default model's short name.
+    #[arg(long, default_value = "qwen2.5-coder-0.5b")]
+    pub model: String,
+    /// Spider-format data directory with `train.json` and `database/`. Only train.json is
+    /// read: dev questions never enter training.
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    pub data: PathBuf,
+    /// The prompt format the adapter will serve: rep, mschema or simpleddl.
+    #[arg(long, default_value = "rep")]
+    pub format: String,
+    /// Where the PEFT adapter is written (adapter_config.json, adapter_model.safetensors,
+    /// quorum_adapter.json, train-log.jsonl, checkpoint/).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 16)]
+    pub rank: usize,
+    #[arg(long, default_value_t = 32.0)]
+    pub alpha: f64,
+    #[arg(long, default_value_t = 0.05)]
+    pub dropout: f32,
+    /// Projections to adapt, comma-separated (default: all seven).
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Option<Vec<String>>,
+    /// Peak learning rate.
+    #[arg(long, default_value_t = 2e-4)]
+    pub lr: f64,
+    #[arg(long, default_value_t = 10)]
+    pub warmup_steps: u64,
+    /// Optimizer steps.
+    #[arg(long, default_value_t = 100)]
+    pub steps: u64,
+    /// Sequences per optimizer step.
+    #[arg(long, default_value_t = 8)]
+    pub grad_accumulation: usize,
+    #[arg(long, default_value_t = 1.0)]
+    pub max_grad_norm: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Longest example kept (prompt and answer, tokens).
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: usize,
+    /// Share of examples that show only the gold query's tables, as round 2 does.
+    #[arg(long, default_value_t = 0.5)]
+    pub linked_share: f64,
+    /// Use at most this many train.json questions (a seeded sample).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Save a resumable checkpoint every this many steps (0: only at the end).
+    #[arg(long, default_value_t = 25)]
+    pub checkpoint_every: u64,
+    /// Continue from `OUT/checkpoint` (same data and configuration).
+    #[arg(long)]
+    pub resume: bool,
+}
+
+pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
+    if device != "cpu" {
+        // The trainable decoder's frozen-weight op has a CPU kernel only.
+        bail!("--device {device}: training runs on the CPU in this build");
+    }
+    let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
+    let model_path = dirs.resolve(&args.model)?;
+    let ckpt = load_checkpoint(&model_path, &Device::Cpu, DType::F32)
+        .with_context(|| format!("loading {}", model_path.display()))?;
+    let end_token = *ckpt
+        .eos_token_ids
+        .first()
+        .context("the checkpoint names no end-of-sequence token")?;
+    let dataset = SpiderDataset::new(&args.data);
+    let mut questions = dataset.train().context("reading train.json")?;
+    if let Some(limit) = args.limit {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+        questions.shuffle(&mut rng);
+        questions.truncate(limit);
+    }
+    let codec = PromptCodec {
+        tokenizer: &ckpt.tokenizer,
+        chat_template: ckpt.chat_template.as_ref(),
+        end_token,
+    };
+    let options = ExampleOptions {
+        format,
+        max_tokens: args.max_tokens,
+        linked_share: args.linked_share,
+        seed: args.seed,
+    };
+    let (examples, stats) = build_examples(&dataset, &questions, codec, &options)?;
+    eprintln!(
+        "quorum train: {} examples from {} questions ({stats:?})",
+        examples.len(),
+        questions.len()
+    );
+    let started = Instant::now();
+    let model = LoraDecoder::load(&ckpt)?;
+    eprintln!(
+        "quorum train: base model dequantized in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let config = TrainConfig {
+        lora: LoraSpec {
+            rank: args.rank,
+            alpha: args.alpha,
+            dropout: args.dropout,
+            targets: args
+                .targets
+                .clone()
+                .unwrap_or_else(|| ALL_PROJECTIONS.iter().map(|s| s.to_string()).collect()),
+        },
+        optimizer: AdamWConfig::default(),
+        schedule: LrSchedule {
+            peak: args.lr,
+            warmup_steps: args.warmup_steps,
+            total_steps: args.steps,
+            final_fraction: 0.1,
+        },
+        grad_accumulation: args.grad_accumulation,
+        max_grad_norm: args.max_grad_norm,
+        seed: args.seed,
+    };
+    let checkpoint_dir = args.out.join("checkpoint");
+    let mut trainer = if args.resume {
+        Trainer::resume(&model, &examples, config.clone(), &checkpoint_dir)?
+    } else {
+        Trainer::new(&model, &examples, config.clone())?
+    };
+    eprintln!(
+        "quorum train: {} trainable parameters, {} steps of {} sequences",
+        trainer.lora().num_parameters(),
+        args.steps,
+        args.grad_accumulation
+    );
+    std::fs::create_dir_all(&args.out)?;
+    let log_path = args.out.join("train-log.jsonl");
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    let bar = ProgressBar::new(args.steps);
+    bar.set_position(trainer.steps_done());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} steps {msg}, {elapsed} elapsed, eta {eta}",
+        )
+        .expect("a valid progress template"),
+    );
+    let run_started = Instant::now();
+    let (mut tokens, mut last) = (0usize, None::<StepReport>);
+    while trainer.steps_done() < args.steps {
+        let report = trainer.step()?;
+        tokens += report.tokens;
+        let tok_s = tokens as f64 / run_started.elapsed().as_secs_f64();
+        let mut line = serde_json::to_value(report)?;
+        line["tokens_per_s"] = serde_json::json!(tok_s);
+        line["elapsed_s"] = serde_json::json!(run_started.elapsed().as_secs_f64());
+        writeln!(log, "{line}")?;
+        bar.set_message(format!("loss {:.3}, {:.0} tok/s", report.loss, tok_s));
+        bar.inc(1);
+        let every = args.checkpoint_every;
+        if every > 0 && report.step % every == 0 && report.step < args.steps {
+            trainer.save(&checkpoint_dir)?;
+        }
+        last = Some(report);
+    }
+    bar.finish();
+    trainer.save(&checkpoint_dir)?;
+    let card = serde_json::json!({
+        "base_model": args.model,
+        "base_file": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
+        "prompt_format": format.name(),
+        "prompt_format_version": PROMPT_FORMAT_VERSION,
+        "answer_prefix": quorum_sql::pipeline::SQL_ANSWER_PREFIX,
+        "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
+        "examples": examples.len(),
+        "example_stats": stats,
+        "config": config,
+        "max_tokens": args.max_tokens,
+        "limit": args.limit,
+        "steps": trainer.steps_done(),
+        "last_step": last,
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+    });
+    trainer
+        .lora()
+        .save_peft(&args.out, &args.model, &card)
+        .with_context(|| format!("writing the adapter to {}", args.out.display()))?;
+    eprintln!(
+        "quorum train: adapter written to {} ({})",
+        args.out.display(),
+        display_rate(tokens, run_started)
+    );
+    Ok(())
+}
+
+fn display_rate(tokens: usize, since: Instant) -> String {
+    let s = since.elapsed().as_secs_f64();
+    format!(
+        "{tokens} tokens in {s:.0} s, {:.1} tok/s",
+        tokens as f64 / s
+    )
+}

@@ -1,0 +1,306 @@
+//! The training crate on small random checkpoints (gradients, resume, fitting) and on the real
+//! Qwen tokenizer and Spider's train.json (the examples the server's prompts make).
+
+use candle_core::{DType, Device, Tensor};
+use quorum_models::{BatchLayout, DecoderModel, DenseKvCache, MatmulPolicy};
+use quorum_tests::{QWEN_05B, max_abs_diff, model_path};
+use quorum_training::{
+    ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraParams, LoraSpec, LrSchedule,
+    PromptCodec, TrainConfig, Trainer, TrainingExample, answer_continuation, build_examples,
+};
+use quorum_weights::{load_checkpoint, load_lora_adapter};
+use rand::{Rng, SeedableRng};
+
+use crate::random_decoder::{VOCAB, write_checkpoint};
+
+fn spec(targets: &[&str]) -> LoraSpec {
+    LoraSpec {
+        rank: 4,
+        alpha: 8.0,
+        dropout: 0.0,
+        targets: targets.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn tiny(arch: &str, seed: u64) -> (tempfile::TempDir, quorum_weights::Checkpoint) {
+    let dir = tempfile::tempdir().unwrap();
+    write_checkpoint(dir.path(), arch, seed);
+    let ckpt = load_checkpoint(dir.path(), &Device::Cpu, DType::F32).unwrap();
+    (dir, ckpt)
+}
+
+/// Gives every B matrix random values (PEFT starts them at zero, which hides B's effect).
+fn randomize_b(lora: &LoraParams, seed: u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for (name, var) in lora.named_vars() {
+        if name.ends_with("lora_B.weight") {
+            let shape = var.as_tensor().shape().clone();
+            let v: Vec<f32> = (0..shape.elem_count())
+                .map(|_| rng.random_range(-0.3f32..0.3))
+                .collect();
+            var.set(&Tensor::from_vec(v, shape, &Device::Cpu).unwrap())
+                .unwrap();
+        }
+    }
+}
+
+fn serving_last_logits(model: &DecoderModel, tokens: &[u32], adapter: Option<usize>) -> Tensor {
+    let layout = BatchLayout::from_chunks([(0, 0, tokens.len(), true)]).with_adapters([adapter]);
+    model
+        .forward(tokens, &layout, &mut DenseKvCache::new())
+        .unwrap()
+        .squeeze(0)
+        .unwrap()
+}
+
+/// The training forward equals the serving decoder, bare and with the adapter exported as PEFT
+/// and loaded back the way the server loads adapters.
+fn check_parity(arch: &str) {
+    let (_dir, ckpt) = tiny(arch, 11);
+    let trainable = LoraDecoder::load(&ckpt).unwrap();
+    let lora = LoraParams::init(trainable.config(), spec(&ALL_PROJECTIONS), 5).unwrap();
+    randomize_b(&lora, 6);
+    let adapter_dir = tempfile::tempdir().unwrap();
+    lora.save_peft(adapter_dir.path(), "tiny", &serde_json::json!({}))
+        .unwrap();
+    let adapter = load_lora_adapter(adapter_dir.path(), "t", &Device::Cpu, DType::F32).unwrap();
+    let mut serving = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).unwrap();
+    let index = serving.add_adapter(&adapter).unwrap();
+    let tokens: Vec<u32> = (0..23).map(|i| (i * 37 % VOCAB) as u32).collect();
+    for len in [1, 9, 23] {
+        for (lora, adapter) in [(None, None), (Some(&lora), Some(index))] {
+            let ours = trainable
+                .logits(lora, &tokens[..len], len - 1..len, None)
+                .unwrap()
+                .squeeze(0)
+                .unwrap();
+            let theirs = serving_last_logits(&serving, &tokens[..len], adapter);
+            let (diff, scale) = max_abs_diff(&ours, &theirs).unwrap();
+            assert!(
+                diff <= 1e-4 * scale.max(1.0),
+                "{arch}, {len} tokens, adapter {adapter:?}: logits differ by {diff} (scale {scale})"
+            );
+        }
+    }
+}
+
+#[test]
+fn training_forward_equals_serving_qwen2() {
+    check_parity("qwen2");
+}
+
+#[test]
+fn training_forward_equals_serving_llama() {
+    check_parity("llama");
+}
+
+/// Backward's gradients of A and B entries against central finite differences of the loss.
+#[test]
+fn lora_gradients_match_finite_differences() {
+    let (_dir, ckpt) = tiny("qwen2", 21);
+    let model = LoraDecoder::load(&ckpt).unwrap();
+    let lora =
+        LoraParams::init(model.config(), spec(&["q_proj", "v_proj", "down_proj"]), 3).unwrap();
+    randomize_b(&lora, 4);
+    let tokens: Vec<u32> = (0..17).map(|i| (i * 29 % VOCAB) as u32).collect();
+    let answer_start = 11;
+    let loss = |lora: &LoraParams| -> f64 {
+        model
+            .answer_loss(Some(lora), &tokens, answer_start, None)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap() as f64
+    };
+    let grads = model
+        .answer_loss(Some(&lora), &tokens, answer_start, None)
+        .unwrap()
+        .backward()
+        .unwrap();
+    let h = 1e-2f32;
+    let mut checked = 0;
+    for (name, var) in lora.named_vars() {
+        let grad = grads
+            .get(var.as_tensor())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let base = var
+            .as_tensor()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let shape = var.as_tensor().shape().clone();
+        for &i in &[0, base.len() / 3, base.len() - 1] {
+            let at = |delta: f32| {
+                let mut v = base.clone();
+                v[i] += delta;
+                var.set(&Tensor::from_vec(v, shape.clone(), &Device::Cpu).unwrap())
+                    .unwrap();
+                loss(&lora)
+            };
+            let numeric = (at(h) - at(-h)) / (2.0 * h as f64);
+            at(0.0);
+            let analytic = grad[i] as f64;
+            assert!(
+                (analytic - numeric).abs() <= 2e-3 + 2e-2 * numeric.abs(),
+                "{name}[{i}]: backward {analytic}, finite difference {numeric}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3 * 2 * 2 * 3, "every matrix checked");
+}
+
+fn toy_examples() -> Vec<TrainingExample> {
+    (0..5u32)
+        .map(|k| TrainingExample {
+            tokens: (0..14).map(|i| (i * 7 + k * 13) % VOCAB as u32).collect(),
+            answer_start: 9,
+        })
+        .collect()
+}
+
+fn toy_config(steps: u64, dropout: f32) -> TrainConfig {
+    TrainConfig {
+        lora: LoraSpec {
+            dropout,
+            ..spec(&ALL_PROJECTIONS)
+        },
+        optimizer: AdamWConfig::default(),
+        schedule: LrSchedule {
+            peak: 1e-2,
+            warmup_steps: 2,
+            total_steps: steps,
+            final_fraction: 0.1,
+        },
+        grad_accumulation: 2,
+        max_grad_norm: 1.0,
+        seed: 9,
+    }
+}
+
+fn bits(trainer: &Trainer<'_>) -> Vec<(String, Vec<u32>)> {
+    trainer
+        .lora()
+        .named_vars()
+        .into_iter()
+        .map(|(n, v)| {
+            let values = v
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            (n, values.iter().map(|x| x.to_bits()).collect())
+        })
+        .collect()
+}
+
+/// Two steps, a checkpoint, a fresh trainer resumed from it: its third step is bit for bit the
+/// third step of a run that never stopped (dropout and data order included).
+#[test]
+fn resume_takes_the_identical_next_step() {
+    let (_dir, ckpt) = tiny("llama", 31);
+    let model = LoraDecoder::load(&ckpt).unwrap();
+    let examples = toy_examples();
+    let config = toy_config(6, 0.1);
+    let mut straight = Trainer::new(&model, &examples, config.clone()).unwrap();
+    let mut reports = Vec::new();
+    for _ in 0..3 {
+        reports.push(straight.step().unwrap());
+    }
+    let mut first = Trainer::new(&model, &examples, config.clone()).unwrap();
+    first.step().unwrap();
+    first.step().unwrap();
+    let ckpt_dir = tempfile::tempdir().unwrap();
+    first.save(ckpt_dir.path()).unwrap();
+    drop(first);
+    let mut resumed = Trainer::resume(&model, &examples, config.clone(), ckpt_dir.path()).unwrap();
+    assert_eq!(resumed.steps_done(), 2);
+    let third = resumed.step().unwrap();
+    assert_eq!(third.loss.to_bits(), reports[2].loss.to_bits());
+    assert_eq!(third.lr, reports[2].lr);
+    assert_eq!(bits(&resumed), bits(&straight));
+    // Another configuration must not resume from it.
+    let other = toy_config(7, 0.1);
+    assert!(Trainer::resume(&model, &examples, other, ckpt_dir.path()).is_err());
+}
+
+/// A few steps fit five short sequences: the loss falls well below where it started.
+#[test]
+fn training_fits_a_tiny_dataset() {
+    let (_dir, ckpt) = tiny("qwen2", 41);
+    let model = LoraDecoder::load(&ckpt).unwrap();
+    let examples = toy_examples();
+    let mut trainer = Trainer::new(&model, &examples, toy_config(40, 0.0)).unwrap();
+    let mean_loss = |t: &Trainer<'_>| -> f64 {
+        examples
+            .iter()
+            .map(|e| {
+                model
+                    .answer_loss(Some(t.lora()), &e.tokens, e.answer_start, None)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap() as f64
+            })
+            .sum::<f64>()
+            / examples.len() as f64
+    };
+    let before = mean_loss(&trainer);
+    for _ in 0..40 {
+        trainer.step().unwrap();
+    }
+    let after = mean_loss(&trainer);
+    assert!(after < 0.5 * before, "loss {before} -> {after}");
+}
+
+/// Spider examples rendered with the real Qwen tokenizer and chat template: the prompt is the
+/// pipeline's (ending in the answer prefix), the answer decodes to the gold continuation.
+#[test]
+fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
+    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
+    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
+    let train: Vec<_> = dataset.train().unwrap().into_iter().take(40).collect();
+    let codec = PromptCodec {
+        tokenizer: &ckpt.tokenizer,
+        chat_template: ckpt.chat_template.as_ref(),
+        end_token: ckpt.eos_token_ids[0],
+    };
+    let options = ExampleOptions {
+        format: quorum_sql::pipeline::PromptFormat::Rep,
+        max_tokens: 4096,
+        linked_share: 0.5,
+        seed: 1,
+    };
+    let (examples, stats) = build_examples(&dataset, &train, codec, &options).unwrap();
+    assert_eq!(
+        stats.kept + stats.not_select + stats.too_long,
+        40,
+        "{stats:?}"
+    );
+    assert_eq!(stats.too_long, 0, "{stats:?}");
+    assert!(stats.kept >= 38, "{stats:?}");
+    assert!(
+        stats.linked_schema > 5 && stats.linked_schema < stats.kept,
+        "{stats:?}"
+    );
+    let kept: Vec<_> = train
+        .iter()
+        .filter(|e| answer_continuation(&e.query).is_some())
+        .collect();
+    for (example, source) in examples.iter().zip(&kept) {
+        let decode = |ids: &[u32]| ckpt.tokenizer.decode(ids, false).unwrap();
+        let prompt = decode(&example.tokens[..example.answer_start]);
+        assert!(prompt.contains(&source.question), "{prompt}");
+        assert!(prompt.ends_with("```sql\nSELECT "), "{prompt}");
+        let answer = &example.tokens[example.answer_start..];
+        assert_eq!(*answer.last().unwrap(), ckpt.eos_token_ids[0]);
+        assert_eq!(
+            decode(&answer[..answer.len() - 1]),
+            answer_continuation(&source.query).unwrap()
+        );
+    }
+}

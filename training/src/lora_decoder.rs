@@ -1,0 +1,321 @@
+//! A Qwen2/Llama decoder with a frozen base and trainable LoRA pairs, written with candle ops
+//! that have gradients, over one sequence at a time.
+//!
+//! The serving decoder (`quorum_models::DecoderModel`) runs quantized weights through int8
+//! kernels that have no backward pass; training dequantizes the base to f32 once and runs every
+//! frozen projection through [`FrozenMatmul`], which passes gradients to its input only. The
+//! computation is the serving decoder's (tested against it: same logits within float
+//! tolerance, the adapter included), so what is trained here is what is served.
+
+use candle_core::{D, DType, Device, Tensor};
+use quorum_models::{DecoderArch, DecoderConfig};
+use quorum_weights::Checkpoint;
+use rand::Rng;
+
+use crate::error::{TrainError, TrainResult};
+use crate::frozen_matmul::FrozenMatmul;
+use crate::lora_params::{LoraParams, module_name};
+
+#[derive(Debug)]
+struct FrozenLayer {
+    input_norm: Tensor,
+    post_attention_norm: Tensor,
+    /// q, k, v, o, gate, up, down, in [`crate::ALL_PROJECTIONS`] order.
+    projections: [FrozenMatmul; 7],
+    /// q, k, v biases (Qwen2).
+    qkv_bias: Option<[Tensor; 3]>,
+}
+
+/// The frozen base model.
+#[derive(Debug)]
+pub struct LoraDecoder {
+    config: DecoderConfig,
+    embed: Tensor,
+    layers: Vec<FrozenLayer>,
+    norm: Tensor,
+    head: FrozenMatmul,
+    /// `[max_position, head_dim / 2]` rotary tables.
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// Dropout on the adapters' inputs for one forward pass; `None` evaluates without it.
+pub type Dropout<'a> = Option<(f32, &'a mut rand::rngs::StdRng)>;
+
+fn dense(ckpt: &Checkpoint, name: &str) -> TrainResult<Tensor> {
+    let t = ckpt
+        .tensors
+        .get(name)
+        .map_err(|e| TrainError::Model(e.to_string()))?
+        .to_dense()
+        .map_err(|e| TrainError::Model(e.to_string()))?;
+    Ok(t.to_dtype(DType::F32)?
+        .to_device(&Device::Cpu)?
+        .contiguous()?)
+}
+
+impl LoraDecoder {
+    /// Dequantizes `ckpt` into f32 matrices on the CPU.
+    pub fn load(ckpt: &Checkpoint) -> TrainResult<Self> {
+        let config =
+            DecoderConfig::from_checkpoint(ckpt).map_err(|e| TrainError::Model(e.to_string()))?;
+        if config.rope_interleaved {
+            // The adapter's q/k rows would be in llama.cpp's permuted order and PEFT expects
+            // Hugging Face's: train on the safetensors checkpoint of such a model instead.
+            return Err(TrainError::Model(
+                "GGUF llama checkpoints store q/k rows permuted for interleaved rotary; train on the model's safetensors checkpoint".into(),
+            ));
+        }
+        let embed = dense(ckpt, "model.embed_tokens.weight")?;
+        let head = if ckpt.tensors.contains("lm_head.weight") {
+            dense(ckpt, "lm_head.weight")?
+        } else {
+            embed.clone()
+        };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for i in 0..config.num_layers {
+            let p = |proj: &str| -> TrainResult<FrozenMatmul> {
+                Ok(FrozenMatmul::new(dense(
+                    ckpt,
+                    &format!("{}.weight", module_name(i, proj)),
+                )?)?)
+            };
+            let qkv_bias = match config.arch {
+                DecoderArch::Qwen2 => Some([
+                    dense(ckpt, &format!("{}.bias", module_name(i, "q_proj")))?,
+                    dense(ckpt, &format!("{}.bias", module_name(i, "k_proj")))?,
+                    dense(ckpt, &format!("{}.bias", module_name(i, "v_proj")))?,
+                ]),
+                DecoderArch::Llama => None,
+            };
+            layers.push(FrozenLayer {
+                input_norm: dense(ckpt, &format!("model.layers.{i}.input_layernorm.weight"))?,
+                post_attention_norm: dense(
+                    ckpt,
+                    &format!("model.layers.{i}.post_attention_layernorm.weight"),
+                )?,
+                projections: [
+                    p("q_proj")?,
+                    p("k_proj")?,
+                    p("v_proj")?,
+                    p("o_proj")?,
+                    p("gate_proj")?,
+                    p("up_proj")?,
+                    p("down_proj")?,
+                ],
+                qkv_bias,
+            });
+        }
+        let (cos, sin) = rotary_tables(&config)?;
+        Ok(Self {
+            norm: dense(ckpt, "model.norm.weight")?,
+            head: FrozenMatmul::new(head)?,
+            embed,
+            layers,
+            cos,
+            sin,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &DecoderConfig {
+        &self.config
+    }
+
+    /// Logits `[rows, vocab]` for the positions in `rows` of `tokens` (each predicts the token
+    /// after it).
+    pub fn logits(
+        &self,
+        lora: Option<&LoraParams>,
+        tokens: &[u32],
+        rows: std::ops::Range<usize>,
+        dropout: Dropout<'_>,
+    ) -> TrainResult<Tensor> {
+        if tokens.is_empty() || rows.is_empty() || rows.end > tokens.len() {
+            return Err(TrainError::Data(format!(
+                "rows {rows:?} of a {}-token sequence",
+                tokens.len()
+            )));
+        }
+        if tokens.len() > self.config.max_position {
+            return Err(TrainError::Data(format!(
+                "{} tokens exceed the model's {} positions",
+                tokens.len(),
+                self.config.max_position
+            )));
+        }
+        let hidden = self.hidden_states(lora, tokens, dropout)?;
+        let picked = hidden.narrow(0, rows.start, rows.len())?;
+        Ok(self.head.forward(&picked)?)
+    }
+
+    /// Mean cross-entropy of the answer: `tokens[answer_start..]` predicted from what precedes
+    /// each. The prompt's positions get no logits at all (the output projection is a quarter
+    /// of a small model's compute).
+    pub fn answer_loss(
+        &self,
+        lora: Option<&LoraParams>,
+        tokens: &[u32],
+        answer_start: usize,
+        dropout: Dropout<'_>,
+    ) -> TrainResult<Tensor> {
+        if answer_start == 0 || answer_start >= tokens.len() {
+            return Err(TrainError::Data(format!(
+                "answer starts at {answer_start} of {} tokens",
+                tokens.len()
+            )));
+        }
+        let logits = self.logits(lora, tokens, answer_start - 1..tokens.len() - 1, dropout)?;
+        let targets = Tensor::new(&tokens[answer_start..], &Device::Cpu)?.unsqueeze(1)?;
+        let max = logits.max_keepdim(D::Minus1)?.detach();
+        let shifted = logits.broadcast_sub(&max)?;
+        let log_z = shifted.exp()?.sum_keepdim(D::Minus1)?.log()?;
+        let log_probs = shifted.broadcast_sub(&log_z)?;
+        let picked = log_probs.gather(&targets, 1)?;
+        Ok(picked.mean_all()?.neg()?)
+    }
+
+    fn hidden_states(
+        &self,
+        lora: Option<&LoraParams>,
+        tokens: &[u32],
+        mut dropout: Dropout<'_>,
+    ) -> TrainResult<Tensor> {
+        let cfg = &self.config;
+        let t = tokens.len();
+        let ids = Tensor::new(tokens, &Device::Cpu)?;
+        let mut x = self.embed.index_select(&ids, 0)?;
+        let cos = self.cos.narrow(0, 0, t)?;
+        let sin = self.sin.narrow(0, 0, t)?;
+        let mask = causal_mask(t)?;
+        let eps = cfg.rms_norm_eps;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let project = |x: &Tensor, k: usize, dropout: &mut Dropout<'_>| {
+                self.project(lora, i, k, layer, x, dropout)
+            };
+            let h = rms_norm(&x, &layer.input_norm, eps)?;
+            let q = project(&h, 0, &mut dropout)?;
+            let k = project(&h, 1, &mut dropout)?;
+            let v = project(&h, 2, &mut dropout)?;
+            let attn = attention(cfg, &q, &k, &v, &cos, &sin, &mask)?;
+            x = (x + project(&attn, 3, &mut dropout)?)?;
+            let h = rms_norm(&x, &layer.post_attention_norm, eps)?;
+            let gate = project(&h, 4, &mut dropout)?.silu()?;
+            let up = project(&h, 5, &mut dropout)?;
+            x = (x + project(&(gate * up)?, 6, &mut dropout)?)?;
+        }
+        rms_norm(&x, &self.norm, eps)
+    }
+
+    /// Projection `k` of layer `i` (frozen weight, bias, then the adapter's `scale · B(A x)`).
+    fn project(
+        &self,
+        lora: Option<&LoraParams>,
+        i: usize,
+        k: usize,
+        layer: &FrozenLayer,
+        x: &Tensor,
+        dropout: &mut Dropout<'_>,
+    ) -> TrainResult<Tensor> {
+        let mut y = layer.projections[k].forward(x)?;
+        if let (Some(bias), true) = (&layer.qkv_bias, k < 3) {
+            y = y.broadcast_add(&bias[k])?;
+        }
+        let name = module_name(i, crate::ALL_PROJECTIONS[k]);
+        if let Some(pair) = lora.and_then(|l| l.get(&name)) {
+            let scale = lora.map(|l| l.spec().scale()).unwrap_or(1.0);
+            let input = match dropout {
+                Some((p, rng)) if *p > 0.0 => apply_dropout(x, *p, rng)?,
+                _ => x.clone(),
+            };
+            let delta = input
+                .matmul(&pair.a.as_tensor().t()?)?
+                .matmul(&pair.b.as_tensor().t()?)?;
+            y = (y + (delta * scale)?)?;
+        }
+        Ok(y)
+    }
+}
+
+/// `x / rms(x) · w`, in the order of candle's `rms_norm` (mean of squares, plus eps, root).
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> TrainResult<Tensor> {
+    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
+    let r = (ms + eps)?.sqrt()?.recip()?;
+    Ok(x.broadcast_mul(&r)?.broadcast_mul(w)?)
+}
+
+/// `[max_position, head_dim/2]` cos and sin of each position times each frequency.
+fn rotary_tables(cfg: &DecoderConfig) -> TrainResult<(Tensor, Tensor)> {
+    let half = cfg.head_dim / 2;
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f32 / cfg.head_dim as f32))
+        .collect();
+    let inv_freq = Tensor::from_vec(inv_freq, (1, half), &Device::Cpu)?;
+    let positions = Tensor::arange(0u32, cfg.max_position as u32, &Device::Cpu)?
+        .to_dtype(DType::F32)?
+        .reshape((cfg.max_position, 1))?;
+    let angles = positions.broadcast_mul(&inv_freq)?;
+    Ok((angles.cos()?, angles.sin()?))
+}
+
+/// Rotates `[heads, t, head_dim]` by position, halves paired (Hugging Face's `rotate_half`).
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> TrainResult<Tensor> {
+    let half = x.dim(D::Minus1)? / 2;
+    let cos = Tensor::cat(&[cos, cos], D::Minus1)?;
+    let sin = Tensor::cat(&[sin, sin], D::Minus1)?;
+    let x1 = x.narrow(D::Minus1, 0, half)?;
+    let x2 = x.narrow(D::Minus1, half, half)?;
+    let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+    Ok((x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?)?)
+}
+
+/// 0 on and below the diagonal, a large negative number above it.
+fn causal_mask(t: usize) -> TrainResult<Tensor> {
+    let mask: Vec<f32> = (0..t)
+        .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
+        .collect();
+    Ok(Tensor::from_vec(mask, (t, t), &Device::Cpu)?)
+}
+
+/// Causal grouped-query attention over `[t, heads·head_dim]` projections.
+fn attention(
+    cfg: &DecoderConfig,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    mask: &Tensor,
+) -> TrainResult<Tensor> {
+    let t = q.dim(0)?;
+    let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+    let heads = |x: &Tensor, n: usize| -> TrainResult<Tensor> {
+        Ok(x.reshape((t, n, hd))?.transpose(0, 1)?.contiguous()?)
+    };
+    let q = rope(&heads(q, nh)?, cos, sin)?;
+    let k = rope(&heads(k, nkv)?, cos, sin)?;
+    let v = heads(v, nkv)?;
+    // Each kv head serves nh/nkv query heads.
+    let group = nh / nkv;
+    let repeat = |x: Tensor| -> TrainResult<Tensor> {
+        Ok(x.unsqueeze(1)?
+            .broadcast_as((nkv, group, t, hd))?
+            .reshape((nh, t, hd))?)
+    };
+    let (k, v) = (repeat(k)?, repeat(v)?);
+    let scores = (q.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?.broadcast_add(mask)?;
+    let max = scores.max_keepdim(D::Minus1)?.detach();
+    let e = scores.broadcast_sub(&max)?.exp()?;
+    let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
+    let out = probs.matmul(&v.contiguous()?)?;
+    Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
+}
+
+/// Inverted dropout: keeps each value with probability `1 - p`, scaled by `1 / (1 - p)`.
+fn apply_dropout(x: &Tensor, p: f32, rng: &mut rand::rngs::StdRng) -> TrainResult<Tensor> {
+    let keep = 1.0 / (1.0 - p);
+    let mask: Vec<f32> = (0..x.elem_count())
+        .map(|_| if rng.random::<f32>() < p { 0.0 } else { keep })
+        .collect();
+    Ok((x * Tensor::from_vec(mask, x.shape(), &Device::Cpu)?)?)
+}
