@@ -304,8 +304,14 @@ async fn connect(
         cpu_path: Some(cpu_path),
         ..Overrides::default()
     });
-    // The train pool of the same data directory gives the demonstrations.
-    if raw.pipeline.demos_file.is_none() {
+    // The train pool of the same data directory gives the demonstrations, when the config has
+    // an embedder to retrieve them with (no models listed means the defaults, which have one).
+    let has_embedder = raw.models.is_empty()
+        || raw
+            .models
+            .iter()
+            .any(|m| m.roles.contains(&quorum_server::config::Role::Embedder));
+    if raw.pipeline.demos_file.is_none() && has_embedder {
         raw.pipeline.demos_file = Some(args.data.join("train.json"));
         raw.pipeline.demos_database_dir = Some(args.data.join("database"));
     }
@@ -319,10 +325,18 @@ async fn connect(
     limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));
     let default_db_dir = args.data.join("database");
     let config = quorum_server::config::resolve(raw, dirs, &default_db_dir)?;
-    let server = quorum_server::start(config).await?;
+    let mut server = quorum_server::start(config).await?;
     let url = format!("http://{}", server.addr);
     eprintln!("quorum eval: in-process server on {url}, loading models");
-    let channel = crate::ask::wait_ready(&url, None, wait).await?;
+    // A server whose models fail to load stops: report its error instead of waiting for
+    // readiness that will never come.
+    let channel = tokio::select! {
+        ready = crate::ask::wait_ready(&url, None, wait) => ready?,
+        stopped = server.stopped() => {
+            stopped?;
+            anyhow::bail!("the in-process server stopped before it was ready");
+        }
+    };
     Ok((channel, Some(server)))
 }
 
