@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use quorum_proto::v1 as pb;
+use quorum_server::client::health_status;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 #[derive(clap::Args, Debug)]
 pub struct AskArgs {
@@ -34,28 +34,16 @@ pub(crate) async fn wait_ready(
     ca_cert: Option<&std::path::Path>,
     wait: Duration,
 ) -> Result<tonic::transport::Channel> {
-    let mut endpoint = tonic::transport::Endpoint::from_shared(server.to_string())?;
-    if server.starts_with("https://") {
-        let mut tls = tonic::transport::ClientTlsConfig::new();
-        if let Some(path) = ca_cert {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("--ca-cert: reading {}", path.display()))?;
-            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
-        }
-        endpoint = endpoint.tls_config(tls).context("TLS settings")?;
-    }
+    let endpoint = quorum_server::client::endpoint(server, ca_cert)?;
     let start = Instant::now();
     loop {
-        if let Ok(channel) = endpoint.connect().await {
-            let status = HealthClient::new(channel.clone())
-                .check(HealthCheckRequest {
-                    service: String::new(),
-                })
-                .await
-                .map(|r| r.into_inner().status);
-            if matches!(status, Ok(s) if s == ServingStatus::Serving as i32) {
-                return Ok(channel);
-            }
+        if let Ok(channel) = endpoint.connect().await
+            && matches!(
+                health_status(&channel, "").await,
+                Ok(ServingStatus::Serving)
+            )
+        {
+            return Ok(channel);
         }
         if start.elapsed() > wait {
             bail!("{server} did not become ready within {} s", wait.as_secs());

@@ -661,6 +661,22 @@ fn parse_reencode(
 mod tests {
     use super::*;
 
+    /// The ConfigMaps of deploy/ are server configs: unknown keys and bad limits fail here
+    /// rather than in a crash-looping pod.
+    #[test]
+    fn deploy_configs_parse() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for file in ["deploy/base/quorum.toml", "deploy/overlays/gpu/quorum.toml"] {
+            let raw = RawConfig::from_file(&root.join(file)).expect(file);
+            resolve_limits(&raw.limits).expect(file);
+            assert!(!raw.models.is_empty(), "{file} names its models");
+            assert!(
+                raw.server.grace_period_secs.is_some(),
+                "{file}: grace period"
+            );
+        }
+    }
+
     #[test]
     fn reencode_defaults_by_device_and_rejects_unknown_values() {
         let avx2 = CpuPath::Avx2;

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -17,6 +18,7 @@ mod train;
 
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
+use tonic_health::pb::health_check_response::ServingStatus;
 
 #[derive(Parser, Debug)]
 #[command(name = "quorum", version, about = "Text-to-SQL inference server")]
@@ -37,6 +39,9 @@ struct Cli {
 enum Command {
     /// Ask a running server one question (Text2Sql.Generate); waits until it is ready.
     Ask(ask::AskArgs),
+    /// Checks a running server's gRPC health once: exits 0 when SERVING, 1 otherwise (the
+    /// container HEALTHCHECK).
+    Health(HealthArgs),
     /// Greedy completion of a prompt by a decoder model; prints the completion.
     Generate {
         /// A GGUF file, a Hugging Face directory, a hub id in the local cache, or a default
@@ -118,11 +123,21 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
+    let cli = Cli::parse();
+    // A server logs its lifecycle (loading, ready, draining) by default; the one-shot commands
+    // print their own output and log only errors unless RUST_LOG asks for more.
+    let default_level = match cli.command {
+        Command::Serve(_) => tracing_subscriber::filter::LevelFilter::INFO,
+        _ => tracing_subscriber::filter::LevelFilter::ERROR,
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::builder()
+                .with_default_directive(default_level.into())
+                .from_env_lossy(),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let requested = match cli.cpu_path.trim() {
         "" | "auto" => None,
         name => Some(name.parse::<CpuPath>()?),
@@ -165,7 +180,42 @@ fn run() -> Result<()> {
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),
+        Command::Health(args) => health(args),
     }
+}
+
+#[derive(clap::Args, Debug)]
+struct HealthArgs {
+    /// Server address.
+    #[arg(long, default_value = "http://127.0.0.1:50051", env = "QUORUM_SERVER")]
+    server: String,
+    /// The health entry: "" (default) is readiness, "liveness" is liveness.
+    #[arg(long, default_value = "")]
+    service: String,
+    /// PEM certificate to trust for an https:// server.
+    #[arg(long, env = "QUORUM_CA_CERT")]
+    ca_cert: Option<PathBuf>,
+    /// Give up (unhealthy) after this long.
+    #[arg(long, default_value_t = 3.0)]
+    timeout_secs: f64,
+}
+
+fn health(args: HealthArgs) -> Result<()> {
+    let endpoint = quorum_server::client::endpoint(&args.server, args.ca_cert.as_deref())?;
+    let timeout = Duration::try_from_secs_f64(args.timeout_secs)
+        .map_err(|_| anyhow::anyhow!("--timeout-secs must be a positive number of seconds"))?;
+    let status = tokio::runtime::Runtime::new()
+        .context("starting the async runtime")?
+        .block_on(quorum_server::client::check_once(
+            endpoint,
+            &args.service,
+            timeout,
+        ))?;
+    println!("{}", status.as_str_name());
+    if status != ServingStatus::Serving {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn serve(

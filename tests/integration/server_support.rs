@@ -12,9 +12,7 @@ use quorum_server::model_source::ModelDirs;
 use quorum_server::{RawConfig, RunningServer};
 use quorum_tests::{SMOLLM2, model_path, spider_dir};
 use tonic::transport::Channel;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 pub const TOKEN: &str = "test-token";
 
@@ -195,15 +193,11 @@ impl TestServer {
         this
     }
 
+    /// Health as `quorum health` and `quorum ask` read it.
     pub async fn health(&self, service: &str) -> ServingStatus {
-        let mut client = HealthClient::new(self.channel.clone());
-        let response = client
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
+        quorum_server::client::health_status(&self.channel, service)
             .await
-            .expect("health check answers");
-        ServingStatus::try_from(response.into_inner().status).expect("known status")
+            .expect("health check answers")
     }
 
     async fn wait_serving(&self, within: Duration) {
