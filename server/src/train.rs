@@ -3,7 +3,7 @@
 //! `[[models.adapters]]` in the server's config loads.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -76,6 +76,13 @@ pub struct TrainArgs {
     /// Continue from `OUT/checkpoint` (same data and configuration).
     #[arg(long)]
     pub resume: bool,
+    /// Also write the token ids of every micro-batch, in training order, to this JSONL file
+    /// (to run the same sequences through another trainer).
+    #[arg(long)]
+    pub write_sequences: Option<PathBuf>,
+    /// The stored type of the exported adapter: f32, bf16 (half the size) or f16.
+    #[arg(long, default_value = "f32")]
+    pub adapter_dtype: String,
 }
 
 pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
@@ -84,6 +91,12 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         bail!("--device {device}: training runs on the CPU in this build");
     }
     let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
+    let adapter_dtype = match args.adapter_dtype.as_str() {
+        "f32" => DType::F32,
+        "bf16" => DType::BF16,
+        "f16" => DType::F16,
+        other => bail!("--adapter-dtype {other}: expected f32, bf16 or f16"),
+    };
     let model_path = dirs.resolve(&args.model)?;
     let ckpt = load_checkpoint(&model_path, &Device::Cpu, DType::F32)
         .with_context(|| format!("loading {}", model_path.display()))?;
@@ -169,6 +182,9 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         )
         .expect("a valid progress template"),
     );
+    if let Some(path) = &args.write_sequences {
+        write_sequences(&mut trainer, args.steps, path)?;
+    }
     let run_started = Instant::now();
     let (mut tokens, mut last) = (0usize, None::<StepReport>);
     while trainer.steps_done() < args.steps {
@@ -207,13 +223,32 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
     });
     trainer
         .lora()
-        .save_peft(&args.out, &args.model, &card)
+        .save_peft(&args.out, &args.model, &card, adapter_dtype)
         .with_context(|| format!("writing the adapter to {}", args.out.display()))?;
     eprintln!(
         "quorum train: adapter written to {} ({})",
         args.out.display(),
         display_rate(tokens, run_started)
     );
+    Ok(())
+}
+
+/// Writes the token ids of every micro-batch of the run, in training order, one JSON object
+/// per line (`tokens`, `answer_start`): the input of `scripts/bench-train-torch.py`.
+fn write_sequences(trainer: &mut Trainer<'_>, steps: u64, path: &Path) -> Result<()> {
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    let micro_batches = steps * trainer.config().grad_accumulation as u64;
+    for index in 0..micro_batches {
+        let example = trainer.example_at(index);
+        let line = serde_json::json!({
+            "tokens": example.tokens,
+            "answer_start": example.answer_start,
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
     Ok(())
 }
 

@@ -61,8 +61,13 @@ fn check_parity(arch: &str) {
     let lora = LoraParams::init(trainable.config(), spec(&ALL_PROJECTIONS), 5).unwrap();
     randomize_b(&lora, 6);
     let adapter_dir = tempfile::tempdir().unwrap();
-    lora.save_peft(adapter_dir.path(), "tiny", &serde_json::json!({}))
-        .unwrap();
+    lora.save_peft(
+        adapter_dir.path(),
+        "tiny",
+        &serde_json::json!({}),
+        candle_core::DType::F32,
+    )
+    .unwrap();
     let adapter = load_lora_adapter(adapter_dir.path(), "t", &Device::Cpu, DType::F32).unwrap();
     let mut serving = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).unwrap();
     let index = serving.add_adapter(&adapter).unwrap();

@@ -181,19 +181,24 @@ impl LoraParams {
     /// Writes a PEFT adapter directory: `adapter_config.json` with PEFT's fields and
     /// `adapter_model.safetensors` with PEFT's tensor names. What Quorum needs beyond PEFT
     /// (prompt format and its version, data, command) goes to `quorum_adapter.json` beside them,
-    /// since PEFT refuses unknown config fields in some versions.
+    /// since PEFT refuses unknown config fields in some versions. `dtype` is the stored type
+    /// (bf16 halves the file; the server converts to its own type at load).
     pub fn save_peft(
         &self,
         dir: &Path,
         base_model: &str,
         card: &serde_json::Value,
+        dtype: candle_core::DType,
     ) -> TrainResult<()> {
         std::fs::create_dir_all(dir).map_err(|e| TrainError::io(dir, e))?;
-        let tensors: HashMap<String, Tensor> = self
+        let tensors = self
             .named_vars()
             .into_iter()
-            .map(|(name, var)| (format!("base_model.model.{name}"), var.as_tensor().clone()))
-            .collect();
+            .map(|(name, var)| {
+                let t = var.as_tensor().to_dtype(dtype)?;
+                Ok((format!("base_model.model.{name}"), t))
+            })
+            .collect::<TrainResult<HashMap<String, Tensor>>>()?;
         candle_core::safetensors::save(&tensors, dir.join("adapter_model.safetensors"))?;
         let config = serde_json::json!({
             "peft_type": "LORA",

@@ -178,8 +178,9 @@ impl<'a> Trainer<'a> {
         self.optimizer.steps()
     }
 
-    /// The example of micro-batch `index` (counted over the whole run).
-    fn example_at(&mut self, index: u64) -> &'a TrainingExample {
+    /// The example of micro-batch `index` (counted over the whole run): step `s` trains on
+    /// micro-batches `s * grad_accumulation ..` in order.
+    pub fn example_at(&mut self, index: u64) -> &'a TrainingExample {
         let n = self.examples.len() as u64;
         let epoch = index / n;
         if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
