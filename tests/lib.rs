@@ -103,6 +103,17 @@ pub fn spider_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/spider")
 }
 
+/// Where servers started by tests find models and the shipped adapters: the environment's
+/// directories, with the adapters of this checkout unless `QUORUM_ADAPTERS_DIR` says otherwise
+/// (tests run in their crate's directory, not the checkout's root).
+pub fn model_dirs() -> quorum_server::model_source::ModelDirs {
+    let mut dirs = quorum_server::model_source::ModelDirs::from_env();
+    if std::env::var_os("QUORUM_ADAPTERS_DIR").is_none() {
+        dirs.adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    }
+    dirs
+}
+
 /// A copy of a GGUF file with slow quantizations re-encoded to Q8_0, written once next to the
 /// original: the reference models load this file, so both sides run identical weights.
 pub fn reencoded_copy(name: &str) -> Result<PathBuf> {

@@ -325,10 +325,16 @@ pub struct ServerConfig {
     pub cpu_path: CpuPath,
 }
 
+/// The LoRA adapter the default RE_p generator runs with: its directory under the shipped
+/// adapters (`ModelDirs::adapters_dir`) and the name the default configuration gives it.
+pub const DEFAULT_REP_ADAPTER_DIR: &str = "coder-rep-s0";
+pub const DEFAULT_REP_ADAPTER: &str = "rep-s0";
+
 /// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
 /// loaded for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
-/// fails, so it is not a default voter); MiniLM embeds questions.
-fn default_models() -> Vec<RawModel> {
+/// fails, so it is not a default voter); MiniLM embeds questions. `rep_adapter` is the shipped
+/// RE_p adapter when it is in place.
+fn default_models(rep_adapter: Option<&Path>) -> Vec<RawModel> {
     let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
         name: None,
         source: source.to_owned(),
@@ -339,12 +345,18 @@ fn default_models() -> Vec<RawModel> {
         reencode: None,
         adapters: BTreeMap::new(),
     };
+    let mut coder = model(
+        "qwen2.5-coder-0.5b",
+        vec![Role::Generator, Role::Selector],
+        Some(PromptFormat::Rep),
+    );
+    if let Some(dir) = rep_adapter {
+        coder
+            .adapters
+            .insert(DEFAULT_REP_ADAPTER.to_owned(), dir.to_path_buf());
+    }
     vec![
-        model(
-            "qwen2.5-coder-0.5b",
-            vec![Role::Generator, Role::Selector],
-            Some(PromptFormat::Rep),
-        ),
+        coder,
         model(
             "smollm2-135m",
             vec![Role::Generator],
@@ -355,8 +367,9 @@ fn default_models() -> Vec<RawModel> {
 }
 
 /// The default pipeline's voters: one base model with three prompt formats ("generators with
-/// different preferences"), so cross-consistency has diverse votes from the models at hand.
-fn default_generators() -> Vec<RawGenerator> {
+/// different preferences"), so cross-consistency has diverse votes from the models at hand; the
+/// RE_p voter runs with the shipped fine-tuned adapter when it is in place.
+fn default_generators(rep_adapter: bool) -> Vec<RawGenerator> {
     let generator = |name: &str, format: PromptFormat| RawGenerator {
         name: name.to_owned(),
         model: "qwen2.5-coder-0.5b".to_owned(),
@@ -366,8 +379,12 @@ fn default_generators() -> Vec<RawGenerator> {
         seed: None,
         adapter: None,
     };
+    let mut rep = generator("qwen-rep", PromptFormat::Rep);
+    if rep_adapter {
+        rep.adapter = Some(DEFAULT_REP_ADAPTER.to_owned());
+    }
     vec![
-        generator("qwen-rep", PromptFormat::Rep),
+        rep,
         generator("qwen-mschema", PromptFormat::MSchema),
         generator("qwen-ddl", PromptFormat::SimpleDdl),
     ]
@@ -395,10 +412,20 @@ pub fn resolve(
     let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
     let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
-        if raw.pipeline.generators.is_empty() {
-            raw.pipeline.generators = default_generators();
+        let rep_adapter = dirs.adapters_dir.join(DEFAULT_REP_ADAPTER_DIR);
+        let rep_adapter =
+            (rep_adapter.join("adapter_config.json").is_file()).then_some(rep_adapter);
+        if rep_adapter.is_none() {
+            tracing::warn!(
+                "the default RE_p adapter is not at {} (set QUORUM_ADAPTERS_DIR to the \
+                 checkout's adapters/): its generator runs the base model",
+                dirs.adapters_dir.join(DEFAULT_REP_ADAPTER_DIR).display()
+            );
         }
-        default_models()
+        if raw.pipeline.generators.is_empty() {
+            raw.pipeline.generators = default_generators(rep_adapter.is_some());
+        }
+        default_models(rep_adapter.as_deref())
     } else {
         raw.models.clone()
     };
@@ -675,6 +702,24 @@ mod tests {
                 "{file}: grace period"
             );
         }
+    }
+
+    /// The shipped RE_p adapter is in the checkout, and the default configuration puts it on
+    /// the RE_p voter only when it is there.
+    #[test]
+    fn the_default_rep_voter_runs_the_shipped_adapter_when_present() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../adapters")
+            .join(DEFAULT_REP_ADAPTER_DIR);
+        assert!(shipped.join("adapter_config.json").is_file());
+        let models = default_models(Some(&shipped));
+        assert_eq!(models[0].adapters[DEFAULT_REP_ADAPTER], shipped);
+        let generators = default_generators(true);
+        assert_eq!(generators[0].name, "qwen-rep");
+        assert_eq!(generators[0].adapter.as_deref(), Some(DEFAULT_REP_ADAPTER));
+        assert!(generators[1..].iter().all(|g| g.adapter.is_none()));
+        assert!(default_models(None)[0].adapters.is_empty());
+        assert!(default_generators(false).iter().all(|g| g.adapter.is_none()));
     }
 
     #[test]

@@ -36,11 +36,15 @@ const CATALOG: &[(&str, &str, &str)] = &[
 pub struct ModelDirs {
     pub models_dir: PathBuf,
     pub hub_cache: HubCache,
+    /// The LoRA adapters shipped with Quorum (`adapters/` of the checkout or image).
+    pub adapters_dir: PathBuf,
 }
 
 impl ModelDirs {
     /// `QUORUM_MODELS_DIR`, else `$XDG_CACHE_HOME/quorum/models` (default `~/.cache`); the hub
-    /// cache is `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`.
+    /// cache is `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`; the
+    /// shipped adapters are under `QUORUM_ADAPTERS_DIR`, else `adapters` in the working
+    /// directory (the checkout's root, where the scripts run).
     pub fn from_env() -> Self {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
@@ -55,9 +59,13 @@ impl ModelDirs {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
             .unwrap_or_else(|| cache.join("huggingface/hub"));
+        let adapters_dir = std::env::var_os("QUORUM_ADAPTERS_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("adapters"));
         Self {
             models_dir,
             hub_cache: HubCache { root: hub_root },
+            adapters_dir,
         }
     }
 

@@ -4,8 +4,10 @@
 //! `PetAge` for `pet_age`, `T2.LName` when `LName` belongs to the table aliased `T1`. SQLite
 //! names the offending identifier; when the query's own tables have exactly one column that it
 //! can mean (the same name in another of the query's tables, or the same word spelled another
-//! way), the identifier is rewritten and the query tried again. Anything less certain is left
-//! to model revision.
+//! way), the identifier is rewritten and the query tried again. When the column belongs to a
+//! table the query does not read, and exactly one foreign key leads there from a table it does
+//! read (many rows to one, so the join keeps every row), that join is added. Anything less
+//! certain is left to model revision.
 
 use crate::schema::Schema;
 
@@ -39,6 +41,9 @@ pub fn repair_column(sql: &str, error: &str, schema: &Schema) -> Option<String> 
             }
         }
     }
+    if exact.is_empty() && respelled.is_empty() {
+        return join_owner(sql, &tokens, &tables, qualifier, column, schema);
+    }
     let replacement = match qualifier {
         Some(q) => {
             // The same word in the qualified table first, then a unique owner elsewhere.
@@ -64,6 +69,90 @@ pub fn repair_column(sql: &str, error: &str, schema: &Schema) -> Option<String> 
     };
     let rewritten = replace_identifier(sql, &tokens, qualifier, column, &replacement);
     (rewritten != sql).then_some(rewritten)
+}
+
+/// The query with a join to the one table that owns `column` added after each reference to the
+/// query table whose foreign key leads there, and `qualifier.column` pointed at the new table.
+/// Only a foreign key *from* the query's table (many to one) qualifies: such a join neither
+/// drops nor repeats the query's rows where the key holds.
+fn join_owner(
+    sql: &str,
+    tokens: &[Token],
+    tables: &[QueryTable],
+    qualifier: Option<&str>,
+    column: &str,
+    schema: &Schema,
+) -> Option<String> {
+    let reads = |name: &str| tables.iter().any(|t| t.table.eq_ignore_ascii_case(name));
+    // Tables the query could be reading the column from: the one the qualifier names, else
+    // all. A qualifier naming a table the query does not read says which table to join.
+    let named = |t: &QueryTable| qualifier.is_some_and(|q| t.reference.eq_ignore_ascii_case(q));
+    let wanted_owner = qualifier.filter(|_| !tables.iter().any(named));
+    let from: Vec<&QueryTable> = tables
+        .iter()
+        .filter(|t| qualifier.is_none() || wanted_owner.is_some() || named(t))
+        .collect();
+    let mut routes = Vec::new();
+    for fk in &schema.foreign_keys {
+        let leaves_query = from
+            .iter()
+            .any(|t| t.table.eq_ignore_ascii_case(&fk.from_table));
+        let to_wanted = wanted_owner.is_none_or(|w| fk.to_table.eq_ignore_ascii_case(w));
+        if reads(&fk.to_table) || !leaves_query || !to_wanted {
+            continue;
+        }
+        let Some(owner) = schema.table(&fk.to_table) else {
+            continue;
+        };
+        let real = owner
+            .columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(column))
+            .or_else(|| owner.columns.iter().find(|c| normalize(&c.name) == normalize(column)));
+        let same = |(other, _, _): &(&crate::schema::ForeignKey, String, String)| {
+            let key = |f: &crate::schema::ForeignKey| {
+                [&f.from_table, &f.from_column, &f.to_table, &f.to_column]
+                    .map(|s| s.to_ascii_lowercase())
+            };
+            key(other) == key(fk)
+        };
+        if let Some(real) = real.filter(|_| !routes.iter().any(same)) {
+            routes.push((fk, owner.name.clone(), real.name.clone()));
+        }
+    }
+    let [(fk, owner, real)] = routes.as_slice() else {
+        return None;
+    };
+    let mut edits: Vec<(usize, usize, String)> = from
+        .iter()
+        .filter(|t| t.table.eq_ignore_ascii_case(&fk.from_table))
+        .map(|t| {
+            let join = format!(
+                " JOIN {owner} ON {}.{} = {owner}.{}",
+                t.reference, fk.from_column, fk.to_column
+            );
+            (t.end, t.end, join)
+        })
+        .collect();
+    let renamed = replace_identifier(sql, tokens, qualifier, column, "\0");
+    // Reuse the reference finder: every spot it would rewrite becomes `owner.real` (qualified)
+    // or `real` (bare; the name is unique to the owner or SQLite will say otherwise).
+    let replacement = match qualifier {
+        Some(_) => format!("{owner}.{real}"),
+        None => real.clone(),
+    };
+    let _ = renamed;
+    edits.extend(identifier_ranges(tokens, qualifier, column).into_iter().map(|(a, b)| (a, b, replacement.clone())));
+    edits.sort_by_key(|(start, _, _)| *start);
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut last = 0;
+    for (start, end, text) in edits {
+        out.push_str(&sql[last..start]);
+        out.push_str(&text);
+        last = end;
+    }
+    out.push_str(&sql[last..]);
+    (out != sql).then_some(out)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +235,8 @@ fn lex(sql: &str) -> Vec<Token> {
 struct QueryTable {
     table: String,
     reference: String,
+    /// Byte offset just past the reference (the alias if there is one, else the name).
+    end: usize,
 }
 
 const NOT_ALIASES: [&str; 16] = [
@@ -188,6 +279,7 @@ fn query_tables(tokens: &[Token], schema: &Schema) -> Vec<QueryTable> {
         out.push(QueryTable {
             table: table.name.clone(),
             reference: alias.map_or_else(|| name.text.clone(), |a| a.text.clone()),
+            end: alias.map_or(name.end, |a| a.end),
         });
     }
     out
@@ -201,6 +293,28 @@ fn replace_identifier(
     column: &str,
     replacement: &str,
 ) -> String {
+    let edits = identifier_ranges(tokens, qualifier, column)
+        .into_iter()
+        .map(|(start, end)| (start, end, replacement.to_owned()))
+        .collect();
+    apply(sql, edits)
+}
+
+/// The SQL with each byte range (in order, not overlapping) replaced by its text.
+fn apply(sql: &str, edits: Vec<(usize, usize, String)>) -> String {
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut last = 0;
+    for (start, end, text) in edits {
+        out.push_str(&sql[last..start]);
+        out.push_str(&text);
+        last = end;
+    }
+    out.push_str(&sql[last..]);
+    out
+}
+
+/// Byte ranges of every `qualifier.column` (or bare `column`) reference.
+fn identifier_ranges(tokens: &[Token], qualifier: Option<&str>, column: &str) -> Vec<(usize, usize)> {
     let is_name = |t: &Token| matches!(t.kind, Kind::Word | Kind::Quoted);
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for (i, t) in tokens.iter().enumerate() {
@@ -216,15 +330,7 @@ fn replace_identifier(
             _ => {}
         }
     }
-    let mut out = String::with_capacity(sql.len() + 16);
-    let mut last = 0;
-    for (start, end) in ranges {
-        out.push_str(&sql[last..start]);
-        out.push_str(replacement);
-        last = end;
-    }
-    out.push_str(&sql[last..]);
-    out
+    ranges
 }
 
 /// Lower case without separators: `pet_type`, `PetType` and `Pet Type` are the same word.
@@ -280,13 +386,71 @@ mod tests {
     }
 
     #[test]
-    fn uncertain_or_absent_columns_are_left_to_revision() {
+    fn a_column_of_a_table_reached_by_one_foreign_key_gets_that_join() {
         let poker = schema("poker_player");
-        // Height is in people, which the query does not read: a join is needed, not a rename.
         assert_eq!(
             repair_column(
                 "SELECT Money_Rank FROM poker_player ORDER BY Height DESC LIMIT 1",
                 "no such column: Height",
+                &poker,
+            )
+            .as_deref(),
+            Some(
+                "SELECT Money_Rank FROM poker_player JOIN people ON poker_player.People_ID = people.People_ID ORDER BY Height DESC LIMIT 1"
+            )
+        );
+        // Every reference to the query's table in a subquery gets the join; a qualified
+        // column is pointed at the joined table.
+        let pets = schema("pets_1");
+        assert_eq!(
+            repair_column(
+                "SELECT Fname FROM Student WHERE StuID IN (SELECT T1.StuID FROM Has_Pet AS T1 WHERE T1.PetType = 'cat')",
+                "no such column: T1.PetType",
+                &pets,
+            )
+            .as_deref(),
+            Some(
+                "SELECT Fname FROM Student WHERE StuID IN (SELECT T1.StuID FROM Has_Pet AS T1 JOIN Pets ON T1.PetID = Pets.PetID WHERE Pets.PetType = 'cat')"
+            )
+        );
+        // A qualifier naming a table the query does not read says which table to join.
+        assert_eq!(
+            repair_column(
+                "SELECT StuID FROM Has_Pet WHERE Pets.pet_type = 'dog'",
+                "no such column: Pets.pet_type",
+                &pets,
+            )
+            .as_deref(),
+            Some(
+                "SELECT StuID FROM Has_Pet JOIN Pets ON Has_Pet.PetID = Pets.PetID WHERE Pets.PetType = 'dog'"
+            )
+        );
+    }
+
+    #[test]
+    fn joins_that_would_multiply_rows_or_guess_are_not_added() {
+        let pets = schema("pets_1");
+        // Student is referenced by Has_Pet (one student, many pets): joining it from Student
+        // would repeat students, so it is left to revision.
+        assert_eq!(
+            repair_column(
+                "SELECT Fname FROM Student WHERE PetID = 2001",
+                "no such column: PetID",
+                &pets,
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn uncertain_or_absent_columns_are_left_to_revision() {
+        let poker = schema("poker_player");
+        // Nationality is in people, which poker_player reaches, but the query reads people
+        // and poker_player already: nothing to join, and no column of that name to rename to.
+        assert_eq!(
+            repair_column(
+                "SELECT T1.Name FROM people AS T1 JOIN poker_player AS T2 ON T1.People_ID = T2.People_ID WHERE Citizenship = 'Russia'",
+                "no such column: Citizenship",
                 &poker,
             ),
             None

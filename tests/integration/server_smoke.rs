@@ -1,5 +1,5 @@
 //! The quick start's setup end to end: the default models (Qwen2.5-Coder-0.5B writing SQL with
-//! three prompt formats, MiniLM retrieving demonstrations from Spider train) served over a
+//! three prompt formats, the RE_p one through the shipped LoRA adapter, MiniLM retrieving demonstrations from Spider train) served over a
 //! loopback socket, answering the `smoke10` questions through `Text2Sql.Generate`.
 
 use std::time::Duration;
@@ -34,6 +34,19 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
     raw.limits.request_timeout_secs = Some(1800.0);
     raw.limits.max_concurrent_text2sql = Some(10);
     let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
+    // The default RE_p voter runs the shipped fine-tuned adapter.
+    let models = server
+        .inference()
+        .list_models(pb::ListModelsRequest {})
+        .await
+        .expect("models listed")
+        .into_inner()
+        .models;
+    let coder = models
+        .iter()
+        .find(|m| m.name == "qwen2.5-coder-0.5b")
+        .expect("the default generator");
+    assert_eq!(coder.adapters, ["rep-s0"]);
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");
     let smoke: Vec<_> = slices
