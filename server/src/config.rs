@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use quorum_models::CpuPath;
+use quorum_postgres::PgSource;
 use quorum_sql::pipeline::PromptFormat;
 use quorum_weights::Reencode;
 use serde::Deserialize;
@@ -108,6 +109,30 @@ pub struct RawDatabases {
     /// Explicit databases: id → SQLite file.
     #[serde(default)]
     pub entries: BTreeMap<String, PathBuf>,
+    /// PostgreSQL databases: id → connection.
+    #[serde(default)]
+    pub postgres: BTreeMap<String, RawPostgres>,
+    /// Hosts `Databases.Register` may connect to on PostgreSQL; none turns such registration
+    /// off (the default: a client must not make the server dial arbitrary hosts).
+    #[serde(default)]
+    pub postgres_hosts: Vec<String>,
+    /// Passwords registrations may name: name → file holding it (a mounted Secret).
+    #[serde(default)]
+    pub postgres_passwords: BTreeMap<String, PathBuf>,
+}
+
+/// A PostgreSQL database in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPostgres {
+    /// libpq URL or key/value string; put the password in `password_file`, not here.
+    pub url: String,
+    /// The schema holding the tables (default `public`).
+    pub schema: Option<String>,
+    /// A file whose first line is the password.
+    pub password_file: Option<PathBuf>,
+    /// Connections this database may hold at once (default 4).
+    pub max_connections: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -250,11 +275,43 @@ impl ModelSpec {
 }
 
 /// A database found at startup.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DatabaseSpec {
     pub db_id: String,
-    pub path: PathBuf,
+    pub location: DatabaseLocation,
     pub from_scan: bool,
+}
+
+/// Where a database's rows are.
+#[derive(Debug, Clone)]
+pub enum DatabaseLocation {
+    Sqlite(PathBuf),
+    Postgres(PgSource),
+}
+
+/// What `Databases.Register` may reach on PostgreSQL.
+#[derive(Clone, Default)]
+pub struct PostgresPolicy {
+    /// Host names or addresses, compared as written in the connection string.
+    pub hosts: Vec<String>,
+    /// Named passwords, read from their files at start-up.
+    pub passwords: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for PostgresPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresPolicy")
+            .field("hosts", &self.hosts)
+            .field("passwords", &self.passwords.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The first line of a password file; the error names the file, never its content.
+pub fn read_password(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the password file {}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").to_owned())
 }
 
 /// The pipeline settings, before per-request overrides.
@@ -320,6 +377,7 @@ pub struct ServerConfig {
     pub models: Vec<ModelSpec>,
     pub databases: Vec<DatabaseSpec>,
     pub allowed_dir: Option<PathBuf>,
+    pub postgres_policy: PostgresPolicy,
     pub pipeline: PipelineSettings,
     /// The CPU kernel path every CPU model runs with.
     pub cpu_path: CpuPath,
@@ -479,6 +537,7 @@ pub fn resolve(
         models,
         databases,
         allowed_dir,
+        postgres_policy: resolve_postgres_policy(&raw.databases)?,
         pipeline: PipelineSettings {
             demos_cache: raw
                 .pipeline
@@ -625,12 +684,53 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
             db_id.clone(),
             DatabaseSpec {
                 db_id: db_id.clone(),
-                path: path.clone(),
+                location: DatabaseLocation::Sqlite(path.clone()),
+                from_scan: false,
+            },
+        );
+    }
+    for (db_id, pg) in &raw.postgres {
+        crate::databases::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.postgres.{db_id}: {reason}"))?;
+        let mut source = PgSource::new(pg.url.clone(), pg.schema.as_deref().unwrap_or("public"));
+        if let Some(file) = &pg.password_file {
+            source.password =
+                Some(read_password(file).with_context(|| format!("databases.postgres.{db_id}"))?);
+        }
+        if let Some(n) = pg.max_connections {
+            ensure!(
+                n > 0,
+                "databases.postgres.{db_id}: max_connections must be at least 1"
+            );
+            source.max_connections = n;
+        }
+        source
+            .location()
+            .map_err(|e| anyhow::anyhow!("databases.postgres.{db_id}: {e}"))?;
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                location: DatabaseLocation::Postgres(source),
                 from_scan: false,
             },
         );
     }
     Ok(found.into_values().collect())
+}
+
+fn resolve_postgres_policy(raw: &RawDatabases) -> anyhow::Result<PostgresPolicy> {
+    let mut passwords = BTreeMap::new();
+    for (name, file) in &raw.postgres_passwords {
+        passwords.insert(
+            name.clone(),
+            read_password(file).with_context(|| format!("databases.postgres_passwords.{name}"))?,
+        );
+    }
+    Ok(PostgresPolicy {
+        hosts: raw.postgres_hosts.clone(),
+        passwords,
+    })
 }
 
 /// Finds `<id>/<id>.sqlite` and `<id>.sqlite` in `dir`, skipping names that are not valid ids.
@@ -655,7 +755,7 @@ pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
         if file.is_file() && crate::databases::validate_db_id(&db_id).is_ok() {
             out.push(DatabaseSpec {
                 db_id,
-                path: file,
+                location: DatabaseLocation::Sqlite(file),
                 from_scan: true,
             });
         }
@@ -719,7 +819,11 @@ mod tests {
         assert_eq!(generators[0].adapter.as_deref(), Some(DEFAULT_REP_ADAPTER));
         assert!(generators[1..].iter().all(|g| g.adapter.is_none()));
         assert!(default_models(None)[0].adapters.is_empty());
-        assert!(default_generators(false).iter().all(|g| g.adapter.is_none()));
+        assert!(
+            default_generators(false)
+                .iter()
+                .all(|g| g.adapter.is_none())
+        );
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The databases the server answers over: each introspected once into a shared handle, plus
-//! run-time registration of SQLite files under one allowed directory.
+//! run-time registration of SQLite files under one allowed directory and of PostgreSQL
+//! databases on allowed hosts.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use quorum_postgres::{PgDatabase, PgError, PgSource};
 use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
-use crate::config::DatabaseSpec;
+use crate::config::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
 use crate::status::ServiceError;
 
 /// How the server came to know a database.
@@ -48,15 +50,40 @@ pub struct DatabaseRegistry {
     databases: RwLock<BTreeMap<String, Database>>,
     /// The allowed directory as configured and canonicalized: absolute paths may use either.
     allowed_dir: Option<(PathBuf, PathBuf)>,
+    postgres: PostgresPolicy,
+}
+
+/// A PostgreSQL database a client asks to register.
+#[derive(Clone)]
+pub struct PostgresRegistration {
+    pub url: String,
+    pub schema: String,
+    pub password_name: String,
+}
+
+/// Opens and introspects a database wherever it is.
+fn open_handle(db_id: &str, location: &DatabaseLocation) -> anyhow::Result<DatabaseHandle> {
+    Ok(match location {
+        DatabaseLocation::Sqlite(path) => {
+            DatabaseHandle::open(path, db_id, IntrospectOptions::default())?
+        }
+        DatabaseLocation::Postgres(source) => {
+            PgDatabase::connect(source.clone())?.into_handle(db_id, IntrospectOptions::default())?
+        }
+    })
 }
 
 impl DatabaseRegistry {
     /// Introspects every configured database. One that cannot be read is logged and left out,
     /// so that a single damaged file does not keep the server from starting.
-    pub fn open(specs: &[DatabaseSpec], allowed_dir: Option<PathBuf>) -> Self {
+    pub fn open(
+        specs: &[DatabaseSpec],
+        allowed_dir: Option<PathBuf>,
+        postgres: PostgresPolicy,
+    ) -> Self {
         let mut databases = BTreeMap::new();
         for spec in specs {
-            match DatabaseHandle::open(&spec.path, &spec.db_id, IntrospectOptions::default()) {
+            match open_handle(&spec.db_id, &spec.location) {
                 Ok(handle) => {
                     let origin = if spec.from_scan {
                         Origin::Scan
@@ -69,7 +96,9 @@ impl DatabaseRegistry {
                     };
                     databases.insert(spec.db_id.clone(), db);
                 }
-                Err(e) => tracing::warn!(db_id = %spec.db_id, error = %e, "database skipped"),
+                Err(e) => {
+                    tracing::warn!(db_id = %spec.db_id, error = %format!("{e:#}"), "database skipped")
+                }
             }
         }
         tracing::info!(count = databases.len(), "databases ready");
@@ -79,6 +108,7 @@ impl DatabaseRegistry {
                 let canonical = d.canonicalize().ok()?;
                 Some((d, canonical))
             }),
+            postgres,
         }
     }
 
@@ -117,6 +147,67 @@ impl DatabaseRegistry {
         if handle.schema.tables.is_empty() {
             return Err(ServiceError::invalid("path", "has no tables"));
         }
+        let db = self.insert(db_id, handle)?;
+        tracing::info!(db_id, path = %file.display(), "database registered");
+        Ok(db)
+    }
+
+    /// Registers a PostgreSQL database as `db_id`: its host must be allowed, its credentials
+    /// hold and its schema have tables.
+    pub fn register_postgres(
+        &self,
+        db_id: &str,
+        registration: PostgresRegistration,
+    ) -> Result<Database, ServiceError> {
+        validate_db_id(db_id).map_err(|reason| ServiceError::invalid("db_id", reason))?;
+        if self.postgres.hosts.is_empty() {
+            return Err(ServiceError::PermissionDenied {
+                reason: "PostgreSQL registration is disabled: the server allows no hosts \
+                         (databases.postgres_hosts)"
+                    .into(),
+            });
+        }
+        let schema = if registration.schema.is_empty() {
+            "public".to_owned()
+        } else {
+            registration.schema
+        };
+        let mut source = PgSource::new(registration.url, schema);
+        let hosts = source
+            .hosts()
+            .map_err(|_| ServiceError::invalid("postgres.url", "is not a connection string"))?;
+        if hosts.is_empty() || !hosts.iter().all(|h| self.postgres.hosts.contains(h)) {
+            return Err(ServiceError::PermissionDenied {
+                reason: "the PostgreSQL host is not among the server's allowed hosts".into(),
+            });
+        }
+        if !registration.password_name.is_empty() {
+            let password = self
+                .postgres
+                .passwords
+                .get(&registration.password_name)
+                .ok_or_else(|| {
+                    ServiceError::invalid("postgres.password_name", "names no configured password")
+                })?;
+            source.password = Some(password.clone());
+        }
+        let handle = PgDatabase::connect(source)
+            .and_then(|db| db.into_handle(db_id, IntrospectOptions::default()))
+            .map_err(|e| {
+                tracing::info!(db_id, error = %e, "registration: PostgreSQL refused");
+                registration_error(e)
+            })?;
+        if handle.schema.tables.is_empty() {
+            return Err(ServiceError::invalid("postgres.schema", "has no tables"));
+        }
+        let location = handle.backend.location();
+        let db = self.insert(db_id, handle)?;
+        tracing::info!(db_id, %location, "database registered");
+        Ok(db)
+    }
+
+    /// Adds a registered database, within the quota and under a free id.
+    fn insert(&self, db_id: &str, handle: DatabaseHandle) -> Result<Database, ServiceError> {
         let db = Database {
             handle: Arc::new(handle),
             origin: Origin::Registered,
@@ -142,7 +233,6 @@ impl DatabaseRegistry {
             });
         }
         map.insert(db_id.to_owned(), db.clone());
-        tracing::info!(db_id, path = %file.display(), "database registered");
         Ok(db)
     }
 
@@ -152,6 +242,32 @@ impl DatabaseRegistry {
         self.databases
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The status of a PostgreSQL registration that failed: refused credentials or a missing
+/// schema are the caller's to fix; an unreachable server may come back.
+fn registration_error(e: PgError) -> ServiceError {
+    match e {
+        PgError::Connect { message }
+            if message.contains("authentication") || message.contains("role") =>
+        {
+            ServiceError::invalid(
+                "postgres",
+                format!("the server refused the credentials: {message}"),
+            )
+        }
+        PgError::Connect { message } => ServiceError::Unavailable {
+            reason: format!("cannot reach the PostgreSQL server: {message}"),
+        },
+        PgError::NoSchema { schema } => {
+            ServiceError::invalid("postgres.schema", format!("{schema:?} does not exist"))
+        }
+        PgError::BadSchemaName(_) => {
+            ServiceError::invalid("postgres.schema", "must be a plain identifier")
+        }
+        PgError::BadUrl => ServiceError::invalid("postgres.url", "is not a connection string"),
+        e @ (PgError::Query { .. } | PgError::Load { .. }) => ServiceError::internal(e),
     }
 }
 

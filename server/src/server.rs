@@ -67,8 +67,10 @@ impl RunningServer {
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let specs = config.databases.clone();
     let allowed = config.allowed_dir.clone();
+    let policy = config.postgres_policy.clone();
     let databases =
-        tokio::task::spawn_blocking(move || DatabaseRegistry::open(&specs, allowed)).await?;
+        tokio::task::spawn_blocking(move || DatabaseRegistry::open(&specs, allowed, policy))
+            .await?;
     let state = Arc::new(AppState::new(
         config.models.clone(),
         databases,

@@ -5,6 +5,7 @@
 
 use quorum_engine::EngineError;
 use quorum_sql::pipeline::{ModelCallError, PipelineError};
+use quorum_sql::sandbox::ExecError;
 use tonic::{Code, Status};
 
 /// gRPC's retry-pushback trailer: a client with a retry policy waits this long before it
@@ -169,6 +170,12 @@ impl From<PipelineError> for ServiceError {
             PipelineError::Config { reason } => Self::invalid("options", reason),
             PipelineError::MissingModel { what } => Self::FailedPrecondition { what: what.into() },
             PipelineError::Model { source, .. } => source.into(),
+            PipelineError::Database {
+                db_id,
+                source: source @ ExecError::Unavailable { .. },
+            } => Self::Unavailable {
+                reason: format!("database {db_id}: {source}"),
+            },
             PipelineError::Database { db_id, source } => {
                 Self::internal(format!("database {db_id}: {source}"))
             }

@@ -5,9 +5,11 @@
 //! Deterministic by design: no candle, tokio or tonic. The pipeline reaches models through a
 //! small trait that the server implements with the engine.
 
+pub mod backend;
 pub mod compare;
 pub mod dataset;
 pub mod demo_index;
+pub mod dialect;
 pub mod distinct;
 pub mod eval;
 pub mod hardness;

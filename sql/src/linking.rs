@@ -15,9 +15,9 @@ use sqlparser::ast::{
     JoinOperator, ObjectName, OrderByKind, Query, Select, SelectItem, SetExpr, Statement,
     TableFactor, TableWithJoins,
 };
-use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
 
+use crate::dialect::Dialect;
 use crate::schema::Schema;
 
 /// The tables linked to a SQL query, in schema order, spelled as in the schema.
@@ -30,7 +30,7 @@ pub struct LinkedTables {
 
 /// Links `sql` to the tables of `schema`. Names that are not schema tables are dropped.
 pub fn link_tables(sql: &str, schema: &Schema) -> LinkedTables {
-    let (names, parsed) = match referenced_tables(sql) {
+    let (names, parsed) = match referenced_tables_in(sql, schema.dialect) {
         Ok(names) => (names, true),
         Err(_) => (word_tokens(sql), false),
     };
@@ -49,7 +49,15 @@ pub fn link_tables(sql: &str, schema: &Schema) -> LinkedTables {
 /// duplicates (compared case-insensitively), CTE names excluded. A schema-qualified name
 /// (`main.t`) gives its last part.
 pub fn referenced_tables(sql: &str) -> Result<Vec<String>, sqlparser::parser::ParserError> {
-    let statements = Parser::parse_sql(&SQLiteDialect {}, sql)?;
+    referenced_tables_in(sql, Dialect::Sqlite)
+}
+
+/// [`referenced_tables`] read in `dialect`.
+pub fn referenced_tables_in(
+    sql: &str,
+    dialect: Dialect,
+) -> Result<Vec<String>, sqlparser::parser::ParserError> {
+    let statements = Parser::parse_sql(dialect.parser().as_ref(), sql)?;
     let mut walk = Walk::default();
     for statement in &statements {
         if let Statement::Query(query) = statement {

@@ -431,6 +431,7 @@ mod tests {
                 rows: vec![],
             }],
             foreign_keys: vec![],
+            dialect: Default::default(),
         }
     }
 

@@ -108,7 +108,12 @@ fn join_owner(
             .columns
             .iter()
             .find(|c| c.name.eq_ignore_ascii_case(column))
-            .or_else(|| owner.columns.iter().find(|c| normalize(&c.name) == normalize(column)));
+            .or_else(|| {
+                owner
+                    .columns
+                    .iter()
+                    .find(|c| normalize(&c.name) == normalize(column))
+            });
         let same = |(other, _, _): &(&crate::schema::ForeignKey, String, String)| {
             let key = |f: &crate::schema::ForeignKey| {
                 [&f.from_table, &f.from_column, &f.to_table, &f.to_column]
@@ -142,7 +147,11 @@ fn join_owner(
         None => real.clone(),
     };
     let _ = renamed;
-    edits.extend(identifier_ranges(tokens, qualifier, column).into_iter().map(|(a, b)| (a, b, replacement.clone())));
+    edits.extend(
+        identifier_ranges(tokens, qualifier, column)
+            .into_iter()
+            .map(|(a, b)| (a, b, replacement.clone())),
+    );
     edits.sort_by_key(|(start, _, _)| *start);
     let mut out = String::with_capacity(sql.len() + 64);
     let mut last = 0;
@@ -314,7 +323,11 @@ fn apply(sql: &str, edits: Vec<(usize, usize, String)>) -> String {
 }
 
 /// Byte ranges of every `qualifier.column` (or bare `column`) reference.
-fn identifier_ranges(tokens: &[Token], qualifier: Option<&str>, column: &str) -> Vec<(usize, usize)> {
+fn identifier_ranges(
+    tokens: &[Token],
+    qualifier: Option<&str>,
+    column: &str,
+) -> Vec<(usize, usize)> {
     let is_name = |t: &Token| matches!(t.kind, Kind::Word | Kind::Quoted);
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for (i, t) in tokens.iter().enumerate() {

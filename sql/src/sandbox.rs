@@ -119,6 +119,13 @@ pub enum ExecError {
     TooLarge { max_rows: usize, max_bytes: usize },
     #[error("SQLite error: {message}")]
     Sqlite { message: String },
+    /// An error a database server reported at run time, with its SQLSTATE code.
+    #[error("PostgreSQL error {code}: {message}")]
+    Postgres { code: String, message: String },
+    /// The database cannot be reached (connection refused, dropped, pool exhausted): no
+    /// statement of the run can be judged, so the run fails rather than vote on errors.
+    #[error("database unavailable: {message}")]
+    Unavailable { message: String },
 }
 
 impl ExecError {
@@ -133,6 +140,8 @@ impl ExecError {
             ExecError::Timeout { .. } => "timeout",
             ExecError::TooLarge { .. } => "too_large",
             ExecError::Sqlite { .. } => "sqlite",
+            ExecError::Postgres { .. } => "postgres",
+            ExecError::Unavailable { .. } => "unavailable",
         }
     }
 }

@@ -12,6 +12,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
+use crate::dialect::Dialect;
+
 /// One SQLite value as stored, kept apart from its rendering so that every prompt format can
 /// print it its own way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,6 +132,9 @@ pub struct Schema {
     /// Foreign keys by table order, then in `PRAGMA foreign_key_list` order (which is also the
     /// order of Spider's tables.json).
     pub foreign_keys: Vec<ForeignKey>,
+    /// The dialect of the database the schema was read from; prompts name it.
+    #[serde(default)]
+    pub dialect: Dialect,
 }
 
 /// How much data introspection samples.
@@ -230,6 +235,7 @@ impl Schema {
             db_id: db_id.to_owned(),
             tables,
             foreign_keys,
+            dialect: Dialect::Sqlite,
         })
     }
 
@@ -262,6 +268,7 @@ impl Schema {
                 .filter(|fk| keep(&fk.from_table) && keep(&fk.to_table))
                 .cloned()
                 .collect(),
+            dialect: self.dialect,
         }
     }
 }

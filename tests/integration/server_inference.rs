@@ -257,6 +257,7 @@ async fn databases_list_describe_and_register() {
     let register = |db_id: &str, path: &str| pb::RegisterDatabaseRequest {
         db_id: db_id.into(),
         path: path.into(),
+        ..Default::default()
     };
     let added = client
         .register(register("pets_copy", "pets_copy.sqlite"))

@@ -43,6 +43,8 @@ pub fn database_summary(db: &Database) -> pb::DatabaseSummary {
         db_id: db.handle.db_id.clone(),
         table_count: db.handle.schema.tables.len() as u32,
         origin: origin(db.origin).into(),
+        dialect: db.handle.dialect().name().to_owned(),
+        location: db.handle.backend.location(),
     }
 }
 

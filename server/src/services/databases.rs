@@ -7,6 +7,7 @@ use quorum_proto::v1::databases_server::Databases;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
+use crate::databases::PostgresRegistration;
 use crate::rpc::RpcContext;
 use crate::state::AppState;
 
@@ -54,14 +55,23 @@ impl Databases for DatabasesService {
         let ctx = RpcContext::begin(&self.state, "Databases/Register", request.metadata());
         let state = self.state.clone();
         let body = request.into_inner();
-        // Introspection reads the file: keep it off the async workers.
-        let result =
-            tokio::task::spawn_blocking(move || state.databases.register(&body.db_id, &body.path))
-                .await
-                .unwrap_or_else(|e| Err(crate::status::ServiceError::internal(e)))
-                .map(|db| pb::RegisterDatabaseResponse {
-                    database: Some(convert::database_summary(&db)),
-                });
+        // Introspection reads the file or the server: keep it off the async workers.
+        let result = tokio::task::spawn_blocking(move || match body.postgres {
+            Some(pg) => state.databases.register_postgres(
+                &body.db_id,
+                PostgresRegistration {
+                    url: pg.url,
+                    schema: pg.schema,
+                    password_name: pg.password_name,
+                },
+            ),
+            None => state.databases.register(&body.db_id, &body.path),
+        })
+        .await
+        .unwrap_or_else(|e| Err(crate::status::ServiceError::internal(e)))
+        .map(|db| pb::RegisterDatabaseResponse {
+            database: Some(convert::database_summary(&db)),
+        });
         ctx.complete(result)
     }
 }

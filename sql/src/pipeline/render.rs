@@ -97,8 +97,8 @@ pub(crate) fn render_revision(
     feedback: &Feedback,
 ) -> Prompt {
     let (instruction, result) = match feedback {
-        Feedback::Error(message) => (REVISE_ERROR, message.clone()),
-        Feedback::Empty => (REVISE_EMPTY, "[]".to_owned()),
+        Feedback::Error(message) => (schema.dialect.retarget(REVISE_ERROR), message.clone()),
+        Feedback::Empty => (schema.dialect.retarget(REVISE_EMPTY), "[]".to_owned()),
     };
     let hint = match feedback {
         Feedback::Error(message) => explain_error(message, schema)

@@ -19,12 +19,13 @@ use super::render::{
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
+use crate::backend::Session;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::linking::link_tables;
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
-use crate::sandbox::{ExecError, QueryResult, Sandbox};
+use crate::sandbox::{ExecError, QueryResult};
 use crate::skeleton::sql_skeleton;
 use crate::vote::Voter;
 
@@ -46,7 +47,7 @@ pub(super) struct Run<'r> {
     pipeline: &'r Pipeline,
     ask: Ask<'r>,
     db: &'r DatabaseHandle,
-    sandbox: Sandbox,
+    sandbox: Box<dyn Session>,
     on_event: &'r mut dyn FnMut(PipelineEvent),
     candidates: Vec<Candidate>,
     /// Execution results by candidate id; `None` for failures.
@@ -62,6 +63,8 @@ pub(super) struct Run<'r> {
     timings: StageTimings,
     tokens: usize,
     started: Instant,
+    /// Set when the database could not be reached: the run stops at the next stage boundary.
+    unavailable: Option<ExecError>,
 }
 
 fn elapsed_ms(since: Instant) -> f64 {
@@ -75,12 +78,13 @@ impl<'r> Run<'r> {
         db: &'r DatabaseHandle,
         on_event: &'r mut dyn FnMut(PipelineEvent),
     ) -> Result<Self, PipelineError> {
-        let sandbox = Sandbox::open(&db.path, pipeline.config.limits).map_err(|source| {
-            PipelineError::Database {
+        let sandbox = db
+            .backend
+            .open_session(pipeline.config.limits)
+            .map_err(|source| PipelineError::Database {
                 db_id: db.db_id.clone(),
                 source,
-            }
-        })?;
+            })?;
         Ok(Self {
             pipeline,
             ask: Ask {
@@ -100,6 +104,7 @@ impl<'r> Run<'r> {
             timings: StageTimings::default(),
             tokens: 0,
             started: Instant::now(),
+            unavailable: None,
         })
     }
 
@@ -107,18 +112,33 @@ impl<'r> Run<'r> {
         let config = &self.pipeline.config;
         self.retrieve()?;
         self.round1()?;
+        self.check_available()?;
         if config.round2.enabled
             && let Some(tables) = self.link()
         {
             self.round2(&tables)?;
+            self.check_available()?;
         }
         if config.revision.enabled {
             self.revise()?;
+            self.check_available()?;
         }
         let mut vote = self.vote();
         self.select(&mut vote);
         (self.on_event)(PipelineEvent::Vote(vote.clone()));
         Ok(self.finish(vote))
+    }
+
+    /// Fails the run once the database was found unreachable: answers voted over connection
+    /// errors would say nothing about the question.
+    fn check_available(&mut self) -> Result<(), PipelineError> {
+        match self.unavailable.take() {
+            Some(source) => Err(PipelineError::Database {
+                db_id: self.db.db_id.clone(),
+                source,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn retrieve(&mut self) -> Result<(), PipelineError> {
@@ -586,6 +606,16 @@ impl<'r> Run<'r> {
             Some(cached) => cached.clone(),
             None => {
                 let fresh = self.sandbox.execute(sql);
+                if let Err(e @ ExecError::Unavailable { .. }) = &fresh {
+                    self.unavailable.get_or_insert_with(|| e.clone());
+                    return (
+                        CandidateOutcome::Error {
+                            kind: e.kind().to_owned(),
+                            message: e.to_string(),
+                        },
+                        None,
+                    );
+                }
                 self.executed.insert(sql.to_owned(), fresh.clone());
                 fresh
             }

@@ -81,7 +81,8 @@ pub(crate) fn select(selector: &dyn Selector, input: SelectionInput<'_>) -> Sele
 /// XiYan's selection prompt (its paper, appendix E).
 pub(crate) fn render_selection(input: SelectionInput<'_>, labels: &[String]) -> String {
     let mut text = format!(
-        "You are a SQLite expert. Regarding the Question, there are {n} candidate SQL along with their Execution result in the database (showing the first {rows} rows).\nYou need to compare these candidates and analyze the differences among the various candidate SQL. Based on the provided Database Schema, Evidence, and Question, select the correct and reasonable result.\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n=====\n",
+        "You are a {dialect} expert. Regarding the Question, there are {n} candidate SQL along with their Execution result in the database (showing the first {rows} rows).\nYou need to compare these candidates and analyze the differences among the various candidate SQL. Based on the provided Database Schema, Evidence, and Question, select the correct and reasonable result.\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n=====\n",
+        dialect = input.schema.dialect.name(),
         n = input.shown.len(),
         rows = input.preview_rows,
         schema = render_mschema(input.schema),

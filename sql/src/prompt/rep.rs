@@ -53,12 +53,13 @@ pub fn render_rep(schema: &Schema, question: &str, demos: &[Demo], options: RepO
             text.push_str(&format!("### {}\n{}\n\n", demo.question, demo.sql));
         }
     }
-    text.push_str(INSTRUCTION);
+    let dialect = schema.dialect;
+    text.push_str(&dialect.retarget(INSTRUCTION));
     if options.optimization_rule {
         text.push_str(OPTIMIZATION_RULE);
     }
     text.push('\n');
-    text.push_str(TABLES_HEADER);
+    text.push_str(&dialect.retarget(TABLES_HEADER));
     text.push_str("#\n");
     text.push_str(&simple_ddl_md_lines(schema, ", "));
     text.push_str("#\n");
@@ -73,7 +74,7 @@ pub fn render_rep(schema: &Schema, question: &str, demos: &[Demo], options: RepO
     // A schema without foreign keys (or a round-2 restriction that cut them all) gets no
     // block at all rather than an empty one.
     if options.foreign_keys && !schema.foreign_keys.is_empty() {
-        text.push_str(FOREIGN_KEYS_HEADER);
+        text.push_str(&dialect.retarget(FOREIGN_KEYS_HEADER));
         text.push_str("#\n");
         let lines: Vec<String> = schema
             .foreign_keys

@@ -144,7 +144,7 @@ impl Template {
 }
 
 fn render_md(schema: &Schema, style: SchemaStyle, question: &str) -> String {
-    let mut text = MD_INSTRUCTION.to_owned();
+    let mut text = schema.dialect.retarget(MD_INSTRUCTION);
     match style {
         SchemaStyle::Ddl => {
             for table in &schema.tables {
@@ -163,7 +163,7 @@ fn render_md(schema: &Schema, style: SchemaStyle, question: &str) -> String {
 }
 
 fn render_html(schema: &Schema, style: SchemaStyle, question: &str) -> String {
-    let mut text = format!("{HTML_INSTRUCTION}<Database>\n");
+    let mut text = format!("{}<Database>\n", schema.dialect.retarget(HTML_INSTRUCTION));
     for table in &schema.tables {
         text.push_str(&plain_line(schema, table, style));
         text.push('\n');
@@ -187,7 +187,8 @@ fn render_coding(schema: &Schema, style: SchemaStyle, question: &str) -> String 
         text.push('\n');
     }
     text.push_str(&format!(
-        "/* Answer the following by SQLite SQL Query according to database: {question} */\n/* SQL Query here*/"
+        "/* Answer the following by {} SQL Query according to database: {question} */\n/* SQL Query here*/",
+        schema.dialect.name()
     ));
     text
 }

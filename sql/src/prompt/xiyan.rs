@@ -13,7 +13,8 @@ pub fn render_xiyan(schema: &Schema, question: &str, evidence: &str) -> Prompt {
     let mschema = render_mschema(schema);
     Prompt {
         text: format!(
-            "{ROLE}\n【Question】\n{question}\n\n【Database Schema】\n{mschema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n\n```sql"
+            "{}\n【Question】\n{question}\n\n【Database Schema】\n{mschema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n\n```sql",
+            schema.dialect.retarget(ROLE)
         ),
         ends_with_sql_marker: false,
         ends_with_select: false,

@@ -1,0 +1,58 @@
+//! The SQL dialect a database speaks. Prompts name it to the model, the parser reads
+//! candidates in it, and revision quotes its error messages.
+
+use serde::{Deserialize, Serialize};
+use sqlparser::dialect::{PostgreSqlDialect, SQLiteDialect};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Dialect {
+    #[default]
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The name prompts use ("You are a SQLite expert", "SQLite SQL Query").
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "SQLite",
+            Dialect::Postgres => "PostgreSQL",
+        }
+    }
+
+    /// A fixed prompt text written for SQLite (the published templates all are), speaking of
+    /// this dialect instead. Only the template's own words change, never schema or question
+    /// text, so callers apply it to constants.
+    pub fn retarget(self, template: &str) -> String {
+        match self {
+            Dialect::Sqlite => template.to_owned(),
+            Dialect::Postgres => template
+                .replace("SQLite", self.name())
+                .replace("Sqlite", self.name())
+                .replace("sqlite", self.name()),
+        }
+    }
+
+    /// sqlparser's reading of this dialect.
+    pub fn parser(self) -> Box<dyn sqlparser::dialect::Dialect> {
+        match self {
+            Dialect::Sqlite => Box::new(SQLiteDialect {}),
+            Dialect::Postgres => Box::new(PostgreSqlDialect {}),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_name_the_dialect() {
+        let t = "### Answer by sqlite SQL\n### Sqlite SQL tables\nYou are a SQLite expert.";
+        assert_eq!(Dialect::Sqlite.retarget(t), t);
+        assert_eq!(
+            Dialect::Postgres.retarget(t),
+            "### Answer by PostgreSQL SQL\n### PostgreSQL SQL tables\nYou are a PostgreSQL expert."
+        );
+    }
+}

@@ -1,0 +1,251 @@
+//! Candidates run on a PostgreSQL server Quorum does not own: against a real server (started
+//! by `scripts/pg-server.sh`), with a superuser connection so that only Quorum's own guards
+//! stand in the way, every write, DDL, `COPY`, side-effect function, `dblink` call, large-object
+//! call and over-long sleep fails, and checksums of every table, the schemas, the large objects
+//! and the locks held show that nothing changed.
+
+use std::time::{Duration, Instant};
+
+use quorum_postgres::{PgDatabase, PgSource};
+use quorum_sql::backend::Backend;
+use quorum_sql::sandbox::{ExecError, Limits, Overflow, Value};
+use quorum_sql::schema::IntrospectOptions;
+
+use crate::postgres_support::PgServer;
+
+/// Everything a candidate could change: each table's rows, the schemas and tables, large
+/// objects, sequences and advisory locks.
+fn fingerprint(client: &mut postgres::Client) -> String {
+    let tables: Vec<String> = client
+        .query(
+            "SELECT table_schema || '.' || table_name FROM information_schema.tables \
+             WHERE table_schema NOT IN ('pg_catalog', 'information_schema') ORDER BY 1",
+            &[],
+        )
+        .expect("tables")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut parts = vec![tables.join(",")];
+    for t in &tables {
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT count(*)::text || ':' || coalesce(md5(string_agg(x::text, '|' \
+                     ORDER BY x::text)), '') FROM {t} AS x"
+                ),
+                &[],
+            )
+            .expect("checksum");
+        parts.push(format!("{t}={}", row.get::<_, String>(0)));
+    }
+    for probe in [
+        "SELECT count(*) FROM pg_largeobject_metadata",
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+        "SELECT last_value FROM pets_1.counter",
+        "SELECT count(*) FROM pg_namespace",
+    ] {
+        let n: i64 = client.query_one(probe, &[]).expect(probe).get(0);
+        parts.push(format!("{probe}={n}"));
+    }
+    parts.join("\n")
+}
+
+#[test]
+fn candidates_cannot_change_or_hold_a_postgres_server() {
+    let server = PgServer::start();
+    let report = server.load_spider("pets_1");
+    assert_eq!(report.tables, 3);
+    assert!(report.rows > 0);
+    let mut admin = server.client();
+    admin
+        .batch_execute(
+            "CREATE SEQUENCE pets_1.counter; \
+             CREATE EXTENSION IF NOT EXISTS dblink; \
+             CREATE FUNCTION pets_1.adopt() RETURNS int LANGUAGE sql VOLATILE \
+               AS 'INSERT INTO pets_1.pets (petid, pettype, pet_age, weight) \
+                   VALUES (9999, ''cat'', 1, 1.0) RETURNING 1'; \
+             CREATE PROCEDURE pets_1.wipe() LANGUAGE sql AS 'DELETE FROM pets_1.pets'",
+        )
+        .expect("fixtures");
+    let before = fingerprint(&mut admin);
+
+    let db = PgDatabase::connect(PgSource::new(server.url.clone(), "pets_1")).expect("connects");
+    let limits = Limits {
+        timeout: Duration::from_millis(1500),
+        ..Limits::default()
+    };
+    let mut session = db.open_session(limits).expect("session");
+    let dblink_target = format!("'{}'", server.url);
+    let attacks = [
+        "INSERT INTO pets VALUES (1, 'dog', 2, 3.0)".to_owned(),
+        "UPDATE pets SET weight = 0".into(),
+        "DELETE FROM has_pet".into(),
+        "TRUNCATE pets".into(),
+        "DROP TABLE pets".into(),
+        "CREATE TABLE x (a int)".into(),
+        "ALTER TABLE pets ADD COLUMN x int".into(),
+        "SELECT * INTO stolen FROM pets".into(),
+        "WITH gone AS (DELETE FROM pets RETURNING *) SELECT count(*) FROM gone".into(),
+        "SELECT 1; DELETE FROM pets".into(),
+        "COPY pets TO '/tmp/quorum-pets.csv'".into(),
+        "COPY (SELECT 1) TO PROGRAM 'touch /tmp/quorum-pwned'".into(),
+        "COPY pets FROM PROGRAM 'echo 1'".into(),
+        "SELECT pets_1.adopt()".into(),
+        "CALL pets_1.wipe()".into(),
+        "DO $$ BEGIN DELETE FROM pets_1.pets; END $$".into(),
+        "SELECT nextval('pets_1.counter')".into(),
+        "SELECT setval('pets_1.counter', 42)".into(),
+        "SELECT lo_create(0)".into(),
+        "SELECT lo_import('/etc/hostname')".into(),
+        format!("SELECT dblink_exec({dblink_target}, 'DELETE FROM pets_1.pets')"),
+        format!("SELECT * FROM dblink({dblink_target}, 'SELECT 1') AS t(a int)"),
+        "SELECT pg_advisory_lock(7)".into(),
+        "SELECT set_config('statement_timeout', '0', false)".into(),
+        "SELECT query_to_xml('DELETE FROM pets_1.pets', true, true, '')".into(),
+        "SELECT pg_notify('quorum', 'x')".into(),
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity".into(),
+        "SELECT * FROM pets FOR UPDATE".into(),
+        "LOCK TABLE pets".into(),
+        "VACUUM pets".into(),
+        "SET ROLE quorum_admin".into(),
+        "NOTIFY quorum".into(),
+        "PREPARE p AS DELETE FROM pets".into(),
+    ];
+    for sql in &attacks {
+        let outcome = session.execute(sql);
+        assert!(outcome.is_err(), "{sql} ran: {outcome:?}");
+        // The session is still good for the next candidate.
+        let count = session
+            .execute("SELECT count(*) FROM pets")
+            .unwrap_or_else(|e| panic!("after {sql}: {e}"));
+        assert_eq!(count.rows, [[Value::Integer(3)]], "after {sql}");
+    }
+
+    // A sleep past the timeout is cut at the timeout.
+    let start = Instant::now();
+    let slept = session.execute("SELECT pg_sleep(30)");
+    assert!(matches!(slept, Err(ExecError::Timeout { .. })), "{slept:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(!std::path::Path::new("/tmp/quorum-pwned").exists());
+    assert!(!std::path::Path::new("/tmp/quorum-pets.csv").exists());
+    drop(session);
+    assert_eq!(fingerprint(&mut admin), before, "nothing changed");
+}
+
+#[test]
+fn postgres_results_are_capped_typed_and_named_like_sqlite_errors() {
+    let server = PgServer::start();
+    server.load_spider("concert_singer");
+    let db =
+        PgDatabase::connect(PgSource::new(server.url.clone(), "concert_singer")).expect("connects");
+    let capped = Limits {
+        max_rows: 100,
+        ..Limits::default()
+    };
+    let mut session = db.open_session(capped).expect("session");
+    let many = session
+        .execute("SELECT g FROM generate_series(1, 1000000) AS g")
+        .expect("runs");
+    assert_eq!(many.rows.len(), 100);
+    assert!(many.truncated);
+    let strict = Limits {
+        on_overflow: Overflow::Fail,
+        ..capped
+    };
+    let mut strict_session = db.open_session(strict).expect("session");
+    assert!(matches!(
+        strict_session.execute("SELECT g FROM generate_series(1, 1000) AS g"),
+        Err(ExecError::TooLarge { .. })
+    ));
+
+    // The same query on the SQLite original and the copy: the same cells.
+    let sql =
+        "SELECT name, age, song_release_year, avg(age) OVER () FROM singer ORDER BY singer_id";
+    let pg = session.execute(sql).expect("runs on PostgreSQL");
+    let sqlite = quorum_sql::sandbox::Sandbox::open(
+        &quorum_tests::spider_dir().join("database/concert_singer/concert_singer.sqlite"),
+        Limits::default(),
+    )
+    .expect("opens")
+    .execute(sql)
+    .expect("runs on SQLite");
+    assert!(quorum_sql::compare::spider_eq(&sqlite.rows, &pg.rows, true));
+
+    // Name errors read as SQLite's, so repair and hints work on both.
+    match session.execute("SELECT nam FROM singer") {
+        Err(ExecError::Syntax { message }) => {
+            assert!(message.starts_with("no such column: nam;"), "{message}");
+            assert!(message.contains("42703"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    match session.execute("SELECT * FROM singers") {
+        Err(ExecError::Syntax { message }) => {
+            assert!(message.starts_with("no such table: singers;"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The schema reads like the SQLite one: same tables in the same order, keys, examples.
+    let handle = db
+        .into_handle("concert_singer", IntrospectOptions::default())
+        .expect("introspects");
+    let original = quorum_sql::schema::Schema::from_sqlite(
+        &quorum_tests::spider_dir().join("database/concert_singer/concert_singer.sqlite"),
+        "concert_singer",
+        IntrospectOptions::default(),
+    )
+    .expect("SQLite introspects");
+    let names = |s: &quorum_sql::schema::Schema| -> Vec<String> {
+        s.tables.iter().map(|t| t.name.to_lowercase()).collect()
+    };
+    assert_eq!(names(&handle.schema), names(&original));
+    assert_eq!(
+        handle.schema.foreign_keys.len(),
+        original.foreign_keys.len()
+    );
+    let singer = handle.schema.table("singer").expect("singer");
+    assert_eq!(singer.primary_key, ["singer_id"]);
+    assert_eq!(singer.rows.len(), 3);
+    assert!(!singer.columns[1].examples.is_empty());
+}
+
+#[test]
+fn bad_connections_fail_clearly_without_the_password() {
+    let server = PgServer::start();
+    server.load_spider("pets_1");
+    let wrong = server
+        .url
+        .replacen("quorum_admin:", "quorum_admin:wrong", 1);
+    let err = PgDatabase::connect(PgSource::new(wrong.clone(), "pets_1"))
+        .expect_err("a wrong password is refused")
+        .to_string();
+    assert!(err.contains("password authentication failed"), "{err}");
+    let secret = server
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('@')
+        .next()
+        .unwrap();
+    assert!(!err.contains(secret), "{err}");
+    let missing = PgDatabase::connect(PgSource::new(server.url.clone(), "no_such_schema"))
+        .expect_err("a missing schema is refused")
+        .to_string();
+    assert!(missing.contains("no_such_schema"), "{missing}");
+    let closed = PgDatabase::connect(PgSource::new(
+        "postgresql://quorum_admin:x@127.0.0.1:1/postgres",
+        "pets_1",
+    ))
+    .expect_err("nothing listens on port 1")
+    .to_string();
+    assert!(closed.starts_with("cannot connect"), "{closed}");
+    let source = PgSource::new(server.url.clone(), "pets_1");
+    assert!(!format!("{source:?}").contains(secret));
+}
