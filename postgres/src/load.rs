@@ -6,7 +6,9 @@
 //! types values, not columns, so each column's PostgreSQL type comes from the values it
 //! holds: only integers → `bigint`; integers and reals → `double precision` (SQLite computes
 //! in binary floating point; `numeric` would round differently); only blobs → `bytea`;
-//! anything holding text → `text`, every value as SQLite would print it. A column with no
+//! text that is all numbers in their exact printed form → `bigint` or `double precision`
+//! (SQLite compares such text as numbers); anything else holding text → `text`, every value
+//! as SQLite would print it. A column with no
 //! values takes its declared type's family. Primary keys are added when the data satisfies
 //! them; foreign keys when PostgreSQL can express them (the referenced columns must be a key),
 //! `NOT VALID` so that Spider's dangling references do not block them; the report lists what
@@ -275,7 +277,9 @@ fn fits(cell: &Cell, ty: PgType) -> bool {
         (Cell::Integer(_), PgType::Bigint | PgType::Double) => true,
         (Cell::Real(_), PgType::Double) => true,
         (Cell::Text(s), PgType::Bigint) => s.parse::<i64>().is_ok_and(|i| i.to_string() == *s),
-        (Cell::Text(s), PgType::Double) => s.parse::<f64>().is_ok_and(|f| f.is_finite()),
+        (Cell::Text(s), PgType::Double) => s
+            .parse::<f64>()
+            .is_ok_and(|f| f.is_finite() && (format!("{f}") == *s || format!("{f:?}") == *s)),
         (Cell::Blob(_), PgType::Bytea) => true,
         _ => false,
     }
@@ -297,6 +301,11 @@ fn column_type(rows: &[Vec<Cell>], i: usize, declared: &str) -> PgType {
         (_, 0, 0, 0) => PgType::Bigint,
         (_, _, 0, 0) => PgType::Double,
         (0, 0, 0, _) => PgType::Bytea,
+        // Numbers kept as text (Spider has many): SQLite compares and averages them as numbers
+        // by affinity, PostgreSQL only if the column is numeric. Exact forms only: `007`
+        // stays text.
+        (_, _, _, 0) if rows.iter().all(|r| fits(&r[i], PgType::Bigint)) => PgType::Bigint,
+        (_, _, _, 0) if rows.iter().all(|r| fits(&r[i], PgType::Double)) => PgType::Double,
         _ => PgType::Text,
     }
 }

@@ -92,7 +92,7 @@ fn run(
     .map_err(err)?;
     // `pg_catalog` stays first implicitly; nothing else but the database's schema is searched.
     tx.execute(
-        "SELECT pg_catalog.set_config('search_path', $1, true)",
+        "SELECT pg_catalog.set_config('search_path', pg_catalog.quote_ident($1), true)",
         &[&schema],
     )
     .map_err(err)?;

@@ -21,8 +21,12 @@ use quorum_sql::eval::{
 };
 use serde_json::json;
 
+use quorum_postgres::{PgDatabase, PgSource};
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
+use quorum_sql::eval::DatabaseOpener;
+use quorum_sql::schema::IntrospectOptions;
+use std::sync::Arc;
 
 /// KV cache of the in-process server unless the config sets one: room for 8 questions' worth
 /// of sequences of the 0.5B model without preemption.
@@ -62,6 +66,15 @@ pub struct EvalArgs {
     /// Seconds one question may take (the gRPC deadline).
     #[arg(long, default_value_t = 900)]
     pub question_timeout_secs: u64,
+    /// Predict each question's gold query (in the databases' dialect): checks the harness and
+    /// the databases, needs no model (the official evaluator's gold-vs-gold check).
+    #[arg(long)]
+    pub predict_gold: bool,
+    /// Serve and score the databases from this PostgreSQL server instead of the SQLite files:
+    /// one schema per database id, as `quorum pg-load` writes them. Gold queries are rewritten
+    /// for PostgreSQL where SQLite's habits differ (string quotes, `LIKE`).
+    #[arg(long, env = "QUORUM_EVAL_POSTGRES")]
+    pub postgres: Option<String>,
 
     /// Round-1 prompt format: rep, m_schema, simple_ddl, or a template name (DDL-MD-Chat, ...).
     #[arg(long)]
@@ -204,11 +217,39 @@ pub fn eval(
         limit: args.limit,
     };
     let chosen = select_examples(&examples, &slices, &selection)?;
+    let opener = args.postgres.clone().map(|url| {
+        let open = move |db_id: &str| {
+            let bare = IntrospectOptions {
+                sample_rows: 0,
+                distinct_examples: 0,
+            };
+            PgDatabase::connect(PgSource::new(url.clone(), db_id))
+                .and_then(|db| db.into_handle(db_id, bare))
+                .map_err(|e| e.to_string())
+        };
+        Arc::new(open) as Arc<DatabaseOpener>
+    });
     let options = EvalOptions {
         database_dir: args.data.join("database"),
+        opener,
         score: args.score_options()?,
         concurrency: args.concurrency.max(1),
     };
+    if args.predict_gold {
+        let on_postgres = args.postgres.is_some();
+        let predictor = |_: usize, example: &Example| {
+            Prediction::sql(if on_postgres {
+                quorum_sql::translate::sqlite_gold_to_postgres(&example.query)
+            } else {
+                example.query.clone()
+            })
+        };
+        let summary = run_eval(&chosen, &predictor, &out, &options, &mut |_, _| {})?;
+        let markdown = summary.to_markdown();
+        std::fs::write(out.with_extension("md"), &markdown)?;
+        println!("{markdown}");
+        return Ok(());
+    }
     if let Some(path) = &args.predictions {
         let given = read_predictions(path)?;
         let predictor = |index: usize, _: &Example| {
@@ -222,7 +263,9 @@ pub fn eval(
     }
     let request_options = args.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let (channel, embedded) = runtime.block_on(connect(dirs, device, cpu_path, &args))?;
+    let db_ids: std::collections::BTreeSet<String> =
+        chosen.iter().map(|(_, e)| e.db_id.clone()).collect();
+    let (channel, embedded) = runtime.block_on(connect(dirs, device, cpu_path, &args, &db_ids))?;
     let client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let timeout = Duration::from_secs(args.question_timeout_secs);
     let handle = runtime.handle().clone();
@@ -282,6 +325,7 @@ async fn connect(
     device: Option<String>,
     cpu_path: CpuPath,
     args: &EvalArgs,
+    db_ids: &std::collections::BTreeSet<String>,
 ) -> Result<(
     tonic::transport::Channel,
     Option<quorum_server::RunningServer>,
@@ -314,6 +358,19 @@ async fn connect(
     if raw.pipeline.demos_file.is_none() && has_embedder {
         raw.pipeline.demos_file = Some(args.data.join("train.json"));
         raw.pipeline.demos_database_dir = Some(args.data.join("database"));
+    }
+    if let Some(url) = &args.postgres {
+        for db_id in db_ids {
+            raw.databases.postgres.insert(
+                db_id.clone(),
+                quorum_server::config::RawPostgres {
+                    url: url.clone(),
+                    schema: Some(db_id.clone()),
+                    password_file: None,
+                    max_connections: Some(args.concurrency.max(1) as u32 + 1),
+                },
+            );
+        }
     }
     let limits = &mut raw.limits;
     limits.request_timeout_secs = Some(args.question_timeout_secs as f64);

@@ -14,6 +14,7 @@ use quorum_weights::{ChatMessage, load_checkpoint};
 
 mod ask;
 mod eval;
+mod pg_load;
 mod train;
 
 use quorum_server::model_source::ModelDirs;
@@ -69,6 +70,8 @@ enum Command {
     /// Runs a Spider-format dataset through the pipeline and scores it (EX, VA, VES, R_e/R_s,
     /// by hardness); resumable; `--compare A B` prints two runs side by side.
     Eval(Box<eval::EvalArgs>),
+    /// Copies Spider-format SQLite databases into a PostgreSQL server, one schema per id.
+    PgLoad(Box<pg_load::PgLoadArgs>),
     /// Fine-tunes a LoRA adapter of a generator on Spider-format training data, in the prompt
     /// format it will serve; writes a PEFT adapter directory.
     Train(Box<train::TrainArgs>),
@@ -177,6 +180,7 @@ fn run() -> Result<()> {
         Command::Serve(args) => serve(&dirs, cli.device, cpu_path, args),
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Train(args) => train::train(&dirs, &device, *args),
+        Command::PgLoad(args) => pg_load::pg_load(*args),
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),

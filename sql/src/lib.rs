@@ -26,4 +26,5 @@ pub mod schema;
 pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
+pub mod translate;
 pub mod vote;

@@ -64,6 +64,7 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     // gold against gold only needs VES near 100.
     let options = EvalOptions {
         database_dir: data.database_dir(),
+        opener: None,
         score: ScoreOptions::default(),
         concurrency: 1,
     };

@@ -9,6 +9,7 @@ mod embedder;
 mod engine;
 mod gguf_parity;
 mod lora;
+mod postgres_gold;
 mod postgres_safety;
 mod postgres_support;
 mod random_decoder;

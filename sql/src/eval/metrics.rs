@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Session;
 use crate::compare::{bird_eq, order_matters, spider_eq};
 use crate::distinct::{DistinctMode, prepare_for_spider_ex};
 use crate::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
@@ -97,27 +98,28 @@ pub fn score_execution(
     db_path: &Path,
     options: &ScoreOptions,
 ) -> Result<ExecScore, ExecError> {
-    let sandbox = Sandbox::open(db_path, options.limits)?;
-    Ok(score_in(&sandbox, gold_sql, pred_sql, options))
+    let mut sandbox = Sandbox::open(db_path, options.limits)?;
+    Ok(score_in(&mut sandbox, gold_sql, pred_sql, options))
 }
 
-/// Scores `pred_sql` against `gold_sql` on an open sandbox (the runner keeps one per database).
+/// Scores `pred_sql` against `gold_sql` in an open session (the runner keeps one per
+/// database), opened with `options.limits`.
 pub fn score_in(
-    sandbox: &Sandbox,
+    session: &mut dyn Session,
     gold_sql: &str,
     pred_sql: &str,
     options: &ScoreOptions,
 ) -> ExecScore {
     let gold_run = prepared(gold_sql, options);
     let pred_run = prepared(pred_sql, options);
-    let gold = sandbox.execute_with(&gold_run, options.limits);
-    let pred = sandbox.execute_with(&pred_run, options.limits);
+    let gold = session.execute(&gold_run);
+    let pred = session.execute(&pred_run);
     let ex = match (&gold, &pred) {
         (Ok(g), Ok(p)) => results_equal(g, p, gold_sql, options.semantics),
         _ => false,
     };
     let ves_ratio = if ex {
-        ves_ratio(sandbox, &gold_run, &pred_run, options)
+        ves_ratio(session, &gold_run, &pred_run, options)
     } else {
         None
     };
@@ -166,15 +168,17 @@ fn results_equal(
 }
 
 /// Times `iterations` alternating pred/gold pairs and returns the cleaned mean ratio.
-fn ves_ratio(sandbox: &Sandbox, gold: &str, pred: &str, options: &ScoreOptions) -> Option<f64> {
+fn ves_ratio(
+    session: &mut dyn Session,
+    gold: &str,
+    pred: &str,
+    options: &ScoreOptions,
+) -> Option<f64> {
     let mut ratios = Vec::with_capacity(options.ves_iterations);
     for _ in 0..options.ves_iterations {
         // A failed timing (a timeout under load) drops the pair rather than the question: the
         // prediction has already been shown correct.
-        let (Ok(p), Ok(g)) = (
-            sandbox.execute_with(pred, options.limits),
-            sandbox.execute_with(gold, options.limits),
-        ) else {
+        let (Ok(p), Ok(g)) = (session.execute(pred), session.execute(gold)) else {
             continue;
         };
         ratios.push(time_ratio(g.elapsed, p.elapsed));

@@ -22,7 +22,7 @@ pub use comparison::{Comparison, Flip, FlipDirection, compare};
 pub use error::EvalError;
 pub use metrics::{ExecScore, LinkScore, ScoreOptions, Semantics, score_execution, score_linking};
 pub use record::{Record, RecordLog, RecordWriter, read_records};
-pub use runner::{EvalOptions, Prediction, Predictor, run_eval};
+pub use runner::{DatabaseOpener, EvalOptions, Prediction, Predictor, run_eval};
 pub use select::{Selection, parse_ids, select_examples};
 pub use summary::{Level, LevelSummary, Summary, summarize};
 

@@ -9,17 +9,22 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::backend::Session;
 use crate::dataset::{Example, database_path};
+use crate::dialect::Dialect;
 use crate::eval::error::EvalError;
 use crate::eval::metrics::{ScoreOptions, score_in};
 use crate::eval::record::{Record, RecordWriter, read_records};
 use crate::eval::summary::{Summary, summarize};
 use crate::hardness::hardness;
 use crate::linking::link_tables;
-use crate::sandbox::Sandbox;
+use crate::pipeline::DatabaseHandle;
+use crate::sandbox::{ExecError, Sandbox};
 use crate::schema::{IntrospectOptions, Schema};
+use crate::translate::sqlite_gold_to_postgres;
 
 /// What the predictor answers for one question.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -44,11 +49,18 @@ impl Prediction {
     }
 }
 
+/// Opens a database by id for scoring, wherever it is served from (a PostgreSQL copy, say);
+/// the schema may be bare (linking needs table names only).
+pub type DatabaseOpener = dyn Fn(&str) -> Result<DatabaseHandle, String> + Send + Sync;
+
 /// Where the databases are, how to score, and how many questions are in flight at once.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct EvalOptions {
     /// Spider layout: `<database_dir>/<db_id>/<db_id>.sqlite`.
     pub database_dir: PathBuf,
+    /// Databases from elsewhere instead of the SQLite files; gold queries are read in the
+    /// database's dialect ([`sqlite_gold_to_postgres`] on PostgreSQL).
+    pub opener: Option<Arc<DatabaseOpener>>,
     pub score: ScoreOptions,
     /// Questions asked at once (at least 1). Several in flight let the engine batch them;
     /// with greedy decoding and batch-invariant kernels the answers do not depend on it.
@@ -81,7 +93,7 @@ pub fn run_eval(
     let mut done = total - todo.len();
     progress(done, total);
     let mut writer = RecordWriter::open(out)?;
-    let mut databases = Databases::new(&options.database_dir, options.score);
+    let mut databases = Databases::new(options);
     let next = AtomicUsize::new(0);
     let workers = options.concurrency.clamp(1, todo.len().max(1));
     std::thread::scope(|scope| -> Result<(), EvalError> {
@@ -132,7 +144,11 @@ fn score_question(
     options: &EvalOptions,
 ) -> Result<Record, EvalError> {
     let db = databases.get(&example.db_id)?;
-    let exec = score_in(&db.sandbox, &example.query, &prediction.sql, &options.score);
+    let gold = match db.dialect {
+        Dialect::Sqlite => example.query.clone(),
+        Dialect::Postgres => sqlite_gold_to_postgres(&example.query),
+    };
+    let exec = score_in(db.session.as_mut(), &gold, &prediction.sql, &options.score);
     let gold_tables = link_tables(&example.query, &db.schema).tables;
     // A run without schema linking is scored on the tables its answer reads, which is what
     // linking that answer as a PreSQL would give.
@@ -164,32 +180,41 @@ fn score_question(
     })
 }
 
-/// One database's sandbox and schema.
+/// One database's session and schema.
 struct Database {
-    sandbox: Sandbox,
+    session: Box<dyn Session>,
     schema: Schema,
+    dialect: Dialect,
 }
 
 /// Databases opened on first use and kept for the run.
 struct Databases {
     dir: PathBuf,
     score: ScoreOptions,
+    opener: Option<Arc<DatabaseOpener>>,
     open: HashMap<String, Database>,
 }
 
 impl Databases {
-    fn new(dir: &Path, score: ScoreOptions) -> Databases {
+    fn new(options: &EvalOptions) -> Databases {
         Databases {
-            dir: dir.to_path_buf(),
-            score,
+            dir: options.database_dir.clone(),
+            score: options.score,
+            opener: options.opener.clone(),
             open: HashMap::new(),
         }
     }
 
-    fn get(&mut self, db_id: &str) -> Result<&Database, EvalError> {
+    fn get(&mut self, db_id: &str) -> Result<&mut Database, EvalError> {
         match self.open.entry(db_id.to_owned()) {
             Entry::Occupied(e) => Ok(e.into_mut()),
-            Entry::Vacant(e) => Ok(e.insert(open_database(&self.dir, db_id, self.score)?)),
+            Entry::Vacant(e) => {
+                let db = match &self.opener {
+                    None => open_database(&self.dir, db_id, self.score)?,
+                    Some(open) => open_elsewhere(open.as_ref(), db_id, self.score)?,
+                };
+                Ok(e.insert(db))
+            }
         }
     }
 }
@@ -212,7 +237,33 @@ fn open_database(dir: &Path, db_id: &str, score: ScoreOptions) -> Result<Databas
         db_id: db_id.to_owned(),
         source: Box::new(source),
     })?;
-    Ok(Database { sandbox, schema })
+    Ok(Database {
+        session: Box::new(sandbox),
+        schema,
+        dialect: Dialect::Sqlite,
+    })
+}
+
+fn open_elsewhere(
+    open: &DatabaseOpener,
+    db_id: &str,
+    score: ScoreOptions,
+) -> Result<Database, EvalError> {
+    let failed = |message: String| EvalError::Database {
+        db_id: db_id.to_owned(),
+        path: PathBuf::new(),
+        source: ExecError::Unavailable { message },
+    };
+    let handle = open(db_id).map_err(failed)?;
+    let session = handle
+        .backend
+        .open_session(score.limits)
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(Database {
+        session,
+        dialect: handle.dialect(),
+        schema: handle.schema,
+    })
 }
 
 #[cfg(test)]

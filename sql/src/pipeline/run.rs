@@ -21,12 +21,14 @@ use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
 use crate::backend::Session;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
+use crate::dialect::Dialect;
 use crate::linking::link_tables;
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult};
 use crate::skeleton::sql_skeleton;
+use crate::translate::complete_group_by;
 use crate::vote::Voter;
 
 /// The question of a run.
@@ -573,8 +575,9 @@ impl<'r> Run<'r> {
         id
     }
 
-    /// Rewrites misspelled columns while SQLite names one and the schema says which column
-    /// it must be (at most a few, each a sure rename); the repaired query if it then runs.
+    /// Rewrites misspelled columns while the database names one and the schema says which
+    /// column it must be (at most a few, each a sure rename or join), and completes a
+    /// PostgreSQL `GROUP BY`; the repaired query if it then runs.
     fn repair(
         &mut self,
         sql: &str,
@@ -587,7 +590,8 @@ impl<'r> Run<'r> {
         let mut message = message.clone();
         let mut current = sql.to_owned();
         for _ in 0..MAX_REPAIRS {
-            let fixed = repair_column(&current, &message, &self.db.schema)?;
+            let fixed = repair_column(&current, &message, &self.db.schema)
+                .or_else(|| self.repair_grouping(&current, &message))?;
             let (outcome, result) = self.execute(&fixed);
             match outcome {
                 CandidateOutcome::Ok { .. } => return Some((fixed, outcome, result)),
@@ -598,6 +602,15 @@ impl<'r> Run<'r> {
             }
         }
         None
+    }
+
+    /// PostgreSQL refuses a selected column that the query neither groups by nor aggregates
+    /// (SQLSTATE 42803), which SQLite accepts and which models trained on Spider write often:
+    /// the column is added to the `GROUP BY` ([`complete_group_by`]).
+    fn repair_grouping(&self, sql: &str, message: &str) -> Option<String> {
+        (self.db.dialect() == Dialect::Postgres && message.contains("SQLSTATE 42803"))
+            .then(|| complete_group_by(sql, Dialect::Postgres))
+            .flatten()
     }
 
     fn execute(&mut self, sql: &str) -> (CandidateOutcome, Option<QueryResult>) {

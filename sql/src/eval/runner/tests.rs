@@ -17,6 +17,7 @@ fn spider_dir() -> PathBuf {
 fn options(dir: &Path) -> EvalOptions {
     EvalOptions {
         database_dir: dir.join("database"),
+        opener: None,
         score: ScoreOptions {
             ves_iterations: 2,
             ..ScoreOptions::default()

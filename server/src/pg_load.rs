@@ -1,0 +1,83 @@
+//! `quorum pg-load`: copies Spider-format SQLite databases into a PostgreSQL server, one schema
+//! per database id, so that `quorum eval --postgres` can ask the same questions of both.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use quorum_postgres::load::load_sqlite;
+use quorum_sql::dataset::{database_path, load_examples, load_slices};
+
+#[derive(clap::Args, Debug)]
+pub struct PgLoadArgs {
+    /// The server, as an admin that may create schemas (libpq URL or key/value string).
+    #[arg(long, env = "QUORUM_PG_LOAD_URL")]
+    pub url: String,
+    /// Spider-format data directory (`database/`, the question files, `slices.json`).
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    pub data: PathBuf,
+    /// The databases of this slice's questions (of dev.json).
+    #[arg(long)]
+    pub slice: Option<String>,
+    /// These database ids (besides the slice's).
+    #[arg(long = "db")]
+    pub dbs: Vec<String>,
+    /// Grant read access on each schema to this role (the role the server connects as).
+    #[arg(long)]
+    pub grant_to: Option<String>,
+}
+
+pub fn pg_load(args: PgLoadArgs) -> Result<()> {
+    let mut ids: BTreeSet<String> = args.dbs.iter().cloned().collect();
+    if let Some(slice) = &args.slice {
+        let dev = load_examples(&args.data.join("dev.json"))?;
+        let slices = load_slices(&args.data.join("slices.json"))?;
+        let indices = slices
+            .get(slice)
+            .with_context(|| format!("no slice named {slice:?}"))?;
+        ids.extend(indices.iter().map(|&i| dev[i].db_id.clone()));
+    }
+    anyhow::ensure!(!ids.is_empty(), "name databases with --slice or --db");
+    let mut client = postgres::Client::connect(&args.url, postgres::NoTls).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot connect: {}",
+            e.as_db_error()
+                .map_or(e.to_string(), |d| d.message().to_owned())
+        )
+    })?;
+    let (mut dropped_keys, mut skipped_fks) = (0, 0);
+    for id in &ids {
+        let started = Instant::now();
+        let path = database_path(&args.data.join("database"), id);
+        let report = load_sqlite(&mut client, &path, id).with_context(|| id.clone())?;
+        if let Some(role) = &args.grant_to {
+            client
+                .batch_execute(&format!(
+                    "GRANT USAGE ON SCHEMA \"{id}\" TO \"{role}\"; \
+                     GRANT SELECT ON ALL TABLES IN SCHEMA \"{id}\" TO \"{role}\""
+                ))
+                .with_context(|| format!("granting {id} to {role}"))?;
+        }
+        println!(
+            "{id}: {} tables, {} rows, {} foreign keys in {:.1} s",
+            report.tables,
+            report.rows,
+            report.foreign_keys,
+            started.elapsed().as_secs_f64()
+        );
+        for key in &report.primary_keys_dropped {
+            println!("  primary key not kept (the data violates it): {key}");
+        }
+        for fk in &report.foreign_keys_skipped {
+            println!("  foreign key not kept (PostgreSQL cannot express it): {fk}");
+        }
+        dropped_keys += report.primary_keys_dropped.len();
+        skipped_fks += report.foreign_keys_skipped.len();
+    }
+    println!(
+        "{} databases loaded; {dropped_keys} primary keys and {skipped_fks} foreign keys not kept",
+        ids.len()
+    );
+    Ok(())
+}
