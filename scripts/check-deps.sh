@@ -13,6 +13,7 @@ allowed = {
     "quorum-models": {"quorum-kernels", "quorum-weights"},
     "quorum-engine": {"quorum-models", "quorum-kernels", "quorum-weights"},
     "quorum-training": {"quorum-models", "quorum-weights", "quorum-sql"},
+    "quorum-postgres": {"quorum-sql"},
 }
 meta = json.load(sys.stdin)
 ws = {p["name"] for p in meta["packages"]}

@@ -801,6 +801,19 @@ mod tests {
                 raw.server.grace_period_secs.is_some(),
                 "{file}: grace period"
             );
+            // The adapters it names are the ones the image copies from the checkout.
+            for model in &raw.models {
+                for path in model.adapters.values() {
+                    let shipped = path.strip_prefix("/opt/quorum").unwrap_or_else(|_| {
+                        panic!("{file}: {} is not in the image", path.display())
+                    });
+                    assert!(
+                        root.join(shipped).join("adapter_config.json").is_file(),
+                        "{file}: {} is not in the checkout",
+                        shipped.display()
+                    );
+                }
+            }
         }
     }
 
