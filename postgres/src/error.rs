@@ -84,7 +84,8 @@ pub(crate) fn exec_error(e: &postgres::Error, timeout: Duration) -> ExecError {
     let named = |phrase: &str| {
         let name = quoted_name(db.message()).unwrap_or_default();
         ExecError::Syntax {
-            message: format!("{phrase}{name}; {text}"),
+            // The name stands alone after SQLite's phrase, as the repair and hint parsers read it.
+            message: format!("{phrase}{name} ({text})"),
         }
     };
     match code {

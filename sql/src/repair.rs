@@ -16,7 +16,10 @@ use crate::schema::Schema;
 pub fn repair_column(sql: &str, error: &str, schema: &Schema) -> Option<String> {
     let marker = "no such column: ";
     let start = error.find(marker)? + marker.len();
-    let wanted = error[start..].split_whitespace().next()?;
+    let wanted = error[start..]
+        .split_whitespace()
+        .next()?
+        .trim_matches(|c| matches!(c, '"' | '`' | '\'' | ';' | ','));
     let (qualifier, column) = match wanted.rsplit_once('.') {
         Some((q, c)) => (Some(q), c),
         None => (None, wanted),

@@ -2,7 +2,8 @@
 //! of models trained on them) that change a query's validity or meaning there, rewritten:
 //! double-quoted strings, case-blind `LIKE`, and a `GROUP BY` that leaves selected columns out
 //! (SQLite takes them from any row of the group; PostgreSQL refuses unless it can prove them
-//! functionally dependent). Whatever else a query needs is left alone, and its execution
+//! functionally dependent). The pipeline applies the last two to a candidate when PostgreSQL
+//! refuses it for them. Whatever else a query needs is left alone, and its execution
 //! error is counted by the evaluation.
 
 use std::ops::ControlFlow;
@@ -13,6 +14,7 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
+use crate::schema::Schema;
 
 /// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`complete_group_by`].
 pub fn sqlite_gold_to_postgres(sql: &str) -> String {
@@ -24,6 +26,29 @@ pub fn sqlite_gold_to_postgres(sql: &str) -> String {
 /// never quotes identifiers with `"`; the PostgreSQL copies have lower-case unquoted names) and
 /// `LIKE` as `ILIKE` (SQLite's `LIKE` ignores ASCII case, PostgreSQL's does not).
 pub fn quote_and_like(sql: &str) -> String {
+    rescan(sql, &|_| true, true)
+}
+
+/// `sql` with every double-quoted token that names no table or column of `schema` as a string
+/// literal: SQLite reads `WHERE country = "France"` as a string when no column is called
+/// France, and models trained on Spider write it so; PostgreSQL reads a column name and fails.
+/// `None` when nothing changed.
+pub fn string_literals_for(sql: &str, schema: &Schema) -> Option<String> {
+    let names_something = |word: &str| {
+        schema.table(word).is_some()
+            || schema
+                .tables
+                .iter()
+                .any(|t| t.columns.iter().any(|c| c.name.eq_ignore_ascii_case(word)))
+    };
+    let out = rescan(sql, &|word| !names_something(word), false);
+    (out != sql).then_some(out)
+}
+
+/// Copies `sql`, turning each double-quoted token for which `is_string` holds into a
+/// single-quoted literal, and `LIKE` into `ILIKE` when `ilike`; single-quoted literals are
+/// copied whole.
+fn rescan(sql: &str, is_string: &dyn Fn(&str) -> bool, ilike: bool) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
     let mut chars = sql.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -44,15 +69,26 @@ pub fn quote_and_like(sql: &str) -> String {
                 }
             }
             '"' => {
-                out.push('\'');
-                for (_, d) in chars.by_ref() {
-                    match d {
-                        '"' => break,
-                        '\'' => out.push_str("''"),
-                        d => out.push(d),
+                let start = i + 1;
+                let mut end = sql.len();
+                for (j, d) in chars.by_ref() {
+                    if d == '"' {
+                        end = j;
+                        break;
                     }
                 }
-                out.push('\'');
+                let word = &sql[start..end];
+                if is_string(word) {
+                    out.push('\'');
+                    out.push_str(&word.replace('\'', "''"));
+                    out.push('\'');
+                } else {
+                    out.push('"');
+                    out.push_str(word);
+                    if end < sql.len() {
+                        out.push('"');
+                    }
+                }
             }
             c if c.is_ascii_alphabetic() || c == '_' => {
                 let mut end = i + c.len_utf8();
@@ -65,7 +101,7 @@ pub fn quote_and_like(sql: &str) -> String {
                     }
                 }
                 let word = &sql[i..end];
-                if word.eq_ignore_ascii_case("like") {
+                if ilike && word.eq_ignore_ascii_case("like") {
                     out.push_str("ILIKE");
                 } else {
                     out.push_str(word);
@@ -155,6 +191,27 @@ mod tests {
         assert_eq!(
             sqlite_gold_to_postgres("SELECT unlikely, 'O''Neil' FROM t"),
             "SELECT unlikely, 'O''Neil' FROM t"
+        );
+    }
+
+    #[test]
+    fn double_quoted_values_become_strings_and_quoted_names_stay() {
+        let schema = crate::prompt::fixture::schema("orchestra");
+        assert_eq!(
+            string_literals_for(
+                "SELECT \"Name\" FROM conductor WHERE Nationality != \"USA\" AND x = 'a\"b'",
+                &schema
+            )
+            .as_deref(),
+            Some("SELECT \"Name\" FROM conductor WHERE Nationality != 'USA' AND x = 'a\"b'")
+        );
+        assert_eq!(
+            string_literals_for("SELECT \"conductor\".name FROM conductor", &schema),
+            None
+        );
+        assert_eq!(
+            string_literals_for("SELECT 1 FROM t WHERE a = \"O'Neil\"", &schema).as_deref(),
+            Some("SELECT 1 FROM t WHERE a = 'O''Neil'")
         );
     }
 

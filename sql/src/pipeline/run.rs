@@ -28,7 +28,7 @@ use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult};
 use crate::skeleton::sql_skeleton;
-use crate::translate::complete_group_by;
+use crate::translate::{complete_group_by, string_literals_for};
 use crate::vote::Voter;
 
 /// The question of a run.
@@ -576,8 +576,8 @@ impl<'r> Run<'r> {
     }
 
     /// Rewrites misspelled columns while the database names one and the schema says which
-    /// column it must be (at most a few, each a sure rename or join), and completes a
-    /// PostgreSQL `GROUP BY`; the repaired query if it then runs.
+    /// column it must be (at most a few, each a sure rename or join), and mends what PostgreSQL
+    /// refuses of SQLite's habits; the repaired query if it then runs.
     fn repair(
         &mut self,
         sql: &str,
@@ -591,7 +591,7 @@ impl<'r> Run<'r> {
         let mut current = sql.to_owned();
         for _ in 0..MAX_REPAIRS {
             let fixed = repair_column(&current, &message, &self.db.schema)
-                .or_else(|| self.repair_grouping(&current, &message))?;
+                .or_else(|| self.repair_for_postgres(&current, &message))?;
             let (outcome, result) = self.execute(&fixed);
             match outcome {
                 CandidateOutcome::Ok { .. } => return Some((fixed, outcome, result)),
@@ -604,13 +604,21 @@ impl<'r> Run<'r> {
         None
     }
 
-    /// PostgreSQL refuses a selected column that the query neither groups by nor aggregates
-    /// (SQLSTATE 42803), which SQLite accepts and which models trained on Spider write often:
-    /// the column is added to the `GROUP BY` ([`complete_group_by`]).
-    fn repair_grouping(&self, sql: &str, message: &str) -> Option<String> {
-        (self.db.dialect() == Dialect::Postgres && message.contains("SQLSTATE 42803"))
-            .then(|| complete_group_by(sql, Dialect::Postgres))
-            .flatten()
+    /// Two SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column
+    /// that the query neither groups by nor aggregates (SQLSTATE 42803: the column is added to
+    /// the `GROUP BY`, [`complete_group_by`]), and a string in double quotes, read as a column
+    /// that does not exist ([`string_literals_for`]).
+    fn repair_for_postgres(&self, sql: &str, message: &str) -> Option<String> {
+        if self.db.dialect() != Dialect::Postgres {
+            return None;
+        }
+        if message.contains("SQLSTATE 42803") {
+            complete_group_by(sql, Dialect::Postgres)
+        } else if message.contains("no such column: ") {
+            string_literals_for(sql, &self.db.schema)
+        } else {
+            None
+        }
     }
 
     fn execute(&mut self, sql: &str) -> (CandidateOutcome, Option<QueryResult>) {
