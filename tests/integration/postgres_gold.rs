@@ -56,7 +56,7 @@ fn dev100_gold_answers_the_same_on_postgres_as_on_sqlite() {
         let mut pg = pg
             .open_session(Limits::default())
             .expect("PostgreSQL session");
-        let mut sqlite = Sandbox::open(
+        let sqlite = Sandbox::open(
             &database_path(&data.join("database"), db_id),
             Limits::default(),
         )
