@@ -8,7 +8,7 @@
 //! falls back to the tokens of the text that name schema tables, which keeps round 2 usable
 //! when the model writes almost-SQL.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinConstraint,
@@ -43,6 +43,112 @@ pub fn link_tables(sql: &str, schema: &Schema) -> LinkedTables {
             .collect(),
         parsed,
     }
+}
+
+/// The most tables [`with_join_paths`] adds to join two linked tables.
+const MAX_BRIDGE: usize = 2;
+
+/// `tables` (spelled as in `schema`) and the tables that join them. When the linked tables do
+/// not form one connected piece of the foreign-key graph, the tables on a shortest foreign-key
+/// path (at most [`MAX_BRIDGE`] in between) from the piece to each table left out are added,
+/// in schema order. A PreSQL that reads `Pets` and `Student` but not `Has_Pet` has no way to
+/// join them, and a round 2 shown only those two tables leaves the FinSQLs none either.
+pub fn with_join_paths(tables: &[String], schema: &Schema) -> Vec<String> {
+    let index: HashMap<String, usize> = schema
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.to_lowercase(), i))
+        .collect();
+    let n = schema.tables.len();
+    let mut adjacent = vec![Vec::new(); n];
+    for fk in &schema.foreign_keys {
+        let (Some(&a), Some(&b)) = (
+            index.get(&fk.from_table.to_lowercase()),
+            index.get(&fk.to_table.to_lowercase()),
+        ) else {
+            continue;
+        };
+        if a != b {
+            adjacent[a].push(b);
+            adjacent[b].push(a);
+        }
+    }
+    let linked: Vec<usize> = tables
+        .iter()
+        .filter_map(|t| index.get(&t.to_lowercase()).copied())
+        .collect();
+    let Some(&first) = linked.first() else {
+        return tables.to_vec();
+    };
+    let mut chosen = vec![false; n];
+    for &t in &linked {
+        chosen[t] = true;
+    }
+    // Linked tables that no short path joins: left as they are.
+    let mut apart = vec![false; n];
+    loop {
+        // The chosen tables joined to the first linked one.
+        let mut piece = vec![false; n];
+        piece[first] = true;
+        let mut stack = vec![first];
+        while let Some(t) = stack.pop() {
+            for &u in &adjacent[t] {
+                if chosen[u] && !piece[u] {
+                    piece[u] = true;
+                    stack.push(u);
+                }
+            }
+        }
+        if linked.iter().all(|&t| piece[t] || apart[t]) {
+            break;
+        }
+        // Breadth-first from the piece to the nearest linked table outside it.
+        let mut parent: Vec<Option<usize>> = vec![None; n];
+        let mut seen = piece.clone();
+        let mut queue: VecDeque<usize> = (0..n).filter(|&t| piece[t]).collect();
+        let mut target = None;
+        'search: while let Some(t) = queue.pop_front() {
+            for &u in &adjacent[t] {
+                if seen[u] {
+                    continue;
+                }
+                seen[u] = true;
+                parent[u] = Some(t);
+                if chosen[u] && !apart[u] {
+                    target = Some(u);
+                    break 'search;
+                }
+                queue.push_back(u);
+            }
+        }
+        let Some(target) = target else {
+            for &t in &linked {
+                apart[t] |= !piece[t];
+            }
+            continue;
+        };
+        let mut bridge = Vec::new();
+        let mut at = parent[target];
+        while let Some(t) = at.filter(|&t| !piece[t]) {
+            bridge.push(t);
+            at = parent[t];
+        }
+        if bridge.len() > MAX_BRIDGE {
+            apart[target] = true;
+            continue;
+        }
+        for t in bridge {
+            chosen[t] = true;
+        }
+    }
+    schema
+        .tables
+        .iter()
+        .zip(&chosen)
+        .filter(|&(_, &c)| c)
+        .map(|(t, _)| t.name.clone())
+        .collect()
 }
 
 /// The unquoted names of the tables `sql` reads, in order of appearance and without
@@ -287,6 +393,53 @@ mod tests {
         let (tables, parsed) = linked(sql, "concert_singer");
         assert!(parsed);
         assert_eq!(tables, ["singer", "concert", "singer_in_concert"]);
+    }
+
+    fn joined(tables: &[&str], db: &str) -> Vec<String> {
+        let tables: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+        with_join_paths(&tables, &schema(db))
+    }
+
+    #[test]
+    fn tables_that_join_the_linked_ones_are_added() {
+        // The bridge table between two linked tables.
+        assert_eq!(
+            joined(&["Pets", "Student"], "pets_1"),
+            ["Student", "Has_Pet", "Pets"]
+        );
+        assert_eq!(
+            joined(&["singer", "concert"], "concert_singer"),
+            schema_order(
+                "concert_singer",
+                &["concert", "singer_in_concert", "singer"]
+            )
+        );
+        // Two tables in between, and nothing added to tables that already join.
+        assert_eq!(
+            joined(&["stadium", "singer"], "concert_singer"),
+            schema_order(
+                "concert_singer",
+                &["stadium", "concert", "singer_in_concert", "singer"]
+            )
+        );
+        assert_eq!(
+            joined(&["singer", "singer_in_concert"], "concert_singer"),
+            schema_order("concert_singer", &["singer", "singer_in_concert"])
+        );
+        assert_eq!(joined(&["Student"], "pets_1"), ["Student"]);
+        // Without foreign keys nothing can be added.
+        let mut bare = schema("pets_1");
+        bare.foreign_keys.clear();
+        let linked = vec!["Pets".to_owned(), "Student".to_owned()];
+        assert_eq!(with_join_paths(&linked, &bare), ["Student", "Pets"]);
+    }
+
+    fn schema_order(db: &str, tables: &[&str]) -> Vec<String> {
+        schema(db)
+            .table_names()
+            .filter(|t| tables.iter().any(|w| w.eq_ignore_ascii_case(t)))
+            .map(str::to_owned)
+            .collect()
     }
 
     #[test]

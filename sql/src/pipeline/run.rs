@@ -22,7 +22,7 @@ use super::voting::{Ballot, Tally, tally};
 use crate::backend::Session;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
-use crate::linking::link_tables;
+use crate::linking::{link_tables, with_join_paths};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
@@ -230,7 +230,7 @@ impl<'r> Run<'r> {
         let tables: Vec<String> = if fell_back_to_all {
             self.db.schema.table_names().map(str::to_owned).collect()
         } else {
-            linked.tables
+            with_join_paths(&linked.tables, &self.db.schema)
         };
         let report = LinkingReport {
             tables: tables.clone(),
