@@ -83,6 +83,44 @@ pub struct TrainArgs {
     /// The stored type of the exported adapter: f32, bf16 (half the size) or f16.
     #[arg(long, default_value = "f32")]
     pub adapter_dtype: String,
+    /// Train nothing: merge the adapter already in `--out` into the base model and write a
+    /// Hugging Face model directory here (safetensors, config, tokenizer) that loads without
+    /// PEFT.
+    #[arg(long)]
+    pub export_merged: Option<PathBuf>,
+    /// The stored type of the merged model: f32, bf16 or f16.
+    #[arg(long, default_value = "bf16")]
+    pub merged_dtype: String,
+}
+
+fn parse_dtype(flag: &str, value: &str) -> Result<DType> {
+    match value {
+        "f32" => Ok(DType::F32),
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        other => bail!("--{flag} {other}: expected f32, bf16 or f16"),
+    }
+}
+
+/// `--export-merged`: the adapter in `args.out` folded into the base.
+fn export_merged(dirs: &ModelDirs, args: &TrainArgs, dir: &Path) -> Result<()> {
+    let dtype = parse_dtype("merged-dtype", &args.merged_dtype)?;
+    let model_path = dirs.resolve(&args.model)?;
+    let started = Instant::now();
+    let ckpt = load_checkpoint(&model_path, &Device::Cpu, DType::F32)
+        .with_context(|| format!("loading {}", model_path.display()))?;
+    let adapter = quorum_weights::load_lora_adapter(&args.out, "adapter", &Device::Cpu, DType::F32)
+        .with_context(|| format!("loading the adapter in {}", args.out.display()))?;
+    let report = quorum_training::export_merged(&ckpt, &adapter, dir, dtype)?;
+    eprintln!(
+        "quorum train: {} of {} tensors merged with {} into {} in {:.1} s",
+        report.merged,
+        report.tensors,
+        args.out.display(),
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
@@ -90,13 +128,11 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         // The trainable decoder's frozen-weight op has a CPU kernel only.
         bail!("--device {device}: training runs on the CPU in this build");
     }
+    if let Some(dir) = &args.export_merged {
+        return export_merged(dirs, &args, dir);
+    }
     let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
-    let adapter_dtype = match args.adapter_dtype.as_str() {
-        "f32" => DType::F32,
-        "bf16" => DType::BF16,
-        "f16" => DType::F16,
-        other => bail!("--adapter-dtype {other}: expected f32, bf16 or f16"),
-    };
+    let adapter_dtype = parse_dtype("adapter-dtype", &args.adapter_dtype)?;
     let model_path = dirs.resolve(&args.model)?;
     let ckpt = load_checkpoint(&model_path, &Device::Cpu, DType::F32)
         .with_context(|| format!("loading {}", model_path.display()))?;

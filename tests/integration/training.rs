@@ -7,6 +7,7 @@ use quorum_tests::{QWEN_05B, max_abs_diff, model_path};
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraParams, LoraSpec, LrSchedule,
     PromptCodec, TrainConfig, Trainer, TrainingExample, answer_continuation, build_examples,
+    export_merged,
 };
 use quorum_weights::{load_checkpoint, load_lora_adapter};
 use rand::{Rng, SeedableRng};
@@ -87,6 +88,67 @@ fn check_parity(arch: &str) {
             );
         }
     }
+}
+
+/// `quorum train --export-merged`: the adapter folded into the weights and written as a plain
+/// Hugging Face directory loads without PEFT and computes what the base with the adapter does.
+fn check_merged_export(arch: &str) {
+    let (_dir, ckpt) = tiny(arch, 21);
+    let trainable = LoraDecoder::load(&ckpt).unwrap();
+    let lora = LoraParams::init(
+        trainable.config(),
+        spec(&["q_proj", "v_proj", "down_proj"]),
+        7,
+    )
+    .unwrap();
+    randomize_b(&lora, 8);
+    let adapter_dir = tempfile::tempdir().unwrap();
+    lora.save_peft(
+        adapter_dir.path(),
+        "tiny",
+        &serde_json::json!({}),
+        DType::F32,
+    )
+    .unwrap();
+    let adapter = load_lora_adapter(adapter_dir.path(), "t", &Device::Cpu, DType::F32).unwrap();
+    let merged_dir = tempfile::tempdir().unwrap();
+    let report = export_merged(&ckpt, &adapter, merged_dir.path(), DType::F32).unwrap();
+    assert_eq!(report.merged, adapter.modules.len());
+    let merged = quorum_weights::load_hf_dir(merged_dir.path(), &Device::Cpu, DType::F32).unwrap();
+    assert_eq!(
+        quorum_models::DecoderConfig::from_checkpoint(&merged).unwrap(),
+        *trainable.config(),
+        "{arch}: config.json round-trips"
+    );
+    assert_eq!(merged.eos_token_ids, ckpt.eos_token_ids);
+    let merged = LoraDecoder::load(&merged).unwrap();
+    let tokens: Vec<u32> = (0..19).map(|i| (i * 29 % VOCAB) as u32).collect();
+    let rows = 0..tokens.len();
+    let with_adapter = trainable
+        .logits(Some(&lora), &tokens, rows.clone(), None)
+        .unwrap();
+    let bare = trainable.logits(None, &tokens, rows.clone(), None).unwrap();
+    let folded = merged.logits(None, &tokens, rows, None).unwrap();
+    let (err, scale) = max_abs_diff(&folded, &with_adapter).unwrap();
+    let (effect, _) = max_abs_diff(&bare, &with_adapter).unwrap();
+    assert!(
+        err <= 1e-4 * scale.max(1.0),
+        "{arch}: merged vs adapter logits differ by {err} (scale {scale})"
+    );
+    assert!(
+        effect > 1000.0 * err.max(1e-7),
+        "{arch}: the adapter's effect ({effect}) is not far above the merge error ({err})"
+    );
+}
+
+#[test]
+fn merged_export_equals_the_adapter_qwen2() {
+    check_merged_export("qwen2");
+}
+
+#[test]
+fn merged_export_equals_the_adapter_llama() {
+    check_merged_export("llama");
 }
 
 #[test]

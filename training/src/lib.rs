@@ -5,7 +5,7 @@
 //! clipping ([`Trainer`]). Examples come from Spider-format data rendered by the pipeline's own
 //! prompt code ([`build_examples`]), so a trained adapter is asked at serving time exactly what
 //! it learned from. Adapters are written as Hugging Face PEFT directories, which the server
-//! loads as generators.
+//! loads as generators, or merged into the base as a plain model directory ([`export_merged`]).
 
 mod adamw;
 mod error;
@@ -13,6 +13,7 @@ mod examples;
 mod frozen_matmul;
 mod lora_decoder;
 mod lora_params;
+mod merge;
 mod schedule;
 mod trainer;
 
@@ -25,5 +26,6 @@ pub use examples::{
 pub use frozen_matmul::FrozenMatmul;
 pub use lora_decoder::{Dropout, LoraDecoder};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
+pub use merge::{MergeReport, export_merged};
 pub use schedule::LrSchedule;
 pub use trainer::{StepReport, TrainConfig, Trainer};
