@@ -41,8 +41,54 @@ pub fn string_literals_for(sql: &str, schema: &Schema) -> Option<String> {
                 .iter()
                 .any(|t| t.columns.iter().any(|c| c.name.eq_ignore_ascii_case(word)))
     };
-    let out = rescan(sql, &|word| !names_something(word), false);
+    let aliases = quoted_aliases(sql);
+    let out = rescan(
+        sql,
+        &|word| !names_something(word) && !aliases.iter().any(|a| a == word),
+        false,
+    );
     (out != sql).then_some(out)
+}
+
+/// The double-quoted names `sql` defines with `AS "name"`: they are identifiers wherever they
+/// appear, though the schema does not know them.
+fn quoted_aliases(sql: &str) -> Vec<String> {
+    let mut aliases = Vec::new();
+    let mut last_word = String::new();
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                for d in chars.by_ref() {
+                    if d == '\'' {
+                        break;
+                    }
+                }
+                last_word.clear();
+            }
+            '"' => {
+                let name: String = chars.by_ref().take_while(|&d| d != '"').collect();
+                if last_word.eq_ignore_ascii_case("as") {
+                    aliases.push(name);
+                }
+                last_word.clear();
+            }
+            c if c.is_ascii_alphanumeric() || c == '_' => {
+                let mut word = c.to_string();
+                while let Some(&d) = chars
+                    .peek()
+                    .filter(|d| d.is_ascii_alphanumeric() || **d == '_')
+                {
+                    word.push(d);
+                    chars.next();
+                }
+                last_word = word;
+            }
+            c if c.is_whitespace() => {}
+            _ => last_word.clear(),
+        }
+    }
+    aliases
 }
 
 /// Copies `sql`, turning each double-quoted token for which `is_string` holds into a
@@ -208,6 +254,15 @@ mod tests {
         assert_eq!(
             string_literals_for("SELECT \"conductor\".name FROM conductor", &schema),
             None
+        );
+        // A quoted alias stays a name where it is used.
+        assert_eq!(
+            string_literals_for(
+                "SELECT Nationality AS \"land\", count(*) FROM conductor WHERE Name = \"Ed\" GROUP BY \"land\"",
+                &schema
+            )
+            .as_deref(),
+            Some("SELECT Nationality AS \"land\", count(*) FROM conductor WHERE Name = 'Ed' GROUP BY \"land\"")
         );
         assert_eq!(
             string_literals_for("SELECT 1 FROM t WHERE a = \"O'Neil\"", &schema).as_deref(),
