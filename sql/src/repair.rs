@@ -14,12 +14,7 @@ use crate::schema::Schema;
 /// The query with the column SQLite rejected in `error` rewritten, when the query's tables
 /// leave exactly one reading; `None` otherwise.
 pub fn repair_column(sql: &str, error: &str, schema: &Schema) -> Option<String> {
-    let marker = "no such column: ";
-    let start = error.find(marker)? + marker.len();
-    let wanted = error[start..]
-        .split_whitespace()
-        .next()?
-        .trim_matches(|c| matches!(c, '"' | '`' | '\'' | ';' | ','));
+    let wanted = named_after(error, "no such column: ")?;
     let (qualifier, column) = match wanted.rsplit_once('.') {
         Some((q, c)) => (Some(q), c),
         None => (None, wanted),
@@ -142,28 +137,19 @@ fn join_owner(
             (t.end, t.end, join)
         })
         .collect();
-    let renamed = replace_identifier(sql, tokens, qualifier, column, "\0");
-    // Reuse the reference finder: every spot it would rewrite becomes `owner.real` (qualified)
-    // or `real` (bare; the name is unique to the owner or SQLite will say otherwise).
+    // Every reference to the missing column becomes `owner.real` (qualified) or `real` (bare;
+    // the name is unique to the owner or the database will say otherwise).
     let replacement = match qualifier {
         Some(_) => format!("{owner}.{real}"),
         None => real.clone(),
     };
-    let _ = renamed;
     edits.extend(
         identifier_ranges(tokens, qualifier, column)
             .into_iter()
             .map(|(a, b)| (a, b, replacement.clone())),
     );
     edits.sort_by_key(|(start, _, _)| *start);
-    let mut out = String::with_capacity(sql.len() + 64);
-    let mut last = 0;
-    for (start, end, text) in edits {
-        out.push_str(&sql[last..start]);
-        out.push_str(&text);
-        last = end;
-    }
-    out.push_str(&sql[last..]);
+    let out = apply(sql, edits);
     (out != sql).then_some(out)
 }
 
@@ -347,6 +333,14 @@ fn identifier_ranges(
         }
     }
     ranges
+}
+
+/// The name a database error gives after `marker` (`no such column: `, in SQLite's words, which
+/// the PostgreSQL backend restates), without quotes or trailing punctuation.
+pub(crate) fn named_after<'m>(message: &'m str, marker: &str) -> Option<&'m str> {
+    let start = message.find(marker)? + marker.len();
+    let name = message[start..].split_whitespace().next()?;
+    Some(name.trim_matches(|c| matches!(c, '"' | '`' | '\'' | ';' | ',')))
 }
 
 /// Lower case without separators: `pet_type`, `PetType` and `Pet Type` are the same word.

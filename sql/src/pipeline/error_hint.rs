@@ -5,16 +5,16 @@
 //! column, or which real name is closest to the one they invented. This looks those facts up
 //! in the schema and states them in one or two sentences.
 
-use crate::repair::normalize;
+use crate::repair::{named_after, normalize};
 use crate::schema::Schema;
 
 /// A hint for `message` (the sandbox's error text) over `schema`, when the error names a
 /// column or table that the schema can say something about.
 pub fn explain_error(message: &str, schema: &Schema) -> Option<String> {
-    if let Some(name) = after(message, "no such column: ") {
+    if let Some(name) = named_after(message, "no such column: ") {
         return Some(explain_column(name, schema));
     }
-    if let Some(name) = after(message, "ambiguous column name: ") {
+    if let Some(name) = named_after(message, "ambiguous column name: ") {
         let column = name.rsplit('.').next().unwrap_or(name);
         let owners = owners(column, schema);
         let qualified: Vec<String> = owners.iter().map(|t| format!("{t}.{column}")).collect();
@@ -23,7 +23,7 @@ pub fn explain_error(message: &str, schema: &Schema) -> Option<String> {
             qualified.join(" or ")
         ));
     }
-    if let Some(name) = after(message, "no such table: ") {
+    if let Some(name) = named_after(message, "no such table: ") {
         let wanted = normalize(name.rsplit('.').next().unwrap_or(name));
         let tables: Vec<&str> = schema.table_names().collect();
         let close: Vec<&str> = tables
@@ -114,12 +114,6 @@ fn join_hint(owners: &[String], schema: &Schema) -> String {
     } else {
         format!(" on {}", keys.join(" or "))
     }
-}
-
-fn after<'m>(message: &'m str, marker: &str) -> Option<&'m str> {
-    let start = message.find(marker)? + marker.len();
-    let name = message[start..].split_whitespace().next()?;
-    Some(name.trim_matches(|c| c == '"' || c == '`' || c == '\''))
 }
 
 /// Equal after normalizing, or one contains the other (`name` in `first_name`), or differ only
