@@ -87,6 +87,7 @@ fn request(tokens: Vec<u32>, n: u32, ignore_eos: bool) -> GenerateRequest {
         },
         adapter: None,
         deadline: None,
+        grammar: None,
     }
 }
 

@@ -177,6 +177,7 @@ fn engine_speed(engine: &quorum_engine::EngineHandle, ids: &[u32], n: usize) -> 
         params,
         adapter: None,
         deadline: None,
+        grammar: None,
     };
     let mut rx = engine.submit(req)?;
     loop {

@@ -1,3 +1,4 @@
+use crate::grammar::GrammarError;
 use crate::sampling_params::SamplingParamsError;
 
 /// Why the engine refused or failed a request. Admission errors are returned by `submit`
@@ -18,6 +19,8 @@ pub enum EngineError {
     EmptyPrompt,
     #[error("invalid sampling parameters: {0}")]
     InvalidParams(#[from] SamplingParamsError),
+    #[error("{0}")]
+    Grammar(#[from] GrammarError),
     #[error("unknown adapter `{adapter}`")]
     UnknownAdapter { adapter: String },
     #[error("engine is shutting down")]
@@ -35,6 +38,8 @@ impl EngineError {
             Self::PromptTooLong { .. } => "prompt_too_long",
             Self::EmptyPrompt => "empty_prompt",
             Self::InvalidParams(_) => "invalid_params",
+            Self::Grammar(GrammarError::Invalid(_)) => "invalid_grammar",
+            Self::Grammar(GrammarError::Unsupported(_)) => "grammar_unsupported",
             Self::UnknownAdapter { .. } => "unknown_adapter",
             Self::ShuttingDown => "shutting_down",
             Self::Config { .. } => "config",

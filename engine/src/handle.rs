@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use candle_core::Device;
 use quorum_kernels::{KvLayout, PagedKvStore};
@@ -14,7 +14,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::block_pool::blocks_for_budget;
 use crate::config::EngineConfig;
 use crate::engine_error::EngineError;
+use crate::grammar::{GrammarCompiler, GrammarError};
 use crate::ids::RequestId;
+use crate::logits_constraint::LogitsConstraint;
 use crate::request::{EngineEvent, GenerateRequest};
 use crate::runner::Runner;
 use crate::scheduler::{Scheduler, SchedulerConfig};
@@ -27,6 +29,8 @@ pub(crate) enum Command {
         choice: u32,
         /// Boxed: a request is much larger than the other commands.
         request: Box<GenerateRequest>,
+        /// This choice's own grammar state, when the request has a grammar.
+        constraint: Option<Box<dyn LogitsConstraint>>,
         tx: UnboundedSender<EngineEvent>,
     },
     Shutdown,
@@ -75,6 +79,9 @@ pub struct EngineHandle {
     tokenizer: Arc<tokenizers::Tokenizer>,
     chat_template: Option<Arc<ChatTemplate>>,
     info: Arc<ModelInfo>,
+    /// Built on the first request with a grammar: describing a 150k-token vocabulary to the
+    /// grammar engine takes about a second that servers never asked for a grammar need not pay.
+    grammars: Arc<OnceLock<Result<GrammarCompiler, GrammarError>>>,
 }
 
 impl std::fmt::Debug for EngineHandle {
@@ -117,6 +124,19 @@ impl EngineHandle {
             });
         }
         let n = req.params.n.max(1) as usize;
+        let mut constraints = match &req.grammar {
+            None => Vec::new(),
+            Some(grammar) => {
+                let compiler = self.grammar_compiler()?;
+                (0..n)
+                    .map(|_| {
+                        compiler
+                            .constraint(grammar)
+                            .map(|c| Some(Box::new(c) as Box<dyn LogitsConstraint>))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+        };
         let pending = self.shared.pending.fetch_add(n, Ordering::AcqRel);
         if pending + n > self.shared.limit {
             self.shared.release(n);
@@ -132,6 +152,7 @@ impl EngineHandle {
                 id,
                 choice,
                 request: Box::new(req.clone()),
+                constraint: constraints.get_mut(choice as usize).and_then(Option::take),
                 tx: tx.clone(),
             };
             match self.commands.try_send(cmd) {
@@ -150,6 +171,20 @@ impl EngineHandle {
             }
         }
         Ok(rx)
+    }
+
+    /// The grammar compiler for this model's tokenizer, built on first use.
+    pub fn grammar_compiler(&self) -> Result<&GrammarCompiler, EngineError> {
+        self.grammars
+            .get_or_init(|| {
+                GrammarCompiler::for_tokenizer(
+                    self.tokenizer.clone(),
+                    self.info.vocab_size,
+                    &self.info.eos_token_ids,
+                )
+            })
+            .as_ref()
+            .map_err(|e| EngineError::Grammar(e.clone()))
     }
 
     pub fn tokenizer(&self) -> &Arc<tokenizers::Tokenizer> {
@@ -315,6 +350,7 @@ pub fn spawn_engine(
         tokenizer,
         chat_template: ckpt.chat_template.map(Arc::new),
         info,
+        grammars: Arc::new(OnceLock::new()),
     })
 }
 

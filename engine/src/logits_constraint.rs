@@ -16,6 +16,12 @@ pub trait LogitsConstraint: Send {
 
     /// Advances the constraint's state past `token`, which the sampler has just chosen.
     fn commit(&mut self, token: u32);
+
+    /// Why the constraint stopped restricting the sequence, if it gave up part way (the
+    /// sequence then went on unconstrained).
+    fn failure(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Allows only a fixed set of token ids, at every step.

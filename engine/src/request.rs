@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::grammar::Grammar;
 use crate::sampling_params::SamplingParams;
 use crate::stop::FinishReason;
 
@@ -14,6 +15,9 @@ pub struct GenerateRequest {
     pub adapter: Option<String>,
     /// After this instant the request is cancelled at the next step.
     pub deadline: Option<Instant>,
+    /// Every generated token must keep the output inside this grammar (structured output,
+    /// schema-constrained SQL). Compiled at submit: a bad grammar is refused there.
+    pub grammar: Option<Grammar>,
 }
 
 /// A streamed event. Every request ends with exactly one `Finished` per choice (unless the
@@ -49,4 +53,7 @@ pub struct FinishEvent {
     pub ttft: Option<Duration>,
     pub total: Duration,
     pub error: Option<String>,
+    /// With a grammar: `Some(true)` when it held for every token, `Some(false)` when the
+    /// grammar engine gave up part way (logged) and the rest was decoded freely.
+    pub constrained: Option<bool>,
 }

@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::detokenizer::Detokenizer;
 use crate::handle::{Command, Shared};
 use crate::ids::RequestId;
+use crate::logits_constraint::LogitsConstraint;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
 use crate::prefix_cache::CacheKey;
 use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
@@ -127,8 +128,9 @@ impl Runner {
                 id,
                 choice,
                 request,
+                constraint,
                 tx,
-            } => self.add(id, choice, *request, tx),
+            } => self.add(id, choice, *request, constraint, tx),
         }
     }
 
@@ -137,6 +139,7 @@ impl Runner {
         id: RequestId,
         choice: u32,
         req: GenerateRequest,
+        constraint: Option<Box<dyn LogitsConstraint>>,
         tx: UnboundedSender<EngineEvent>,
     ) {
         let new = NewRequest {
@@ -177,14 +180,19 @@ impl Runner {
                     ttft: None,
                     total: now.elapsed(),
                     error: Some(e),
+                    constrained: None,
                 }));
                 return;
             }
         };
+        let mut sampler = Sampler::for_choice(&req.params, choice);
+        if let Some(c) = constraint {
+            sampler = sampler.with_constraint(c);
+        }
         let active = Active {
             choice,
             adapter,
-            sampler: Sampler::for_choice(&req.params, choice),
+            sampler,
             stop: StopChecker::new(&req.params, &self.eos_ids, &[]),
             detok: Detokenizer::new(self.tokenizer.clone(), &req.prompt_tokens, true),
             prompt: req.prompt_tokens,
@@ -325,48 +333,69 @@ impl Runner {
         };
         let mut rows = rows.into_iter();
         let now = Instant::now();
-        let mut results = Vec::with_capacity(plan.seqs.len());
+        // Pair every sampling sequence with its row and its state. Disjoint borrows of the
+        // active map, so that constrained sequences can be sampled on several threads.
+        let mut by_id: HashMap<RequestId, &mut Active> =
+            self.active.iter_mut().map(|(id, a)| (*id, a)).collect();
+        let mut jobs: Vec<SampleJob<'_>> = plan
+            .seqs
+            .iter()
+            .map(|s| {
+                let row = if s.samples { rows.next() } else { None };
+                SampleJob {
+                    request_id: s.request_id,
+                    samples: s.samples,
+                    active: if s.samples {
+                        by_id.remove(&s.request_id)
+                    } else {
+                        None
+                    },
+                    row,
+                    outcome: None,
+                }
+            })
+            .collect();
+        let constrained = jobs
+            .iter()
+            .filter(|j| {
+                j.active
+                    .as_ref()
+                    .is_some_and(|a| a.sampler.is_constrained())
+            })
+            .count();
+        // A grammar mask costs about a millisecond; two or more of them go in parallel
+        // (sampling is per sequence, so the outcome does not depend on the order).
+        if constrained >= 2 {
+            use rayon::prelude::*;
+            jobs.par_iter_mut().for_each(|j| j.run(now));
+        } else {
+            jobs.iter_mut().for_each(|j| j.run(now));
+        }
+
+        let mut results = Vec::with_capacity(jobs.len());
         let mut latencies = Vec::new();
-        for s in &plan.seqs {
-            if !s.samples {
-                results.push(StepResult {
-                    request_id: s.request_id,
-                    token: None,
-                    stop: false,
-                });
-                continue;
-            }
-            let row = rows.next();
-            let Some(a) = self.active.get_mut(&s.request_id) else {
+        for j in jobs {
+            let (token, stop) = match (j.samples, j.outcome) {
+                // Nothing to sample yet (a prefill chunk that does not end the prompt).
+                (false, _) => (None, false),
+                (true, Some(o)) => {
+                    latencies.push(o.latency);
+                    (Some(o.token), o.stop)
+                }
                 // Cancelled between plan and commit: the scheduler ignores its result.
-                results.push(StepResult {
-                    request_id: s.request_id,
-                    token: Some(0),
-                    stop: true,
-                });
-                continue;
+                (true, None) => (Some(0), true),
             };
-            let first = a.first_token.is_none();
-            let prev = a.last_token;
-            let submitted = a.submitted;
-            let (token, stop) = sample_one(a, row, now);
-            if first {
-                latencies.push((true, now - submitted));
-            } else if let Some(p) = prev {
-                latencies.push((false, now - p));
-            }
             results.push(StepResult {
-                request_id: s.request_id,
-                token: Some(token),
+                request_id: j.request_id,
+                token,
                 stop,
             });
         }
         let mut stats = self.shared.stats();
-        for (is_first, d) in latencies {
-            if is_first {
-                stats.ttft.observe(d);
-            } else {
-                stats.inter_token_latency.observe(d);
+        for latency in latencies.into_iter().flatten() {
+            match latency {
+                (true, d) => stats.ttft.observe(d),
+                (false, d) => stats.inter_token_latency.observe(d),
             }
         }
         results
@@ -379,6 +408,12 @@ impl Runner {
             released.push_str(&a.detok.finish().unwrap_or_default());
         }
         let total = a.submitted.elapsed();
+        let constrained = a.sampler.constraint_outcome().map(|failure| {
+            if let Some(why) = failure {
+                tracing::warn!(model = %self.model_name, reason = why, "grammar constraint gave up; the rest was decoded freely");
+            }
+            failure.is_none()
+        });
         let _ = a.tx.send(EngineEvent::Finished(FinishEvent {
             choice: a.choice,
             reason,
@@ -389,6 +424,7 @@ impl Runner {
             ttft: a.first_token.map(|t| t - a.submitted),
             total,
             error,
+            constrained,
         }));
         self.shared.release(1);
         let mut stats = self.shared.stats();
@@ -408,6 +444,41 @@ impl Runner {
         stats.prefix_cache_hits = s.prefix_cache.hit_tokens;
         stats.preemptions = s.preemptions;
         stats.steps += 1;
+    }
+}
+
+/// One sequence's share of a step's sampling.
+struct SampleJob<'a> {
+    request_id: RequestId,
+    samples: bool,
+    active: Option<&'a mut Active>,
+    row: Option<Vec<f32>>,
+    outcome: Option<SampleDone>,
+}
+
+struct SampleDone {
+    token: u32,
+    stop: bool,
+    /// (is the first token, time since submit or since the previous token), when known.
+    latency: Option<(bool, std::time::Duration)>,
+}
+
+impl SampleJob<'_> {
+    fn run(&mut self, now: Instant) {
+        let Some(a) = self.active.as_deref_mut() else {
+            return;
+        };
+        let latency = match (a.first_token, a.last_token) {
+            (None, _) => Some((true, now - a.submitted)),
+            (Some(_), Some(p)) => Some((false, now - p)),
+            (Some(_), None) => None,
+        };
+        let (token, stop) = sample_one(a, self.row.take(), now);
+        self.outcome = Some(SampleDone {
+            token,
+            stop,
+            latency,
+        });
     }
 }
 

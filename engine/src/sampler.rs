@@ -142,6 +142,18 @@ impl Sampler {
         self
     }
 
+    /// Whether a constraint masks this sequence's logits (its masks are worth computing in
+    /// parallel with other sequences').
+    pub fn is_constrained(&self) -> bool {
+        self.constraint.is_some()
+    }
+
+    /// `Some(Some(reason))` when the constraint gave up part way, `Some(None)` when it held,
+    /// `None` without a constraint.
+    pub fn constraint_outcome(&self) -> Option<Option<&str>> {
+        self.constraint.as_ref().map(|c| c.failure())
+    }
+
     /// The seed actually in use, worth logging: it reproduces an unseeded run.
     pub fn seed(&self) -> u64 {
         self.seed

@@ -148,6 +148,8 @@ pub struct RawPipeline {
     pub revision_temperature: Option<f32>,
     /// Start answers with ```` ```sql\nSELECT ```` (default true).
     pub answer_prefix: Option<bool>,
+    /// Decode answers under the schema grammar of their database (default false).
+    pub constrained: Option<bool>,
     /// `none`, `majority` or `difficulty_aware`.
     pub voting: Option<String>,
     pub selector: Option<bool>,

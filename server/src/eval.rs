@@ -99,6 +99,9 @@ pub struct EvalArgs {
     /// Start answers with "```sql SELECT" and stop at the closing fence: true or false.
     #[arg(long)]
     pub answer_prefix: Option<bool>,
+    /// Decode under each database's schema grammar: true or false.
+    #[arg(long)]
+    pub constrained: Option<bool>,
     /// none, majority or difficulty_aware.
     #[arg(long)]
     pub voting: Option<String>,
@@ -166,6 +169,7 @@ impl EvalArgs {
             revise_empty: self.revise_empty,
             revision_samples: self.revision_samples,
             answer_prefix: self.answer_prefix,
+            constrained: self.constrained,
         })
     }
 

@@ -14,6 +14,7 @@ use quorum_weights::{ChatMessage, load_checkpoint};
 
 mod ask;
 mod eval;
+mod grammar_coverage;
 mod pg_load;
 mod train;
 
@@ -70,6 +71,9 @@ enum Command {
     /// Runs a Spider-format dataset through the pipeline and scores it (EX, VA, VES, R_e/R_s,
     /// by hardness); resumable; `--compare A B` prints two runs side by side.
     Eval(Box<eval::EvalArgs>),
+    /// Checks the schema grammars of constrained decoding against a dataset's gold queries
+    /// (share accepted, each reject with its reason) and, with --tokenizer-of, times the masks.
+    GrammarCoverage(Box<grammar_coverage::GrammarCoverageArgs>),
     /// Copies Spider-format SQLite databases into a PostgreSQL server, one schema per id.
     PgLoad(Box<pg_load::PgLoadArgs>),
     /// Fine-tunes a LoRA adapter of a generator on Spider-format training data, in the prompt
@@ -181,6 +185,7 @@ fn run() -> Result<()> {
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Train(args) => train::train(&dirs, &device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
+        Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),
         Command::Ask(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")?
             .block_on(ask::ask(args)),

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use quorum_engine::{EngineError, EngineEvent, FinishReason, GenerateRequest, SamplingParams};
+use quorum_engine::{
+    EngineError, EngineEvent, FinishReason, GenerateRequest, Grammar, GrammarSpec, SamplingParams,
+};
 use quorum_sql::pipeline::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
 };
@@ -64,6 +66,7 @@ fn submit_error(decoder: &LoadedDecoder, err: EngineError) -> ModelCallError {
             reason: err.to_string(),
         },
         EngineError::PromptTooLong { .. }
+        | EngineError::Grammar(_)
         | EngineError::EmptyPrompt
         | EngineError::InvalidParams(_) => ModelCallError::InvalidInput {
             name,
@@ -84,6 +87,7 @@ fn submit(
     params: SamplingParams,
     adapter: Option<String>,
     deadline: Instant,
+    grammar: Option<Grammar>,
 ) -> Result<UnboundedReceiver<EngineEvent>, ModelCallError> {
     let text = render(decoder, prompt)?;
     let prompt_tokens = decoder
@@ -94,6 +98,7 @@ fn submit(
         params,
         adapter,
         deadline: Some(deadline),
+        grammar,
     };
     decoder
         .engine
@@ -118,6 +123,7 @@ async fn collect(
                         text,
                         tokens_generated: f.completion_tokens,
                         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+                        constrained: f.constrained == Some(true),
                     }),
                     FinishReason::Cancelled => Err(ModelCallError::Cancelled),
                     FinishReason::Error => Err(ModelCallError::Failed {
@@ -180,12 +186,19 @@ impl Generator for EngineGenerator {
                         stop_strings: if fenced { vec!["```".into()] } else { vec![] },
                         ..SamplingParams::greedy()
                     };
+                    // The grammar describes the whole answer; the prefix the prompt wrote for
+                    // the model is its start.
+                    let grammar = r.grammar.as_ref().map(|g| {
+                        Grammar::new(GrammarSpec::Lark(g.clone()))
+                            .after(r.prompt.answer_prefix.clone().unwrap_or_default())
+                    });
                     let rx = submit(
                         decoder,
                         &r.prompt,
                         params,
                         target.adapter.clone(),
                         self.scope.deadline,
+                        grammar,
                     )?;
                     Ok((decoder.spec.name.clone(), rx))
                 })
@@ -246,6 +259,7 @@ impl Selector for EngineSelector {
             params,
             None,
             self.scope.deadline,
+            None,
         )?;
         let first = self.scope.wait(async {
             while let Some(event) = rx.recv().await {

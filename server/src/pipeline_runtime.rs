@@ -147,6 +147,7 @@ impl PipelineRuntime {
             "pipeline.revision_samples must be in 1..=16 and revision_temperature >= 0"
         );
         base.answer_prefix = raw.answer_prefix.unwrap_or(true);
+        base.constrained = raw.constrained.unwrap_or(false);
         base.voting = match raw.voting.as_deref().unwrap_or("majority") {
             "none" => VotingMode::None,
             "majority" => VotingMode::Majority,

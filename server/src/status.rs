@@ -123,6 +123,14 @@ impl From<EngineError> for ServiceError {
                 what: "adapter",
                 id: adapter,
             },
+            EngineError::Grammar(e @ quorum_engine::GrammarError::Invalid(_)) => {
+                Self::invalid("sampling.constraint", e.to_string())
+            }
+            EngineError::Grammar(e @ quorum_engine::GrammarError::Unsupported(_)) => {
+                Self::FailedPrecondition {
+                    what: e.to_string(),
+                }
+            }
             EngineError::ShuttingDown => Self::Unavailable {
                 reason: "the model is shutting down".into(),
             },

@@ -12,6 +12,7 @@ pub mod demo_index;
 pub mod dialect;
 pub mod distinct;
 pub mod eval;
+pub mod grammar;
 pub mod hardness;
 pub mod linking;
 pub mod mask;

@@ -57,6 +57,7 @@ fn request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
         params: greedy(max_new),
         adapter: None,
         deadline: None,
+        grammar: None,
     }
 }
 

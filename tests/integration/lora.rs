@@ -180,6 +180,7 @@ fn request(h: &EngineHandle, question: &str, adapter: Option<&str>) -> GenerateR
         },
         adapter: adapter.map(str::to_string),
         deadline: None,
+        grammar: None,
     }
 }
 

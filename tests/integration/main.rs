@@ -3,6 +3,7 @@
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
 
+mod constrained;
 mod cpu_forward;
 mod dense_parity;
 mod embedder;

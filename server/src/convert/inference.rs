@@ -1,6 +1,6 @@
 //! Sampling options, chat messages and finish events.
 
-use quorum_engine::{FinishEvent, FinishReason, SamplingParams};
+use quorum_engine::{FinishEvent, FinishReason, Grammar, GrammarSpec, SamplingParams};
 use quorum_proto::v1 as pb;
 use quorum_weights::ChatMessage;
 
@@ -61,6 +61,30 @@ pub fn sampling_params(
         )
     })?;
     Ok(params)
+}
+
+/// Largest structured-output constraint accepted: compiling is linear in the grammar's size,
+/// and a schema grammar of a large database is tens of KiB.
+const MAX_CONSTRAINT_BYTES: usize = 256 * 1024;
+
+/// The request's structured-output constraint, if any; compiled (and refused) by the engine.
+pub fn grammar(options: Option<&pb::SamplingOptions>) -> Result<Option<Grammar>, ServiceError> {
+    use pb::sampling_options::Constraint;
+    let Some(constraint) = options.and_then(|o| o.constraint.as_ref()) else {
+        return Ok(None);
+    };
+    let (text, spec): (&String, fn(String) -> GrammarSpec) = match constraint {
+        Constraint::LarkGrammar(t) => (t, GrammarSpec::Lark),
+        Constraint::Regex(t) => (t, GrammarSpec::Regex),
+        Constraint::JsonSchema(t) => (t, GrammarSpec::JsonSchema),
+    };
+    if text.is_empty() || text.len() > MAX_CONSTRAINT_BYTES {
+        return Err(ServiceError::invalid(
+            "sampling.constraint",
+            format!("must be 1 to {MAX_CONSTRAINT_BYTES} bytes"),
+        ));
+    }
+    Ok(Some(Grammar::new(spec(text.clone()))))
 }
 
 /// The engine's field names where the API spells them differently.

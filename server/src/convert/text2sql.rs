@@ -77,6 +77,9 @@ pub fn pipeline_config(
     if let Some(enabled) = o.answer_prefix {
         config.answer_prefix = enabled;
     }
+    if let Some(enabled) = o.constrained {
+        config.constrained = enabled;
+    }
     if !o.generators.is_empty() {
         config.generators = o
             .generators
@@ -154,6 +157,7 @@ fn candidate(c: &Candidate) -> pb::Candidate {
         revised_from: c.revised_from.map(|i| i as u32),
         tokens_generated: c.tokens_generated as u32,
         repaired_from: c.repaired_from.clone(),
+        constrained: c.constrained,
     }
 }
 

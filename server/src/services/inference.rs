@@ -65,6 +65,7 @@ impl InferenceService {
         }
         let limits = &self.state.limits;
         let params = convert::sampling_params(req.sampling.as_ref(), limits)?;
+        let grammar = convert::grammar(req.sampling.as_ref())?;
         let text = Self::prompt_text(decoder, req.input.as_ref())?;
         let prompt_tokens = decoder.encode(&text, false)?;
         if prompt_tokens.len() > limits.max_prompt_tokens {
@@ -83,6 +84,7 @@ impl InferenceService {
             params,
             adapter: req.adapter.clone(),
             deadline: Some(ctx.deadline + ENGINE_DEADLINE_SLACK),
+            grammar,
         })?;
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let forward = Forward {

@@ -54,6 +54,10 @@ pub struct Candidate {
     /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
+    /// Decoded under the database's schema grammar ([`crate::grammar`]) from its first token
+    /// to its last.
+    #[serde(default)]
+    pub constrained: bool,
 }
 
 /// The tables round 2 was restricted to.

@@ -180,6 +180,12 @@ pub struct PipelineConfig {
     /// model writes a query at once instead of prose or DDL, and stops when it is done.
     #[serde(default)]
     pub answer_prefix: bool,
+    /// Decode every answer under the schema grammar of its database ([`crate::grammar`]):
+    /// round 1 and revisions over the whole schema, round 2 over the linked tables. Tokens
+    /// that would leave the grammar (a misspelled column, a table not in the database, a
+    /// clause out of place) are never chosen.
+    #[serde(default)]
+    pub constrained: bool,
 }
 
 impl PipelineConfig {
@@ -217,6 +223,7 @@ impl PipelineConfig {
             limits: Limits::default(),
             preview_rows: 20,
             answer_prefix: false,
+            constrained: false,
         }
     }
 

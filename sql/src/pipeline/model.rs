@@ -62,6 +62,10 @@ pub struct GenerationRequest {
     pub generator: String,
     pub prompt: PromptMessages,
     pub sampling: Sampling,
+    /// A grammar (llguidance's Lark dialect, [`crate::grammar`]) every token of the answer must
+    /// stay inside, the answer prefix included; `None` decodes freely.
+    #[serde(default)]
+    pub grammar: Option<String>,
 }
 
 /// A finished generation.
@@ -70,6 +74,10 @@ pub struct Generation {
     pub text: String,
     pub tokens_generated: usize,
     pub elapsed_ms: f64,
+    /// The request's grammar held for every token (false without one, or when the grammar
+    /// engine gave up mid-answer and the rest was decoded freely).
+    #[serde(default)]
+    pub constrained: bool,
 }
 
 /// Why a model call produced nothing.

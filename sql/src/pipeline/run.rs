@@ -22,11 +22,13 @@ use super::voting::{Ballot, Tally, tally};
 use crate::backend::Session;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
+use crate::grammar::schema_grammar;
 use crate::linking::{link_tables, with_join_paths};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult};
+use crate::schema::Schema;
 use crate::skeleton::sql_skeleton;
 use crate::translate::{complete_group_by, string_literals_for};
 use crate::vote::Voter;
@@ -200,7 +202,8 @@ impl<'r> Run<'r> {
             &demos,
         );
         let start = Instant::now();
-        let outputs = self.generate(&[self.request(generator, &prompt)])?;
+        let grammar = self.grammar(&self.db.schema);
+        let outputs = self.generate(&[self.request(generator, &prompt, grammar)])?;
         self.timings.round1_ms += elapsed_ms(start);
         let generation = outputs
             .into_iter()
@@ -263,11 +266,12 @@ impl<'r> Run<'r> {
             .iter()
             .map(|g| render_generation(g.format, g.rep, &restricted, self.ask, &demos))
             .collect();
+        let grammar = self.grammar(&restricted);
         let requests: Vec<GenerationRequest> = config
             .generators
             .iter()
             .zip(&prompts)
-            .map(|(g, p)| self.request(g, p))
+            .map(|(g, p)| self.request(g, p, grammar.clone()))
             .collect();
         let start = Instant::now();
         let outputs = self.generate(&requests)?;
@@ -326,9 +330,10 @@ impl<'r> Run<'r> {
                 })
                 .collect();
             let samples = pipeline.config.revision.samples.max(1);
+            let grammar = self.grammar(full);
             let mut requests: Vec<GenerationRequest> = Vec::with_capacity(targets.len() * samples);
             for ((chains, _), prompt) in targets.iter().zip(&prompts) {
-                let mut r = self.request(self.chain_generator(chains[0]), prompt);
+                let mut r = self.request(self.chain_generator(chains[0]), prompt, grammar.clone());
                 r.prompt.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
                 if samples == 1 {
                     requests.push(r);
@@ -525,12 +530,26 @@ impl<'r> Run<'r> {
         Ok(outputs)
     }
 
-    fn request(&self, generator: &GeneratorConfig, prompt: &Prompt) -> GenerationRequest {
+    fn request(
+        &self,
+        generator: &GeneratorConfig,
+        prompt: &Prompt,
+        grammar: Option<String>,
+    ) -> GenerationRequest {
         GenerationRequest {
             generator: generator.name.clone(),
             prompt: generation_messages(prompt, self.pipeline.config.answer_prefix),
             sampling: generator.sampling,
+            grammar,
         }
+    }
+
+    /// The grammar answers over `schema` are decoded under, when the config asks for one.
+    fn grammar(&self, schema: &Schema) -> Option<String> {
+        self.pipeline
+            .config
+            .constrained
+            .then(|| schema_grammar(schema, schema.dialect))
     }
 
     /// Post-processes and executes a generation and records it as a candidate.
@@ -542,8 +561,10 @@ impl<'r> Run<'r> {
     ) -> usize {
         let id = self.candidates.len();
         let mut repaired_from = None;
+        let mut constrained = false;
         let (sql, tokens_generated, outcome, result) = match generation {
             Ok(generation) => {
+                constrained = generation.constrained;
                 let mut sql = postprocess_for(prompt, &generation.text);
                 let (mut outcome, mut result) = self.execute(&sql);
                 if let Some((fixed, fixed_outcome, fixed_result)) = self.repair(&sql, &outcome) {
@@ -570,6 +591,7 @@ impl<'r> Run<'r> {
             revised_from: draft.revised_from,
             tokens_generated,
             repaired_from,
+            constrained,
         });
         self.results.push(result);
         id

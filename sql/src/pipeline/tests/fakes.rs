@@ -66,6 +66,7 @@ impl Generator for ScriptedGenerator {
             .map(|r| {
                 (self.script)(r).map(|text| Generation {
                     tokens_generated: text.split_whitespace().count(),
+                    constrained: r.grammar.is_some(),
                     text,
                     elapsed_ms: 0.0,
                 })
