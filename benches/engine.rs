@@ -10,9 +10,9 @@ use std::time::Instant;
 use anyhow::Result;
 use candle_core::Device;
 use clap::Parser;
+use quorum_benches::{decode_phase, finish};
 use quorum_engine::{
-    EngineConfig, EngineEvent, EngineHandle, FinishEvent, GenerateRequest, SamplingParams,
-    spawn_engine,
+    EngineConfig, EngineHandle, FinishEvent, GenerateRequest, SamplingParams, spawn_engine,
 };
 use quorum_models::MatmulPolicy;
 use quorum_tests::{
@@ -91,14 +91,6 @@ fn request(tokens: Vec<u32>, n: u32, ignore_eos: bool) -> GenerateRequest {
     }
 }
 
-fn finish(mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>) -> FinishEvent {
-    loop {
-        if let Some(EngineEvent::Finished(f)) = rx.blocking_recv() {
-            return f;
-        }
-    }
-}
-
 fn main() -> Result<()> {
     // SAFETY: first statement of `main`; no other thread exists yet.
     unsafe { quorum_models::limit_candle_spinning() };
@@ -141,18 +133,7 @@ fn main() -> Result<()> {
     let wall = t.elapsed().as_secs_f64();
     let generated: usize = fins.iter().map(|f| f.completion_tokens).sum();
     let aggregate = generated as f64 / wall;
-    // Decode phase: tokens after each request's first, over the time after the last first token.
-    let last_first = fins
-        .iter()
-        .filter_map(|f| f.ttft)
-        .max()
-        .unwrap_or_default()
-        .as_secs_f64();
-    let decode_tokens: usize = fins
-        .iter()
-        .map(|f| f.completion_tokens.saturating_sub(1))
-        .sum();
-    let decode_aggregate = decode_tokens as f64 / (wall - last_first);
+    let (decode_aggregate, _) = decode_phase(&fins, wall);
 
     // Prefix cache: the same RE_p schema prompt with two different questions.
     let schema = long_schema_prompt();

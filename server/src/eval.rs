@@ -448,6 +448,7 @@ fn candidate(c: &pb::Candidate) -> serde_json::Value {
         "revised_from": c.revised_from,
         "repaired_from": c.repaired_from,
         "tokens": c.tokens_generated,
+        "constrained": c.constrained,
     })
 }
 

@@ -172,18 +172,12 @@ impl Generator for EngineGenerator {
                     };
                     let target = self.routes.get(&r.generator).ok_or_else(unknown)?;
                     let decoder = self.models.decoder(&target.model).map_err(|_| unknown())?;
-                    // An answer started inside a code fence is finished at its closing fence.
-                    let fenced = r
-                        .prompt
-                        .answer_prefix
-                        .as_deref()
-                        .is_some_and(|p| p.contains("```"));
                     let params = SamplingParams {
                         temperature: r.sampling.temperature,
                         top_p: r.sampling.top_p,
                         seed: r.sampling.seed,
                         max_new_tokens: r.sampling.max_new_tokens as u32,
-                        stop_strings: if fenced { vec!["```".into()] } else { vec![] },
+                        stop_strings: r.stop.clone(),
                         ..SamplingParams::greedy()
                     };
                     // The grammar describes the whole answer; the prefix the prompt wrote for

@@ -148,8 +148,10 @@ output_alias: "as"i (OUTPUT_ALIAS | QUOTED_ALIAS)
 from_clause: "from"i source (join_op source join_constraint?)*
 join_op: "," | "natural"i? ("left"i "outer"i? | "right"i "outer"i? | "full"i "outer"i? | "inner"i | "cross"i)? "join"i
 join_constraint: "on"i expr | "using"i "(" column_name ("," column_name)* ")"
-source: table_name table_alias? | "(" query ")" table_alias?
-table_alias: "as"i ALIAS
+// A table's alias needs `AS` unless white space sets it apart, which only a lexeme that takes
+// the blanks after the name can see: the lexer ends a name where the next character cannot
+// extend it, so without that the table `singer` and the alias `s` would let `singers` through.
+source: table_name ("as"i ALIAS)? | TABLE_NAME_SPACED ("as"i? ALIAS)? | "(" query ")" ("as"i? ALIAS)?
 
 where_clause: "where"i expr
 group_by: "group"i "by"i expr ("," expr)*
@@ -184,10 +186,13 @@ function_call: FUNCTION "(" (("distinct"i)? expr ("," expr)* | "*")? ")"
 type_name: TYPE_WORD+ ("(" NUMBER ("," NUMBER)? ")")?
 literal: NUMBER | STRING | "null"i | "true"i | "false"i | "current_date"i | "current_time"i | "current_timestamp"i
 
-%ignore /[ \t\r\n]+/
-NEGATIVE_NUMBER: /-[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?/
-NUMBER: /[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?/ | /\.[0-9]+([eE][+-]?[0-9]+)?/
-SINGLE_QUOTED: /'([^']|'')*'/
+%ignore /[ \t\r\n]{1,16}/
+// Literals and aliases are bounded (numbers 18 digits either side of the point, strings 200
+// characters): a model pushed off the name it wanted (one the grammar does not have) otherwise
+// tends to write digits until its budget ends.
+NEGATIVE_NUMBER: /-[0-9]{1,18}(\.[0-9]{0,18})?([eE][+-]?[0-9]{1,3})?/
+NUMBER: /[0-9]{1,18}(\.[0-9]{0,18})?([eE][+-]?[0-9]{1,3})?/ | /\.[0-9]{1,18}([eE][+-]?[0-9]{1,3})?/
+SINGLE_QUOTED: /'([^']|''){0,200}'/
 TYPE_WORD: /[A-Za-z_][A-Za-z0-9_]*/
 COLLATION: /(?i:nocase|binary|rtrim|"C"|"POSIX")/
 "#;
@@ -265,13 +270,15 @@ fn word_regex(words: impl IntoIterator<Item = String>) -> String {
 /// by it. A schema with no tables still gets a grammar (one that can only select constants).
 pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
     let mut g = String::with_capacity(SELECT_LANGUAGE.len() + 64 * schema.tables.len());
-    g.push_str("%llguidance {}\n");
+    // White space between lexemes is one run of at most 16 characters: a model that cannot
+    // write the name it wants otherwise may pad with blanks until its budget ends.
+    g.push_str("%llguidance {\"ignore_once\": true}\n");
     g.push_str(SELECT_LANGUAGE);
 
     // Strings: single quotes everywhere; SQLite also reads a double-quoted word that names no
     // column as a string, and Spider's gold queries rely on it.
     if dialect == Dialect::Sqlite {
-        g.push_str("STRING: SINGLE_QUOTED | /\"([^\"]|\"\")*\"/\n");
+        g.push_str("STRING: SINGLE_QUOTED | /\"([^\"]|\"\"){0,200}\"/\n");
     } else {
         g.push_str("STRING: SINGLE_QUOTED\n");
     }
@@ -281,26 +288,24 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
         word_regex(FUNCTIONS.iter().map(|f| f.to_string()))
     );
 
-    // Table aliases are short (`T1`, `s`, `sc2`: up to three letters and digits), declared with
-    // `AS`, neither reserved nor a table's name, so that `table.` always means the table and only
-    // its columns may follow. `AS` is required because the grammar's lexer, like any, ends a
-    // name where the next character cannot extend it: without `AS`, the table `singer` and the
-    // alias `s` would let the misspelled `singers` through. The grammar cannot tie an alias to its declaration; keeping aliases short
+    // Table aliases are short (`T1`, `s`, `sc2`: up to three letters and two digits), neither
+    // reserved nor a table's name, so that `table.` always means the table and only its columns
+    // may follow. The grammar cannot tie an alias to its declaration; keeping aliases short
     // keeps a free-running word from passing as one. Output aliases (after `AS` in the select
     // list) may be any word but are never read back: ORDER BY and HAVING name columns.
     let mut not_alias: Vec<String> = RESERVED.iter().map(|w| w.to_string()).collect();
     not_alias.extend(schema.tables.iter().map(|t| t.name.clone()));
     let _ = writeln!(
         g,
-        "ALIAS: /[A-Za-z][A-Za-z]?[A-Za-z]?[0-9]*/ & ~/{}/",
+        "ALIAS: /[A-Za-z][A-Za-z]?[A-Za-z]?[0-9]?[0-9]?/ & ~/{}/",
         word_regex(not_alias)
     );
     let _ = writeln!(
         g,
-        "OUTPUT_ALIAS: /[A-Za-z_][A-Za-z0-9_]*/ & ~/{}/",
+        "OUTPUT_ALIAS: /[A-Za-z_][A-Za-z0-9_]{{0,63}}/ & ~/{}/",
         word_regex(RESERVED.iter().map(|w| w.to_string()))
     );
-    g.push_str("QUOTED_ALIAS: /\"[^\"]+\"/ | SINGLE_QUOTED\n");
+    g.push_str("QUOTED_ALIAS: /\"[^\"]{1,64}\"/ | SINGLE_QUOTED\n");
 
     // Tables, and for each table the columns that may follow `table.`. Names are terminals
     // (upper case): each set compiles to one lexeme, where a rule with one alternative per name
@@ -332,6 +337,7 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
     if schema.tables.is_empty() {
         // Nothing to read from: keep the rules defined but unmatchable by any table text.
         g.push_str("table_name: \"\\x00no table\\x00\"\n");
+        g.push_str("TABLE_NAME_SPACED: \"\\x00no table \\x00\"\n");
         g.push_str("column_name: \"\\x00no column\\x00\"\n");
         g.push_str("column: \"\\x00no column\\x00\"\n");
         g.push_str("qualifier: ALIAS\n");
@@ -342,6 +348,7 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
         .collect();
     let _ = writeln!(g, "TABLE_NAME: {}", tables.join(" | "));
     g.push_str("table_name: TABLE_NAME\n");
+    g.push_str("TABLE_NAME_SPACED: TABLE_NAME /[ \\t\\r\\n]{1,16}/\n");
     if all_columns.is_empty() {
         g.push_str("column_name: \"\\x00no column\\x00\"\n");
     } else {
@@ -409,7 +416,8 @@ mod tests {
     fn postgres_reads_only_double_quotes_as_identifiers_and_no_double_quoted_strings() {
         let g = schema_grammar(&schema(), Dialect::Postgres);
         assert!(g.contains(r#"TABLE_0: "singer"i | "\"singer\""i"#));
-        assert!(!g.contains("`singer`"));
+        let table = g.lines().find(|l| l.starts_with("TABLE_0:")).unwrap_or("");
+        assert!(!table.contains('`') && !table.contains('['), "{table}");
         assert!(g.contains("STRING: SINGLE_QUOTED\n"));
     }
 
@@ -417,8 +425,8 @@ mod tests {
     fn aliases_exclude_reserved_words_and_table_names() {
         let g = schema_grammar(&schema(), Dialect::Sqlite);
         let alias = g.lines().find(|l| l.starts_with("ALIAS:")).unwrap_or("");
-        assert!(alias.contains("|singer|"), "{alias}");
-        assert!(alias.contains("|where|"), "{alias}");
+        assert!(alias.contains("|singer"), "{alias}");
+        assert!(alias.contains("|where"), "{alias}");
         assert!(alias.contains("Home\\x20Town"), "{alias}");
     }
 

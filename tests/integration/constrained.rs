@@ -41,6 +41,8 @@ fn schema_grammar_accepts_gold_and_refuses_names_outside_the_schema() {
         "SELECT count(*) AS n FROM concert GROUP BY year ORDER BY count(*) DESC",
         "```sql\nSELECT \"Name\" FROM `singer` WHERE [Age] BETWEEN 20 AND 30;\n```",
         "SELECT CASE WHEN age > 30 THEN 'old' ELSE 'young' END FROM singer",
+        "SELECT s.name FROM singer s JOIN singer_in_concert sc ON s.singer_id = sc.singer_id",
+        "SELECT count(*) FROM (SELECT name FROM singer) t",
         "SELECT name FROM singer WHERE song_name LIKE '%Hey%'",
     ];
     for sql in accepted {
@@ -62,12 +64,37 @@ fn schema_grammar_accepts_gold_and_refuses_names_outside_the_schema() {
         "SELECT count(*) AS n FROM concert GROUP BY year ORDER BY n DESC",
         // `--` would start a comment: a minus sign is never followed by another.
         "SELECT age - -1 FROM singer",
+        // Blank runs are bounded (16), so a stuck model cannot pad until its budget ends.
+        "SELECT                      name FROM singer",
+        // Literals too: no number of 30 digits.
+        "SELECT name FROM singer WHERE age > 123456789012345678901234567890",
         // Unfinished.
         "SELECT name FROM singer WHERE",
     ];
     for sql in refused {
         assert!(checker.check(&g, sql).is_err(), "accepted: {sql}");
     }
+
+    // A database without tables still gets a grammar that compiles (it can select constants).
+    let mut empty = schema("concert_singer");
+    empty.tables.clear();
+    let g = Grammar::new(GrammarSpec::Lark(schema_grammar(&empty, empty.dialect)));
+    assert_eq!(checker.check(&g, "SELECT 1"), Ok(()));
+    assert!(checker.check(&g, "SELECT name FROM singer").is_err());
+
+    // PostgreSQL's grammar reads double quotes as names only.
+    let mut pg = schema("concert_singer");
+    pg.dialect = quorum_sql::dialect::Dialect::Postgres;
+    let g = Grammar::new(GrammarSpec::Lark(schema_grammar(&pg, pg.dialect)));
+    assert_eq!(
+        checker.check(&g, "SELECT \"Name\" FROM singer WHERE country = 'France'"),
+        Ok(())
+    );
+    assert!(
+        checker
+            .check(&g, "SELECT name FROM singer WHERE country = \"France\"")
+            .is_err()
+    );
 }
 
 fn engine() -> EngineHandle {

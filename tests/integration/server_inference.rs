@@ -351,3 +351,81 @@ async fn databases_list_describe_and_register() {
     assert_eq!(listed.len(), 3);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_follows_the_constraint_or_is_refused() {
+    use pb::sampling_options::Constraint;
+    let server = TestServer::start(TestConfig::default()).await;
+    let mut client = server.inference();
+    let constrained = |constraint: Constraint, max_tokens: u32| {
+        let mut r = prompt_request("Give me a number and a colour, please.", max_tokens);
+        if let Some(s) = r.sampling.as_mut() {
+            s.constraint = Some(constraint);
+        }
+        r
+    };
+
+    // A regular expression: the output is exactly one of its sentences.
+    let regex = "(red|green|blue) [0-9]{1,3}";
+    let stream = client
+        .generate(constrained(Constraint::Regex(regex.into()), 16))
+        .await
+        .expect("regex accepted")
+        .into_inner();
+    let (text, finals, status) = collect(stream).await;
+    assert!(status.is_none(), "{status:?}");
+    assert_eq!(finals.len(), 1);
+    let (colour, number) = text.split_once(' ').expect("two words");
+    assert!(["red", "green", "blue"].contains(&colour), "{text:?}");
+    assert!(
+        (1..=3).contains(&number.len()) && number.chars().all(|c| c.is_ascii_digit()),
+        "{text:?}"
+    );
+
+    // A JSON schema: the output parses and has the required fields.
+    let schema = r#"{"type":"object","properties":{"colour":{"enum":["red","green"]},"n":{"type":"integer"}},"required":["colour","n"],"additionalProperties":false}"#;
+    let stream = client
+        .generate(constrained(Constraint::JsonSchema(schema.into()), 48))
+        .await
+        .expect("schema accepted")
+        .into_inner();
+    let (text, _, status) = collect(stream).await;
+    assert!(status.is_none(), "{status:?}");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert!(["red", "green"].contains(&value["colour"].as_str().unwrap_or("")));
+    assert!(value["n"].is_i64(), "{text}");
+
+    // A Lark grammar.
+    let lark = "start: \"SELECT \" NAME \" FROM singer\"\nNAME: /[a-z]{1,8}/\n";
+    let stream = client
+        .generate(constrained(Constraint::LarkGrammar(lark.into()), 24))
+        .await
+        .expect("grammar accepted")
+        .into_inner();
+    let (text, _, status) = collect(stream).await;
+    assert!(status.is_none(), "{status:?}");
+    assert!(
+        text.starts_with("SELECT ") && text.ends_with(" FROM singer"),
+        "{text:?}"
+    );
+
+    // Constraints that cannot compile, and an empty one, are the client's error.
+    for bad in [
+        Constraint::LarkGrammar("start: (".into()),
+        Constraint::Regex("(unclosed".into()),
+        Constraint::JsonSchema("{not json".into()),
+        Constraint::LarkGrammar(String::new()),
+    ] {
+        let e = client
+            .generate(constrained(bad.clone(), 8))
+            .await
+            .expect_err("must be refused");
+        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}: {}", e.message());
+        assert!(
+            e.message().contains("sampling.constraint"),
+            "{}",
+            e.message()
+        );
+    }
+    server.stop().await;
+}

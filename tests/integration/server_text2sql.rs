@@ -221,3 +221,51 @@ async fn text2sql_queues_a_burst_and_refuses_only_beyond_the_queue() {
     assert!(!second.get_ref().sql.is_empty());
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text2sql_constrained_answers_stay_in_the_schema_grammar_and_say_so() {
+    let server = TestServer::start(TestConfig::default()).await;
+    let mut client = server.text2sql();
+    let checker = quorum_engine::GrammarCompiler::for_bytes().expect("checker");
+    let path = quorum_sql::dataset::database_path(
+        &quorum_tests::spider_dir().join("database"),
+        "concert_singer",
+    );
+    let schema = quorum_sql::schema::Schema::from_sqlite(
+        &path,
+        "concert_singer",
+        quorum_sql::schema::IntrospectOptions::default(),
+    )
+    .expect("schema");
+    let grammar = quorum_engine::Grammar::new(quorum_engine::GrammarSpec::Lark(
+        quorum_sql::grammar::schema_grammar(&schema, schema.dialect),
+    ));
+    for (text, constrained) in [
+        ("What are the names of singers older than 40?", true),
+        ("Which stadium has the largest capacity?", true),
+        ("Which stadium has the largest capacity?", false),
+    ] {
+        let mut request = presql_only("concert_singer", text);
+        if let Some(o) = request.options.as_mut() {
+            o.constrained = Some(constrained);
+        }
+        let answer = client
+            .generate(request)
+            .await
+            .expect("generate")
+            .into_inner();
+        let presql = &answer.candidates[0];
+        assert_eq!(presql.constrained, constrained, "{text}");
+        if constrained {
+            // What the model wrote (before any repair) is a sentence of the schema grammar, or
+            // the start of one when the 135M model ran out of tokens.
+            let written = presql.repaired_from.as_deref().unwrap_or(&presql.sql);
+            match checker.check(&grammar, written) {
+                Ok(()) => {}
+                Err(e) => assert!(e.contains("ends before"), "{written}: {e}"),
+            }
+        }
+    }
+    server.wait_engine_idle().await;
+    server.stop().await;
+}

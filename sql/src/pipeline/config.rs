@@ -180,8 +180,8 @@ pub struct PipelineConfig {
     /// model writes a query at once instead of prose or DDL, and stops when it is done.
     #[serde(default)]
     pub answer_prefix: bool,
-    /// Decode every answer under the schema grammar of its database ([`crate::grammar`]):
-    /// round 1 and revisions over the whole schema, round 2 over the linked tables. Tokens
+    /// Decode every answer under the schema grammar of its database ([`crate::grammar`]), in
+    /// every round (round 2 too shows only the linked tables but may name any). Tokens
     /// that would leave the grammar (a misspelled column, a table not in the database, a
     /// clause out of place) are never chosen.
     #[serde(default)]

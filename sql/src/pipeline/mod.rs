@@ -40,7 +40,7 @@ pub use model::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
     Selector,
 };
-pub use render::{SQL_ANSWER_PREFIX, generation_messages, generation_prompt};
+pub use render::{SQL_ANSWER_END, SQL_ANSWER_PREFIX, generation_messages, generation_prompt};
 
 use crate::demo_index::DemoIndex;
 

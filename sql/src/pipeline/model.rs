@@ -62,10 +62,23 @@ pub struct GenerationRequest {
     pub generator: String,
     pub prompt: PromptMessages,
     pub sampling: Sampling,
+    /// Strings that end the answer (the closing fence of an answer started inside one); the
+    /// text returned stops before them.
+    #[serde(default)]
+    pub stop: Vec<String>,
     /// A grammar (llguidance's Lark dialect, [`crate::grammar`]) every token of the answer must
     /// stay inside, the answer prefix included; `None` decodes freely.
     #[serde(default)]
     pub grammar: Option<String>,
+}
+
+impl GenerationRequest {
+    /// Starts the answer for the model inside a SQL code fence (```` ```sql\nSELECT ````) and
+    /// ends it at the closing fence.
+    pub fn start_sql_answer(&mut self) {
+        self.prompt.answer_prefix = Some(super::render::SQL_ANSWER_PREFIX.to_owned());
+        self.stop = vec![super::render::SQL_ANSWER_END.to_owned()];
+    }
 }
 
 /// A finished generation.

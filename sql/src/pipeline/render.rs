@@ -87,6 +87,9 @@ const REVISE_EMPTY: &str = "You are a SQLite expert. There is a SQL query genera
 /// configured): a query, not DDL or prose.
 pub const SQL_ANSWER_PREFIX: &str = "```sql\nSELECT ";
 
+/// Where an answer started with [`SQL_ANSWER_PREFIX`] ends: the closing fence.
+pub const SQL_ANSWER_END: &str = "```";
+
 /// The revision prompt: full schema, evidence, question, the failed SQL, what happened and,
 /// for errors about names, what the schema says about them ([`explain_error`]). The answer
 /// is started for the model with [`SQL_ANSWER_PREFIX`].

@@ -13,9 +13,7 @@ use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
 use super::model::{Generation, GenerationRequest, ModelCallError};
-use super::render::{
-    Ask, Feedback, SQL_ANSWER_PREFIX, generation_messages, render_generation, render_revision,
-};
+use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
@@ -266,7 +264,10 @@ impl<'r> Run<'r> {
             .iter()
             .map(|g| render_generation(g.format, g.rep, &restricted, self.ask, &demos))
             .collect();
-        let grammar = self.grammar(&restricted);
+        // Round 2's prompts show the linked tables, but its grammar is the whole schema's: when
+        // linking missed a table the model still knows a column of it from the question, and a
+        // grammar without it pushed a 0.5B model into runs of digits (docs/RESULTS.md).
+        let grammar = self.grammar(&self.db.schema);
         let requests: Vec<GenerationRequest> = config
             .generators
             .iter()
@@ -334,7 +335,7 @@ impl<'r> Run<'r> {
             let mut requests: Vec<GenerationRequest> = Vec::with_capacity(targets.len() * samples);
             for ((chains, _), prompt) in targets.iter().zip(&prompts) {
                 let mut r = self.request(self.chain_generator(chains[0]), prompt, grammar.clone());
-                r.prompt.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
+                r.start_sql_answer();
                 if samples == 1 {
                     requests.push(r);
                     continue;
@@ -536,12 +537,17 @@ impl<'r> Run<'r> {
         prompt: &Prompt,
         grammar: Option<String>,
     ) -> GenerationRequest {
-        GenerationRequest {
+        let mut request = GenerationRequest {
             generator: generator.name.clone(),
-            prompt: generation_messages(prompt, self.pipeline.config.answer_prefix),
+            prompt: generation_messages(prompt, false),
             sampling: generator.sampling,
+            stop: Vec::new(),
             grammar,
+        };
+        if self.pipeline.config.answer_prefix {
+            request.start_sql_answer();
         }
+        request
     }
 
     /// The grammar answers over `schema` are decoded under, when the config asks for one.

@@ -344,3 +344,41 @@ fn a_misspelled_column_is_repaired_without_the_model() {
     assert!(presql.outcome.is_ok());
     assert_eq!(generator.batches().len(), 1, "no revision call");
 }
+
+#[test]
+fn constrained_runs_send_every_stage_the_grammar_of_the_whole_schema() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(match stage(r) {
+            Stage::Round1 => S6.to_owned(),
+            Stage::Round2 => "count(*) FROM singer".to_owned(),
+            Stage::Revision => "SELECT 0".to_owned(),
+        })
+    }));
+    let mut config = config(&["a"]);
+    config.constrained = true;
+    let constrained = pipeline(config.clone(), &generator, None);
+    let answer = constrained
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    let batches = generator.batches();
+    let full = batches[0][0].grammar.as_deref().expect("round 1 grammar");
+    assert!(full.contains("\"stadium\"i") && full.contains("\"singer\"i"));
+    // Round 2 shows only the linked table but may name any: its grammar is the schema's.
+    assert!(!batches[1][0].prompt.user.contains("stadium"));
+    assert_eq!(batches[1][0].grammar.as_deref(), Some(full));
+    assert!(answer.candidates.iter().all(|c| c.constrained));
+
+    config.constrained = false;
+    let generator = Arc::new(ScriptedGenerator::new(|_| Ok(S6.to_owned())));
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert!(
+        generator
+            .batches()
+            .iter()
+            .flatten()
+            .all(|r| r.grammar.is_none())
+    );
+    assert!(answer.candidates.iter().all(|c| !c.constrained));
+}
