@@ -142,7 +142,7 @@ fence_close: "```"
 query: select_core (compound_op select_core)* order_by? limit?
 compound_op: "union"i "all"i? | "intersect"i | "except"i
 select_core: "select"i ("distinct"i | "all"i)? result_column ("," result_column)* from_clause? where_clause? group_by? having?
-result_column: "*" | qualifier "." "*" | expr output_alias?
+result_column: "*" | QUALIFIED_STAR | expr output_alias?
 output_alias: "as"i (OUTPUT_ALIAS | QUOTED_ALIAS)
 
 from_clause: "from"i source (join_op source join_constraint?)*
@@ -323,7 +323,8 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
             continue;
         }
         let _ = writeln!(g, "COLUMN_OF_{i}: {}", columns.join(" | "));
-        qualified.push(format!("TABLE_{i} \".\" COLUMN_OF_{i}"));
+        let _ = writeln!(g, "QUALIFIED_{i}: TABLE_{i} \".\" COLUMN_OF_{i}");
+        qualified.push(format!("QUALIFIED_{i}"));
     }
     let mut all_columns: Vec<String> = schema
         .tables
@@ -340,7 +341,7 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
         g.push_str("TABLE_NAME_SPACED: \"\\x00no table \\x00\"\n");
         g.push_str("column_name: \"\\x00no column\\x00\"\n");
         g.push_str("column: \"\\x00no column\\x00\"\n");
-        g.push_str("qualifier: ALIAS\n");
+        g.push_str("QUALIFIED_STAR: ALIAS \".*\"\n");
         return g;
     }
     let tables: Vec<String> = (0..schema.tables.len())
@@ -355,11 +356,14 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
         let _ = writeln!(g, "COLUMN_NAME: {}", all_columns.join(" | "));
         g.push_str("column_name: COLUMN_NAME\n");
     }
-    g.push_str("qualifier: TABLE_NAME | ALIAS\n");
-    let mut column_forms = vec![
-        "column_name".to_owned(),
-        "ALIAS \".\" column_name".to_owned(),
-    ];
+    // A qualified name is one lexeme, with no blanks around its dot: SQLite reads
+    // `singer . name`, but other SQL tools (sqlparser among them) do not.
+    g.push_str("QUALIFIED_STAR: (TABLE_NAME | ALIAS) \".*\"\n");
+    let mut column_forms = vec!["column_name".to_owned()];
+    if !all_columns.is_empty() {
+        g.push_str("ALIAS_COLUMN: ALIAS \".\" COLUMN_NAME\n");
+        column_forms.push("ALIAS_COLUMN".to_owned());
+    }
     column_forms.extend(qualified);
     let _ = writeln!(g, "column: {}", column_forms.join(" | "));
     g

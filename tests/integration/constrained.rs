@@ -64,6 +64,8 @@ fn schema_grammar_accepts_gold_and_refuses_names_outside_the_schema() {
         "SELECT count(*) AS n FROM concert GROUP BY year ORDER BY n DESC",
         // `--` would start a comment: a minus sign is never followed by another.
         "SELECT age - -1 FROM singer",
+        // A qualified name has no blanks around its dot (sqlparser would not read it).
+        "SELECT singer . name FROM singer",
         // Blank runs are bounded (16), so a stuck model cannot pad until its budget ends.
         "SELECT                      name FROM singer",
         // Literals too: no number of 30 digits.
