@@ -307,11 +307,21 @@ impl LogitsConstraint for GrammarConstraint {
                     .eos_ids
                     .iter()
                     .any(|&e| (e as usize) < allowed.len() && allowed.is_allowed(e));
+                // The grammar engine knows one end token; where it may end, every end token of
+                // the model may, with its logit unchanged.
+                let eos_logits: Vec<(usize, f32)> = self
+                    .eos_ids
+                    .iter()
+                    .filter_map(|&e| logits.get(e as usize).map(|l| (e as usize, *l)))
+                    .collect();
                 for (i, l) in logits.iter_mut().enumerate() {
-                    let ok = i < allowed.len() && allowed.get(i);
-                    let eos = ends && self.eos_ids.iter().any(|&e| e as usize == i);
-                    if !ok && !eos {
+                    if !(i < allowed.len() && allowed.get(i)) {
                         *l = f32::NEG_INFINITY;
+                    }
+                }
+                if ends {
+                    for (i, l) in eos_logits {
+                        logits[i] = l;
                     }
                 }
             }
