@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, bail, ensure};
 use quorum_models::CpuPath;
 use quorum_postgres::PgSource;
-use quorum_sql::pipeline::PromptFormat;
+use quorum_sql::pipeline::{PipelineKnobs, PromptFormat};
 use quorum_weights::Reencode;
 use serde::Deserialize;
 
@@ -135,25 +135,20 @@ pub struct RawPostgres {
     pub max_connections: Option<u32>,
 }
 
+/// The `[pipeline]` table: every pipeline knob by its name ([`PipelineKnobs`], whose
+/// documentation lists them with their defaults and bounds) beside what the server sets up
+/// for it ([`RawPipelineSetup`]).
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "PipelineTable")]
 pub struct RawPipeline {
-    pub round1_shots: Option<usize>,
-    pub round2: Option<bool>,
-    pub round2_shots: Option<usize>,
-    pub revision: Option<bool>,
-    pub revision_rounds: Option<usize>,
-    /// Fixes sampled per failed query (default 4; 1 = one greedy fix).
-    pub revision_samples: Option<usize>,
-    pub revision_temperature: Option<f32>,
-    /// Start answers with ```` ```sql\nSELECT ```` (default true).
-    pub answer_prefix: Option<bool>,
-    /// Decode answers under the schema grammar of their database (default false).
-    pub constrained: Option<bool>,
-    /// `none`, `majority` or `difficulty_aware`.
-    pub voting: Option<String>,
-    pub selector: Option<bool>,
-    pub preview_rows: Option<usize>,
+    pub knobs: PipelineKnobs,
+    pub setup: RawPipelineSetup,
+}
+
+/// What the server sets up for the pipeline: its generators, demonstrations and token budget.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RawPipelineSetup {
+    /// Tokens each generator may write per answer (default 256).
     pub max_new_tokens: Option<usize>,
     /// Spider-style train file (and its databases) for few-shot demonstrations.
     pub demos_file: Option<PathBuf>,
@@ -169,6 +164,35 @@ pub struct RawPipeline {
     /// model with the `generator` role, in that model's format.
     #[serde(default)]
     pub generators: Vec<RawGenerator>,
+}
+
+/// `[pipeline]` as read: the knobs, the setup, and whatever is neither (refused).
+/// Serde cannot refuse unknown fields next to flattened ones, hence the catch-all.
+#[derive(Deserialize)]
+struct PipelineTable {
+    #[serde(flatten)]
+    knobs: PipelineKnobs,
+    #[serde(flatten)]
+    setup: RawPipelineSetup,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+impl TryFrom<PipelineTable> for RawPipeline {
+    type Error = String;
+    fn try_from(table: PipelineTable) -> Result<Self, String> {
+        if let Some(key) = table.unknown.keys().next() {
+            return Err(format!(
+                "unknown pipeline setting `{key}`; the knobs are {} and the other settings \
+                 max_new_tokens, demos_file, demos_database_dir, demos_cache, masking, generators",
+                PipelineKnobs::NAMES.join(", ")
+            ));
+        }
+        Ok(Self {
+            knobs: table.knobs,
+            setup: table.setup,
+        })
+    }
 }
 
 /// A generator "with its own preferences" (XiYan): a loaded model, a prompt format and
@@ -482,8 +506,8 @@ pub fn resolve(
                 dirs.adapters_dir.join(DEFAULT_REP_ADAPTER_DIR).display()
             );
         }
-        if raw.pipeline.generators.is_empty() {
-            raw.pipeline.generators = default_generators(rep_adapter.is_some());
+        if raw.pipeline.setup.generators.is_empty() {
+            raw.pipeline.setup.generators = default_generators(rep_adapter.is_some());
         }
         default_models(rep_adapter.as_deref())
     } else {
@@ -518,13 +542,16 @@ pub fn resolve(
     // The default setup retrieves demonstrations from Spider's train pool when it is there.
     let default_train = db_dir.parent().map(|spider| spider.join("train.json"));
     if raw.models.is_empty()
-        && raw.pipeline.demos_file.is_none()
+        && raw.pipeline.setup.demos_file.is_none()
         && let Some(train) = default_train.filter(|t| t.is_file())
     {
-        raw.pipeline.demos_file = Some(train);
-        raw.pipeline.demos_database_dir = Some(db_dir.clone());
+        raw.pipeline.setup.demos_file = Some(train);
+        raw.pipeline.setup.demos_database_dir = Some(db_dir.clone());
     }
-    let demos = match (&raw.pipeline.demos_file, &raw.pipeline.demos_database_dir) {
+    let demos = match (
+        &raw.pipeline.setup.demos_file,
+        &raw.pipeline.setup.demos_database_dir,
+    ) {
         (Some(file), Some(dir)) => Some((file.clone(), dir.clone())),
         (None, None) => None,
         _ => bail!("pipeline.demos_file and pipeline.demos_database_dir go together"),
@@ -543,6 +570,7 @@ pub fn resolve(
         pipeline: PipelineSettings {
             demos_cache: raw
                 .pipeline
+                .setup
                 .demos_cache
                 .clone()
                 .unwrap_or_else(|| dirs.models_dir.with_file_name("demo-index.bin")),
@@ -880,10 +908,40 @@ adapter = "sql"
         )
         .unwrap();
         assert_eq!(
-            raw.masking,
+            raw.setup.masking,
             Some(quorum_sql::demo_index::MaskingMode::Relevance)
         );
-        assert_eq!(raw.generators[0].adapter.as_deref(), Some("sql"));
+        assert_eq!(raw.setup.generators[0].adapter.as_deref(), Some("sql"));
         assert!(toml::from_str::<RawPipeline>("masking = \"semantic\"").is_err());
+    }
+
+    #[test]
+    fn pipeline_knobs_parse_beside_the_setup_and_unknown_keys_are_refused() {
+        let raw: RawPipeline = toml::from_str(
+            r#"
+voting = "difficulty_aware"
+revision_rounds = 2
+revision_temperature = 0.5
+round1_format = "m_schema"
+max_new_tokens = 64
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            raw.knobs.voting,
+            Some(quorum_sql::pipeline::VotingMode::DifficultyAware)
+        );
+        assert_eq!(raw.knobs.revision_rounds, Some(2));
+        assert_eq!(raw.knobs.revision_temperature, Some(0.5));
+        assert_eq!(raw.knobs.round1_format, Some(PromptFormat::MSchema));
+        assert_eq!(raw.setup.max_new_tokens, Some(64));
+        let err = toml::from_str::<RawPipeline>("revison_rounds = 2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown pipeline setting `revison_rounds`"),
+            "{err}"
+        );
+        assert!(toml::from_str::<RawPipeline>("voting = \"loud\"").is_err());
     }
 }

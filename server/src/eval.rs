@@ -19,6 +19,7 @@ use quorum_sql::eval::{
     EvalOptions, Prediction, ScoreOptions, Selection, Semantics, compare, export::export_official,
     parse_ids, read_records, run_eval, select_examples,
 };
+use quorum_sql::pipeline::PipelineKnobs;
 use serde_json::json;
 
 use quorum_postgres::{PgDatabase, PgSource};
@@ -76,46 +77,12 @@ pub struct EvalArgs {
     #[arg(long, env = "QUORUM_EVAL_POSTGRES")]
     pub postgres: Option<String>,
 
-    /// Round-1 prompt format: rep, m_schema, simple_ddl, or a template name (DDL-MD-Chat, ...).
-    #[arg(long)]
-    pub format: Option<String>,
-    /// Round-1 demonstrations (0 = zero-shot).
-    #[arg(long)]
-    pub shots: Option<u32>,
-    #[arg(long)]
-    pub round2_shots: Option<u32>,
-    /// Round 2 (FinSQL over the linked tables): true or false.
-    #[arg(long)]
-    pub round2: Option<bool>,
-    #[arg(long)]
-    pub revision: Option<bool>,
-    #[arg(long)]
-    pub revision_rounds: Option<u32>,
-    #[arg(long)]
-    pub revise_empty: Option<bool>,
-    /// Fixes sampled per failed query (1 = one greedy fix).
-    #[arg(long)]
-    pub revision_samples: Option<u32>,
-    /// Start answers with "```sql SELECT" and stop at the closing fence: true or false.
-    #[arg(long)]
-    pub answer_prefix: Option<bool>,
-    /// Decode under each database's schema grammar: true or false.
-    #[arg(long)]
-    pub constrained: Option<bool>,
-    /// none, majority or difficulty_aware.
-    #[arg(long)]
-    pub voting: Option<String>,
-    #[arg(long)]
-    pub selector: Option<bool>,
+    /// The pipeline's knobs, sent as the requests' options (unset: the server's setting).
+    #[command(flatten)]
+    pub knobs: PipelineKnobs,
     /// Round-2 generators by name, comma-separated (the first also writes the PreSQL).
     #[arg(long, value_delimiter = ',')]
     pub generators: Vec<String>,
-    #[arg(long)]
-    pub rep_rule: Option<bool>,
-    #[arg(long)]
-    pub rep_cell_values: Option<bool>,
-    #[arg(long)]
-    pub rep_foreign_keys: Option<bool>,
 
     /// Keep DISTINCT when comparing results (the Spider evaluator strips it by default).
     #[arg(long)]
@@ -142,35 +109,12 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
-    fn options(&self) -> Result<pb::PipelineOptions> {
-        let voting = match self.voting.as_deref() {
-            None => pb::VotingMode::Unspecified,
-            Some("none") => pb::VotingMode::None,
-            Some("majority") => pb::VotingMode::Majority,
-            Some("difficulty_aware") => pb::VotingMode::DifficultyAware,
-            Some(other) => {
-                bail!("--voting: `{other}` is not one of none, majority, difficulty_aware")
-            }
-        };
-        Ok(pb::PipelineOptions {
-            round2: self.round2,
-            round1_shots: self.shots,
-            round2_shots: self.round2_shots,
-            revision: self.revision,
-            revision_rounds: self.revision_rounds,
-            voting: voting as i32,
-            selector: self.selector,
-            generators: self.generators.clone(),
-            preview_rows: Some(0),
-            round1_format: self.format.clone(),
-            rep_optimization_rule: self.rep_rule,
-            rep_cell_values: self.rep_cell_values,
-            rep_foreign_keys: self.rep_foreign_keys,
-            revise_empty: self.revise_empty,
-            revision_samples: self.revision_samples,
-            answer_prefix: self.answer_prefix,
-            constrained: self.constrained,
-        })
+    fn options(&self) -> pb::PipelineOptions {
+        let mut options = quorum_server::convert::options(&self.knobs);
+        options.generators = self.generators.clone();
+        // The harness reads no rows back from the answers unless asked to.
+        options.preview_rows = options.preview_rows.or(Some(0));
+        options
     }
 
     fn score_options(&self) -> Result<ScoreOptions> {
@@ -265,7 +209,7 @@ pub fn eval(
         println!("{markdown}");
         return Ok(());
     }
-    let request_options = args.options()?;
+    let request_options = args.options();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let db_ids: std::collections::BTreeSet<String> =
         chosen.iter().map(|(_, e)| e.db_id.clone()).collect();
@@ -359,9 +303,9 @@ async fn connect(
             .models
             .iter()
             .any(|m| m.roles.contains(&quorum_server::config::Role::Embedder));
-    if raw.pipeline.demos_file.is_none() && has_embedder {
-        raw.pipeline.demos_file = Some(args.data.join("train.json"));
-        raw.pipeline.demos_database_dir = Some(args.data.join("database"));
+    if raw.pipeline.setup.demos_file.is_none() && has_embedder {
+        raw.pipeline.setup.demos_file = Some(args.data.join("train.json"));
+        raw.pipeline.setup.demos_database_dir = Some(args.data.join("database"));
     }
     if let Some(url) = &args.postgres {
         for db_id in db_ids {

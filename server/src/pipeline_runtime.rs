@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use std::collections::HashMap;
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use quorum_sql::demo_index::{DemoIndex, DemoIndexSource, MaskingMode};
-use quorum_sql::pipeline::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, VotingMode};
-use quorum_sql::vote::VotingPolicy;
+use quorum_sql::pipeline::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels};
 
 use crate::config::{PipelineSettings, RawGenerator};
 use crate::models::ModelRegistry;
@@ -17,15 +16,6 @@ use crate::pipeline_models::{
     BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector, GeneratorTarget,
 };
 use crate::status::ServiceError;
-
-/// Demonstrations per prompt when the settings name none: zero. PET-SQL uses 9, but on
-/// Qwen2.5-Coder-0.5B nine retrieved demos lowered accuracy and doubled the cost of a question
-/// (docs/RESULTS.md); the demo index is still loaded, so `round1_shots`/`round2_shots` (or a
-/// request's options) turn retrieval on for models that profit from it.
-const DEFAULT_SHOTS: usize = 0;
-/// Sampled fixes per failed query: with 4, a query that runs is found for most failures that
-/// greedy revision repeats (docs/RESULTS.md).
-const DEFAULT_REVISION_SAMPLES: usize = 4;
 
 #[derive(Debug)]
 pub struct PipelineRuntime {
@@ -105,7 +95,7 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
 impl PipelineRuntime {
     /// Builds the base configuration; embeds the demonstrations when configured (blocking).
     pub fn build(settings: &PipelineSettings, models: &Arc<ModelRegistry>) -> anyhow::Result<Self> {
-        let raw = &settings.raw;
+        let raw = &settings.raw.setup;
         let sampling_budget = raw.max_new_tokens.unwrap_or(256);
         let routes = generator_routes(&raw.generators, models)?;
         let generators: Vec<GeneratorConfig> = routes
@@ -116,10 +106,7 @@ impl PipelineRuntime {
                 g
             })
             .collect();
-        let first_format = generators
-            .first()
-            .map(|g| g.format)
-            .context("no generator is configured")?;
+        ensure!(!generators.is_empty(), "no generator is configured");
         let demos = match &settings.demos {
             Some((file, dir)) => Some(Arc::new(build_demos(
                 file,
@@ -130,34 +117,21 @@ impl PipelineRuntime {
             )?)),
             None => None,
         };
-        let shots = DEFAULT_SHOTS;
-        let mut base = PipelineConfig::pet_sql(generators);
-        base.round1.format = first_format;
-        base.round1.shots = raw.round1_shots.unwrap_or(shots);
-        base.round2.enabled = raw.round2.unwrap_or(true);
-        base.round2.shots = raw.round2_shots.unwrap_or(shots);
-        base.revision.enabled = raw.revision.unwrap_or(true);
-        base.revision.max_rounds = raw.revision_rounds.unwrap_or(1);
-        base.revision.samples = raw.revision_samples.unwrap_or(DEFAULT_REVISION_SAMPLES);
-        base.revision.temperature = raw
-            .revision_temperature
-            .unwrap_or(base.revision.temperature);
-        ensure!(
-            (1..=16).contains(&base.revision.samples) && base.revision.temperature >= 0.0,
-            "pipeline.revision_samples must be in 1..=16 and revision_temperature >= 0"
+        let mut base = PipelineConfig::new(generators);
+        settings
+            .raw
+            .knobs
+            .apply(&mut base)
+            .map_err(|e| anyhow::anyhow!("pipeline.{}: {}", e.knob, e.reason))?;
+        tracing::info!(
+            settings = %quorum_sql::pipeline::PipelineKnobs::of(&base)
+                .entries()
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            "pipeline"
         );
-        base.answer_prefix = raw.answer_prefix.unwrap_or(true);
-        base.constrained = raw.constrained.unwrap_or(false);
-        base.voting = match raw.voting.as_deref().unwrap_or("majority") {
-            "none" => VotingMode::None,
-            "majority" => VotingMode::Majority,
-            "difficulty_aware" => VotingMode::DifficultyAware(VotingPolicy::default()),
-            other => bail!("pipeline.voting: unknown mode `{other}`"),
-        };
-        // Off unless asked for: an untuned 0.5B selector overturned correct majority votes on
-        // dev100 (docs/RESULTS.md); XiYan's selector is a fine-tuned model.
-        base.selector.enabled = raw.selector.unwrap_or(false);
-        base.preview_rows = raw.preview_rows.unwrap_or(20);
         let routes = routes
             .into_iter()
             .map(|r| (r.config.name, r.target))

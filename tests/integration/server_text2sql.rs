@@ -36,6 +36,22 @@ async fn text2sql_answers_with_evidence_and_streams_stages() {
     assert!(timings.total_ms > 0.0 && timings.round1_ms > 0.0);
     assert!(answer.vote.is_some());
     assert!(answer.tokens_generated > 0);
+    // The settings come back by knob name: the test config's `[pipeline]` values and the
+    // defaults of the rest.
+    let setting = |name: &str| {
+        answer
+            .settings
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.value.as_str())
+    };
+    assert_eq!(setting("round1_shots"), Some("0"));
+    assert_eq!(setting("voting"), Some("majority"));
+    assert_eq!(setting("revision_rounds"), Some("1"));
+    assert_eq!(
+        answer.settings.len(),
+        quorum_sql::pipeline::PipelineKnobs::NAMES.len()
+    );
 
     let mut stream = client
         .generate_stream(question("pets_1", "How many pets are there?"))
@@ -94,6 +110,15 @@ async fn text2sql_rejects_bad_requests() {
         .expect_err("too many rounds");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("options.revision_rounds"));
+
+    let mut hot = question("concert_singer", "How many singers?");
+    hot.options = Some(pb::PipelineOptions {
+        revision_temperature: Some(f32::NAN),
+        ..Default::default()
+    });
+    let e = client.generate(hot).await.expect_err("not a temperature");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("options.revision_temperature"));
 
     let mut unknown_generator = question("concert_singer", "How many singers?");
     unknown_generator.options = Some(pb::PipelineOptions {

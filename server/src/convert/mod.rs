@@ -7,4 +7,4 @@ mod text2sql;
 
 pub use inference::{chat_messages, finish_reason, grammar, sampling_params, usage};
 pub use schema::{cell_value, database_summary, describe_response, sandbox_value};
-pub use text2sql::{answer_response, event_message, pipeline_config};
+pub use text2sql::{answer_response, event_message, knobs, options, pipeline_config};

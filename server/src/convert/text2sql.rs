@@ -4,21 +4,14 @@ use quorum_proto::v1 as pb;
 use quorum_sql::hardness::Hardness;
 use quorum_sql::pipeline::{
     Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineConfig,
-    PipelineEvent, PromptFormat, ResultPreview, VoteReport, VotingMode,
+    PipelineEvent, PipelineKnobs, PromptFormat, ResultPreview, VoteReport, VotingMode,
 };
-use quorum_sql::vote::VotingPolicy;
 
 use super::schema::sandbox_value;
 use crate::status::ServiceError;
 
-/// Revision rounds beyond 3 add latency with no measured gain (gains flatten after 1-2).
-const MAX_REVISION_ROUNDS: u32 = 3;
-const MAX_PREVIEW_ROWS: u32 = 1000;
-const MAX_REVISION_SAMPLES: u32 = 16;
-/// More demonstrations than this do not fit small models' contexts next to a schema.
-const MAX_SHOTS: u32 = 16;
-
-/// Applies a request's overrides to the server's pipeline configuration.
+/// Applies a request's overrides to the server's pipeline configuration: the generators it
+/// names (in its order), then its knobs, checked against their bounds.
 pub fn pipeline_config(
     base: &PipelineConfig,
     options: Option<&pb::PipelineOptions>,
@@ -27,59 +20,6 @@ pub fn pipeline_config(
     let Some(o) = options else {
         return Ok(config);
     };
-    if let Some(enabled) = o.round2 {
-        config.round2.enabled = enabled;
-    }
-    if let Some(shots) = o.round1_shots {
-        config.round1.shots = bounded("options.round1_shots", shots, 0, MAX_SHOTS)?;
-    }
-    if let Some(shots) = o.round2_shots {
-        config.round2.shots = bounded("options.round2_shots", shots, 0, MAX_SHOTS)?;
-    }
-    if let Some(enabled) = o.revision {
-        config.revision.enabled = enabled;
-    }
-    if let Some(rounds) = o.revision_rounds {
-        config.revision.max_rounds =
-            bounded("options.revision_rounds", rounds, 1, MAX_REVISION_ROUNDS)?;
-    }
-    match pb::VotingMode::try_from(o.voting) {
-        Ok(pb::VotingMode::Unspecified) => {}
-        Ok(pb::VotingMode::None) => config.voting = VotingMode::None,
-        Ok(pb::VotingMode::Majority) => config.voting = VotingMode::Majority,
-        Ok(pb::VotingMode::DifficultyAware) => {
-            config.voting = VotingMode::DifficultyAware(VotingPolicy::default());
-        }
-        Err(_) => {
-            return Err(ServiceError::invalid(
-                "options.voting",
-                format!("unknown voting mode {}", o.voting),
-            ));
-        }
-    }
-    if let Some(enabled) = o.selector {
-        config.selector.enabled = enabled;
-    }
-    if let Some(rows) = o.preview_rows {
-        config.preview_rows = bounded("options.preview_rows", rows, 0, MAX_PREVIEW_ROWS)?;
-    }
-    if let Some(name) = &o.round1_format {
-        config.round1.format = PromptFormat::from_name(name)
-            .map_err(|reason| ServiceError::invalid("options.round1_format", reason))?;
-    }
-    if let Some(enabled) = o.revise_empty {
-        config.revision.revise_empty = enabled;
-    }
-    if let Some(samples) = o.revision_samples {
-        config.revision.samples =
-            bounded("options.revision_samples", samples, 1, MAX_REVISION_SAMPLES)?;
-    }
-    if let Some(enabled) = o.answer_prefix {
-        config.answer_prefix = enabled;
-    }
-    if let Some(enabled) = o.constrained {
-        config.constrained = enabled;
-    }
     if !o.generators.is_empty() {
         config.generators = o
             .generators
@@ -96,31 +36,87 @@ pub fn pipeline_config(
             })
             .collect::<Result<_, _>>()?;
     }
-    // After the generator list: the switches apply to the generators chosen.
-    let rep_switches = [
-        o.rep_optimization_rule,
-        o.rep_cell_values,
-        o.rep_foreign_keys,
-    ];
-    for rep in std::iter::once(&mut config.round1.rep)
-        .chain(config.generators.iter_mut().map(|g| &mut g.rep))
-    {
-        let [rule, cells, keys] = rep_switches;
-        rep.optimization_rule = rule.unwrap_or(rep.optimization_rule);
-        rep.cell_values = cells.unwrap_or(rep.cell_values);
-        rep.foreign_keys = keys.unwrap_or(rep.foreign_keys);
-    }
+    knobs(o)?
+        .apply(&mut config)
+        .map_err(|e| ServiceError::invalid(format!("options.{}", e.knob), e.reason))?;
     Ok(config)
 }
 
-fn bounded(field: &str, value: u32, min: u32, max: u32) -> Result<usize, ServiceError> {
-    if (min..=max).contains(&value) {
-        Ok(value as usize)
-    } else {
-        Err(ServiceError::invalid(
-            field,
-            format!("must be in {min}..={max}"),
-        ))
+/// A request's knobs: every field of `PipelineOptions` but the generator list.
+pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
+    let count = |v: Option<u32>| v.map(|n| n as usize);
+    let voting = match pb::VotingMode::try_from(o.voting) {
+        Ok(pb::VotingMode::Unspecified) => None,
+        Ok(pb::VotingMode::None) => Some(VotingMode::None),
+        Ok(pb::VotingMode::Majority) => Some(VotingMode::Majority),
+        Ok(pb::VotingMode::DifficultyAware) => Some(VotingMode::DifficultyAware),
+        Err(_) => {
+            return Err(ServiceError::invalid(
+                "options.voting",
+                format!("unknown voting mode {}", o.voting),
+            ));
+        }
+    };
+    let round1_format = o
+        .round1_format
+        .as_deref()
+        .map(PromptFormat::from_name)
+        .transpose()
+        .map_err(|reason| ServiceError::invalid("options.round1_format", reason))?;
+    Ok(PipelineKnobs {
+        round1_format,
+        round1_shots: count(o.round1_shots),
+        round2: o.round2,
+        round2_shots: count(o.round2_shots),
+        revision: o.revision,
+        revision_rounds: count(o.revision_rounds),
+        revise_empty: o.revise_empty,
+        revision_samples: count(o.revision_samples),
+        revision_temperature: o.revision_temperature,
+        answer_prefix: o.answer_prefix,
+        constrained: o.constrained,
+        voting,
+        selector: o.selector,
+        preview_rows: count(o.preview_rows),
+        rep_optimization_rule: o.rep_optimization_rule,
+        rep_cell_values: o.rep_cell_values,
+        rep_foreign_keys: o.rep_foreign_keys,
+    })
+}
+
+/// The request options that set `knobs` (and no generator list): how a client such as
+/// `quorum eval` sends the knobs it was given.
+pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
+    let count = |v: Option<usize>| v.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    pb::PipelineOptions {
+        round1_format: knobs.round1_format.map(|f| f.name()),
+        round1_shots: count(knobs.round1_shots),
+        round2: knobs.round2,
+        round2_shots: count(knobs.round2_shots),
+        revision: knobs.revision,
+        revision_rounds: count(knobs.revision_rounds),
+        revise_empty: knobs.revise_empty,
+        revision_samples: count(knobs.revision_samples),
+        revision_temperature: knobs.revision_temperature,
+        answer_prefix: knobs.answer_prefix,
+        constrained: knobs.constrained,
+        voting: knobs
+            .voting
+            .map_or(pb::VotingMode::Unspecified, voting_mode) as i32,
+        selector: knobs.selector,
+        preview_rows: count(knobs.preview_rows),
+        rep_optimization_rule: knobs.rep_optimization_rule,
+        rep_cell_values: knobs.rep_cell_values,
+        rep_foreign_keys: knobs.rep_foreign_keys,
+        generators: Vec::new(),
+    }
+}
+
+fn voting_mode(mode: VotingMode) -> pb::VotingMode {
+    match mode {
+        VotingMode::None => pb::VotingMode::None,
+        VotingMode::Majority => pb::VotingMode::Majority,
+        VotingMode::DifficultyAware => pb::VotingMode::DifficultyAware,
     }
 }
 
@@ -174,12 +170,6 @@ fn ids(v: &[usize]) -> Vec<u32> {
 }
 
 fn vote(v: &VoteReport) -> pb::Vote {
-    let mode = match v.mode.as_str() {
-        "none" => pb::VotingMode::None,
-        "majority" => pb::VotingMode::Majority,
-        "difficulty_aware" => pb::VotingMode::DifficultyAware,
-        _ => pb::VotingMode::Unspecified,
-    };
     let hardness = match v.hardness {
         None => pb::Hardness::Unspecified,
         Some(Hardness::Easy) => pb::Hardness::Easy,
@@ -188,7 +178,7 @@ fn vote(v: &VoteReport) -> pb::Vote {
         Some(Hardness::Extra) => pb::Hardness::Extra,
     };
     pb::Vote {
-        mode: mode.into(),
+        mode: voting_mode(v.mode).into(),
         hardness: hardness.into(),
         voters: ids(&v.voters),
         clusters: v
@@ -248,6 +238,15 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
             total_ms: t.total_ms,
         }),
         tokens_generated: a.tokens_generated as u32,
+        settings: a
+            .settings
+            .entries()
+            .into_iter()
+            .map(|(name, value)| pb::Setting {
+                name: name.to_owned(),
+                value,
+            })
+            .collect(),
     }
 }
 

@@ -86,8 +86,7 @@ pub struct SelectorReport {
 /// The vote, with candidate ids rather than positions among the voters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VoteReport {
-    /// `none`, `majority` or `difficulty_aware`.
-    pub mode: String,
+    pub mode: super::config::VotingMode,
     /// The PreSQL's Spider hardness (difficulty-aware voting only).
     pub hardness: Option<Hardness>,
     /// Candidate ids that voted (each generator's latest candidate, after revision).
@@ -155,6 +154,8 @@ pub struct PipelineAnswer {
     pub demos: Vec<String>,
     pub timings: StageTimings,
     pub tokens_generated: usize,
+    /// The settings the answer was produced with.
+    pub settings: super::knobs::PipelineKnobs,
 }
 
 /// Progress of a run, in order: `PreSql`, `LinkedTables` (with round 2), one `Candidate` per

@@ -3,14 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::knobs::PipelineKnobs;
 use super::model::Sampling;
 use crate::prompt::{RepOptions, Template};
 use crate::sandbox::Limits;
 use crate::vote::VotingPolicy;
 
-/// How a prompt presents the schema and the question.
+/// How a prompt presents the schema and the question. Config files and requests write it by
+/// its [`PromptFormat::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "String", try_from = "String")]
 pub enum PromptFormat {
     /// PET-SQL's RE_p, the only format that carries few-shot demonstrations.
     Rep,
@@ -51,6 +53,26 @@ impl PromptFormat {
                     )
                 }),
         }
+    }
+}
+
+impl From<PromptFormat> for String {
+    fn from(format: PromptFormat) -> String {
+        format.name()
+    }
+}
+
+impl TryFrom<String> for PromptFormat {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        Self::from_name(&name)
+    }
+}
+
+impl std::str::FromStr for PromptFormat {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        Self::from_name(name)
     }
 }
 
@@ -129,7 +151,7 @@ fn revision_temperature() -> f32 {
 }
 
 /// How the final SQL is chosen among the PreSQL and the FinSQLs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VotingMode {
     /// No vote: the first generator's last candidate (its FinSQL, or the PreSQL without
@@ -137,8 +159,34 @@ pub enum VotingMode {
     None,
     /// Cross-consistency: the largest cluster of equal results wins.
     Majority,
-    /// PET-SQL's difficulty-aware voting: the PreSQL's Spider hardness picks the voters.
-    DifficultyAware(VotingPolicy),
+    /// PET-SQL's difficulty-aware voting: the PreSQL's Spider hardness picks the voters
+    /// ([`PipelineConfig::voting_policy`]).
+    DifficultyAware,
+}
+
+impl VotingMode {
+    pub const ALL: [VotingMode; 3] = [Self::None, Self::Majority, Self::DifficultyAware];
+
+    /// The name config files, requests and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Majority => "majority",
+            Self::DifficultyAware => "difficulty_aware",
+        }
+    }
+}
+
+impl std::str::FromStr for VotingMode {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                format!("unknown voting mode `{name}`; known: none, majority, difficulty_aware")
+            })
+    }
 }
 
 /// When a vote counts as split.
@@ -171,6 +219,9 @@ pub struct PipelineConfig {
     pub generators: Vec<GeneratorConfig>,
     pub revision: RevisionConfig,
     pub voting: VotingMode,
+    /// Which generators vote at each hardness in difficulty-aware voting (none listed: all).
+    #[serde(default)]
+    pub voting_policy: VotingPolicy,
     pub selector: SelectorConfig,
     /// Limits for every execution of generated SQL.
     pub limits: Limits,
@@ -189,18 +240,21 @@ pub struct PipelineConfig {
 }
 
 impl PipelineConfig {
-    /// PET-SQL as published, with the given generators: RE_p with 9 shots in both rounds,
-    /// skeleton re-ranking, one revision round for errors, majority vote, no selector.
-    pub fn pet_sql(generators: Vec<GeneratorConfig>) -> Self {
-        Self {
+    /// The served configuration over these generators: every knob at its default
+    /// ([`PipelineKnobs::defaults`]), round 1 in the first generator's format, demonstrations
+    /// re-ranked by skeleton when there are any, and the selector's presentation as XiYan's.
+    pub fn new(generators: Vec<GeneratorConfig>) -> Self {
+        let first_format = generators.first().map_or(PromptFormat::Rep, |g| g.format);
+        // The knobs' fields are set again from their defaults below.
+        let mut config = Self {
             round1: Round1Config {
-                format: PromptFormat::Rep,
+                format: first_format,
                 rep: RepOptions::default(),
-                shots: 9,
+                shots: 0,
             },
             round2: Round2Config {
                 enabled: true,
-                shots: 9,
+                shots: 0,
                 skeleton_rerank: true,
                 multi_table_filter: false,
                 all_tables_when_unlinked: true,
@@ -214,6 +268,7 @@ impl PipelineConfig {
                 temperature: revision_temperature(),
             },
             voting: VotingMode::Majority,
+            voting_policy: VotingPolicy::default(),
             selector: SelectorConfig {
                 enabled: false,
                 split_rule: SplitRule::NoStrictMajority,
@@ -224,6 +279,18 @@ impl PipelineConfig {
             preview_rows: 20,
             answer_prefix: false,
             constrained: false,
+        };
+        PipelineKnobs::defaults()
+            .apply(&mut config)
+            .expect("the defaults are in bounds");
+        config
+    }
+
+    /// Applies `f` to the RE_p switches of round 1 and of every generator.
+    pub fn for_each_rep(&mut self, mut f: impl FnMut(&mut RepOptions)) {
+        f(&mut self.round1.rep);
+        for g in &mut self.generators {
+            f(&mut g.rep);
         }
     }
 
@@ -246,11 +313,13 @@ mod tests {
 
     #[test]
     fn config_round_trips_through_json() {
-        let mut config = PipelineConfig::pet_sql(vec![
+        let mut config = PipelineConfig::new(vec![
             GeneratorConfig::new("a", PromptFormat::Rep),
             GeneratorConfig::new("b", PromptFormat::Template(Template::DdlMdChat)),
         ]);
-        config.voting = VotingMode::DifficultyAware(VotingPolicy::default());
+        config.voting = VotingMode::DifficultyAware;
+        config.round1.shots = 9;
+        config.round2.shots = 9;
         let json = serde_json::to_string(&config).expect("serializes");
         let back: PipelineConfig = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, config);

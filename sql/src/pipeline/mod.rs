@@ -15,6 +15,7 @@ pub mod config;
 pub mod database;
 pub mod error;
 pub mod error_hint;
+pub mod knobs;
 pub mod model;
 mod render;
 mod run;
@@ -36,6 +37,7 @@ pub use config::{
 };
 pub use database::DatabaseHandle;
 pub use error::PipelineError;
+pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use model::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
     Selector,

@@ -12,6 +12,7 @@ use super::answer::{
 use super::config::{GeneratorConfig, PromptFormat};
 use super::database::DatabaseHandle;
 use super::error::PipelineError;
+use super::knobs::PipelineKnobs;
 use super::model::{Generation, GenerationRequest, ModelCallError};
 use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
@@ -439,7 +440,8 @@ impl<'r> Run<'r> {
             })
             .collect();
         let report = tally(Tally {
-            mode: &self.pipeline.config.voting,
+            mode: self.pipeline.config.voting,
+            policy: &self.pipeline.config.voting_policy,
             split_rule: self.pipeline.config.selector.split_rule,
             ballots: &ballots,
             results: &self.results,
@@ -513,6 +515,7 @@ impl<'r> Run<'r> {
             demos: self.demo_questions,
             timings: self.timings,
             tokens_generated: self.tokens,
+            settings: PipelineKnobs::of(&self.pipeline.config),
         }
     }
 

@@ -4,7 +4,7 @@ use super::answer::VoteReport;
 use super::config::{SplitRule, VotingMode};
 use crate::hardness::hardness;
 use crate::sandbox::QueryResult;
-use crate::vote::{VoteOutcome, Voter, vote};
+use crate::vote::{VoteOutcome, Voter, VotingPolicy, vote};
 
 /// One voter: who it is and its latest candidate.
 #[derive(Debug, Clone)]
@@ -16,7 +16,9 @@ pub(crate) struct Ballot {
 /// Inputs of a vote. `results` is indexed by candidate id (`None`: failed).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tally<'a> {
-    pub mode: &'a VotingMode,
+    pub mode: VotingMode,
+    /// The voters per hardness in difficulty-aware mode.
+    pub policy: &'a VotingPolicy,
     pub split_rule: SplitRule,
     pub ballots: &'a [Ballot],
     pub results: &'a [Option<QueryResult>],
@@ -27,11 +29,11 @@ pub(crate) struct Tally<'a> {
 }
 
 pub(crate) fn tally(input: Tally<'_>) -> VoteReport {
-    let (mode_name, level, eligible) = match input.mode {
+    let (level, eligible) = match input.mode {
         VotingMode::None => {
             let all_failed = input.results[input.default_choice].is_none();
             return VoteReport {
-                mode: "none".to_owned(),
+                mode: VotingMode::None,
                 hardness: None,
                 voters: vec![input.default_choice],
                 clusters: Vec::new(),
@@ -41,15 +43,11 @@ pub(crate) fn tally(input: Tally<'_>) -> VoteReport {
                 selector: None,
             };
         }
-        VotingMode::Majority => ("majority", None, (0..input.ballots.len()).collect()),
-        VotingMode::DifficultyAware(policy) => {
+        VotingMode::Majority => (None, (0..input.ballots.len()).collect()),
+        VotingMode::DifficultyAware => {
             let level = hardness(input.presql);
             let voters: Vec<Voter> = input.ballots.iter().map(|b| b.voter.clone()).collect();
-            (
-                "difficulty_aware",
-                Some(level),
-                policy.eligible(level, &voters),
-            )
+            (Some(level), input.policy.eligible(level, &voters))
         }
     };
     let eligible: Vec<usize> = eligible
@@ -62,7 +60,7 @@ pub(crate) fn tally(input: Tally<'_>) -> VoteReport {
         .collect();
     let outcome = vote(&outcomes);
     let mut report = VoteReport {
-        mode: mode_name.to_owned(),
+        mode: input.mode,
         hardness: level,
         voters: eligible.clone(),
         clusters: Vec::new(),

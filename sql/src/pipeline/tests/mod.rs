@@ -34,16 +34,17 @@ pub(crate) fn concert() -> DatabaseHandle {
     .expect("concert_singer introspects")
 }
 
-/// PET-SQL's shape without demos or revision, over RE_p generators with these names.
+/// The two rounds without demos or revision, over RE_p generators with these names, with
+/// one greedy fix per failure and no answer prefix when a test turns revision on.
 pub(crate) fn config(names: &[&str]) -> PipelineConfig {
     let generators = names
         .iter()
         .map(|n| GeneratorConfig::new(*n, PromptFormat::Rep))
         .collect();
-    let mut config = PipelineConfig::pet_sql(generators);
-    config.round1.shots = 0;
-    config.round2.shots = 0;
+    let mut config = PipelineConfig::new(generators);
     config.revision.enabled = false;
+    config.revision.samples = 1;
+    config.answer_prefix = false;
     config
 }
 

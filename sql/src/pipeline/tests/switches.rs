@@ -33,7 +33,7 @@ fn voting_off_answers_with_the_first_generators_finsql() {
     let answer = pipeline(config, &generator, None)
         .run(QUESTION, None, &concert())
         .expect("answers");
-    assert_eq!(answer.vote.mode, "none");
+    assert_eq!(answer.vote.mode, VotingMode::None);
     assert_eq!(answer.vote.winner, Some(1));
     assert_eq!(answer.sql, S9, "majority would have chosen S6");
 }

@@ -23,7 +23,7 @@ fn majority_vote_picks_the_larger_result_cluster() {
     let answer = pipeline(config(&["a", "b", "c"]), &generator, None)
         .run(QUESTION, None, &concert())
         .expect("answers");
-    assert_eq!(answer.vote.mode, "majority");
+    assert_eq!(answer.vote.mode, VotingMode::Majority);
     assert_eq!(answer.vote.clusters, vec![vec![0], vec![1, 2], vec![3]]);
     assert_eq!(answer.vote.winner, Some(1));
     assert_eq!(answer.sql, S9);
@@ -65,21 +65,22 @@ fn difficulty_aware_voting_lets_only_configured_generators_vote() {
     assert_eq!(majority.sql, S9);
 
     let mut config = config(&names);
-    config.voting = VotingMode::DifficultyAware(VotingPolicy {
+    config.voting = VotingMode::DifficultyAware;
+    config.voting_policy = VotingPolicy {
         by_level: BTreeMap::from([(Hardness::Easy, vec!["a".to_owned()])]),
-    });
+    };
     let aware = pipeline(config.clone(), &generator, None)
         .run(QUESTION, None, &concert())
         .expect("answers");
-    assert_eq!(aware.vote.mode, "difficulty_aware");
+    assert_eq!(aware.vote.mode, VotingMode::DifficultyAware);
     assert_eq!(aware.vote.hardness, Some(Hardness::Easy));
     assert_eq!(aware.vote.voters, vec![0, 1], "PreSQL and a");
     assert_eq!(aware.sql, S6);
 
     // A policy for another level leaves an easy question to everyone.
-    config.voting = VotingMode::DifficultyAware(VotingPolicy {
+    config.voting_policy = VotingPolicy {
         by_level: BTreeMap::from([(Hardness::Extra, vec!["a".to_owned()])]),
-    });
+    };
     let other = pipeline(config, &generator, None)
         .run(QUESTION, None, &concert())
         .expect("answers");

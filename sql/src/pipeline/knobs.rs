@@ -1,0 +1,402 @@
+//! Every pipeline setting a user can turn, defined once: its name, type, default, bounds and
+//! meaning, and where it lives in [`PipelineConfig`].
+//!
+//! The server's `[pipeline]` table, a request's `options`, `quorum eval`'s flags and the
+//! settings reported with each answer are all [`PipelineKnobs`]: a value per knob, `None` where
+//! the base configuration stands. [`PipelineKnobs::apply`] is the one place that checks bounds,
+//! so a value is refused (with the knob named) wherever it comes from.
+
+use std::fmt;
+use std::ops::RangeInclusive;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{PipelineConfig, PromptFormat, VotingMode};
+
+/// What a knob's value may be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bounds {
+    /// Any value of the type.
+    Any,
+    /// An integer in this range.
+    Count(RangeInclusive<usize>),
+    /// A real number in this range.
+    Real(RangeInclusive<f32>),
+}
+
+impl fmt::Display for Bounds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Any => f.write_str("any"),
+            Self::Count(r) => write!(f, "{}..={}", r.start(), r.end()),
+            Self::Real(r) => write!(f, "{}..={}", r.start(), r.end()),
+        }
+    }
+}
+
+/// A knob's description, for help texts, documentation and checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnobSpec {
+    pub name: &'static str,
+    pub doc: &'static str,
+    /// The default, as a config file writes it; `None` when it is derived (see the doc).
+    pub default: Option<String>,
+    pub bounds: Bounds,
+}
+
+/// A value out of its knob's bounds.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{knob}` {reason}")]
+pub struct KnobError {
+    pub knob: &'static str,
+    pub reason: String,
+}
+
+/// A knob's value type: how it is checked against [`Bounds`] and written in reports.
+pub trait KnobValue: Clone {
+    /// `Err(reason)` when the value is out of bounds.
+    fn check(&self, bounds: &Bounds) -> Result<(), String>;
+    /// The value as a config file writes it.
+    fn show(&self) -> String;
+}
+
+impl KnobValue for bool {
+    fn check(&self, _: &Bounds) -> Result<(), String> {
+        Ok(())
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl KnobValue for usize {
+    fn check(&self, bounds: &Bounds) -> Result<(), String> {
+        match bounds {
+            Bounds::Count(range) if !range.contains(self) => Err(format!(
+                "must be in {}..={}, got {self}",
+                range.start(),
+                range.end()
+            )),
+            _ => Ok(()),
+        }
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl KnobValue for f32 {
+    fn check(&self, bounds: &Bounds) -> Result<(), String> {
+        match bounds {
+            Bounds::Real(range) if !range.contains(self) => Err(format!(
+                "must be in {}..={}, got {self}",
+                range.start(),
+                range.end()
+            )),
+            _ if !self.is_finite() => Err(format!("must be a finite number, got {self}")),
+            _ => Ok(()),
+        }
+    }
+    fn show(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl KnobValue for PromptFormat {
+    fn check(&self, _: &Bounds) -> Result<(), String> {
+        Ok(())
+    }
+    fn show(&self) -> String {
+        self.name()
+    }
+}
+
+impl KnobValue for VotingMode {
+    fn check(&self, _: &Bounds) -> Result<(), String> {
+        Ok(())
+    }
+    fn show(&self) -> String {
+        self.name().to_owned()
+    }
+}
+
+/// Declares the knobs: for each, its doc, `name: type`, default, bounds, any extra
+/// command-line aliases, and how it is read from and written into a [`PipelineConfig`]. From
+/// that one list come the [`PipelineKnobs`] struct (serde for config files, clap for the command
+/// line), [`KNOBS`], and the apply/read/default functions, so a knob cannot be added to one of
+/// them and forgotten in another.
+macro_rules! knobs {
+    ($(
+        $(#[doc = $doc:literal])+
+        $name:ident: $ty:ty = $default:expr, $bounds:expr, aliases [$($alias:literal),*],
+            read |$rc:ident| $read:expr,
+            write |$wc:ident, $wv:ident| $write:expr;
+    )+) => {
+        /// Values for the pipeline's knobs; `None` keeps the base configuration's value.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[cfg_attr(feature = "cli", derive(clap::Args))]
+        pub struct PipelineKnobs {
+            $(
+                $(#[doc = $doc])+
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                #[cfg_attr(feature = "cli", arg(long $(, visible_alias = $alias)*))]
+                pub $name: Option<$ty>,
+            )+
+        }
+
+        /// Every knob, in declaration order.
+        pub fn knob_specs() -> Vec<KnobSpec> {
+            vec![$(KnobSpec {
+                name: stringify!($name),
+                doc: concat!($($doc, "\n"),+).trim_ascii(),
+                default: {
+                    let default: Option<$ty> = $default;
+                    default.map(|v| KnobValue::show(&v))
+                },
+                bounds: $bounds,
+            }),+]
+        }
+
+        impl PipelineKnobs {
+            /// The knob names, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),+];
+
+            /// The served defaults (derived knobs stay `None`).
+            pub fn defaults() -> Self {
+                Self { $($name: $default,)+ }
+            }
+
+            /// The values `config` has, for every knob.
+            pub fn of(config: &PipelineConfig) -> Self {
+                Self { $($name: { let $rc = config; Some($read) },)+ }
+            }
+
+            /// Writes every set value into `config`, after checking it against its bounds;
+            /// nothing is written when a value is refused.
+            pub fn apply(&self, config: &mut PipelineConfig) -> Result<(), KnobError> {
+                $(
+                    if let Some(value) = &self.$name {
+                        value.check(&$bounds).map_err(|reason| KnobError {
+                            knob: stringify!($name),
+                            reason,
+                        })?;
+                    }
+                )+
+                $(
+                    if let Some($wv) = self.$name.clone() {
+                        let $wc = &mut *config;
+                        $write;
+                    }
+                )+
+                Ok(())
+            }
+
+            /// `(name, value)` for every set knob, in declaration order, as a config file
+            /// writes them.
+            pub fn entries(&self) -> Vec<(&'static str, String)> {
+                let mut out = Vec::new();
+                $(
+                    if let Some(value) = &self.$name {
+                        out.push((stringify!($name), KnobValue::show(value)));
+                    }
+                )+
+                out
+            }
+        }
+    };
+}
+
+/// More demonstrations than this do not fit small models' contexts next to a schema.
+const MAX_SHOTS: usize = 16;
+
+knobs! {
+    /// Prompt format of round 1 (the PreSQL): `rep`, `m_schema`, `simple_ddl` or a template's
+    /// name such as `DDL-MD-Chat`. Default: the first generator's format.
+    round1_format: PromptFormat = None, Bounds::Any, aliases ["format"],
+        read |c| c.round1.format,
+        write |c, v| c.round1.format = v;
+    /// Retrieved demonstrations in the round-1 prompt (0 = zero-shot; RE_p only, needs the
+    /// embedder). PET-SQL uses 9; on Qwen2.5-Coder-0.5B nine lowered accuracy and doubled the
+    /// cost of a question (docs/RESULTS.md).
+    round1_shots: usize = Some(0), Bounds::Count(0..=MAX_SHOTS), aliases ["shots"],
+        read |c| c.round1.shots,
+        write |c, v| c.round1.shots = v;
+    /// Run round 2: every generator writes a FinSQL over the linked tables.
+    round2: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.round2.enabled,
+        write |c, v| c.round2.enabled = v;
+    /// Retrieved demonstrations in the round-2 prompts of RE_p generators.
+    round2_shots: usize = Some(0), Bounds::Count(0..=MAX_SHOTS), aliases [],
+        read |c| c.round2.shots,
+        write |c, v| c.round2.shots = v;
+    /// Revise candidates that fail to execute, with the full schema and the error.
+    revision: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.revision.enabled,
+        write |c, v| c.revision.enabled = v;
+    /// Revision rounds; the benchmarking paper finds the gains flatten after 1-2.
+    revision_rounds: usize = Some(1), Bounds::Count(1..=3), aliases [],
+        read |c| c.revision.max_rounds,
+        write |c, v| c.revision.max_rounds = v;
+    /// Also revise candidates that run but return no rows.
+    revise_empty: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.revision.revise_empty,
+        write |c, v| c.revision.revise_empty = v;
+    /// Fixes sampled per failed candidate and round (1 = one greedy fix). With 4, a query that
+    /// runs is found for most failures that a greedy fix repeats (docs/RESULTS.md).
+    revision_samples: usize = Some(4), Bounds::Count(1..=16), aliases [],
+        read |c| c.revision.samples,
+        write |c, v| c.revision.samples = v;
+    /// Sampling temperature of the revision samples.
+    revision_temperature: f32 = Some(0.8), Bounds::Real(0.0..=2.0), aliases [],
+        read |c| c.revision.temperature,
+        write |c, v| c.revision.temperature = v;
+    /// Start every answer with "```sql\nSELECT " and stop at the closing fence: the model
+    /// writes a query at once instead of prose, and stops when it is done.
+    answer_prefix: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.answer_prefix,
+        write |c, v| c.answer_prefix = v;
+    /// Decode every answer under its database's schema grammar: only SQL that parses and names
+    /// the database's own tables and columns can be written.
+    constrained: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.constrained,
+        write |c, v| c.constrained = v;
+    /// How the final SQL is chosen: `none` (the first generator's answer), `majority`
+    /// (cross-consistency over execution results) or `difficulty_aware` (PET-SQL: the
+    /// PreSQL's hardness picks the voters).
+    voting: VotingMode = Some(VotingMode::Majority), Bounds::Any, aliases [],
+        read |c| c.voting,
+        write |c, v| c.voting = v;
+    /// Ask the selection model on a split vote. Off by default: the untuned 0.5B selector
+    /// overturned correct majority votes on dev100 (docs/RESULTS.md).
+    selector: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.selector.enabled,
+        write |c, v| c.selector.enabled = v;
+    /// Rows of the final result returned with the answer.
+    preview_rows: usize = Some(20), Bounds::Count(0..=1000), aliases [],
+        read |c| c.preview_rows,
+        write |c, v| c.preview_rows = v;
+    /// RE_p's optimization rule, in round 1 and in RE_p generators' prompts.
+    rep_optimization_rule: bool = Some(true), Bounds::Any, aliases ["rep-rule"],
+        read |c| c.round1.rep.optimization_rule,
+        write |c, v| c.for_each_rep(|rep| rep.optimization_rule = v);
+    /// RE_p's cell values (sample rows under each table).
+    rep_cell_values: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.round1.rep.cell_values,
+        write |c, v| c.for_each_rep(|rep| rep.cell_values = v);
+    /// RE_p's foreign keys.
+    rep_foreign_keys: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.round1.rep.foreign_keys,
+        write |c, v| c.for_each_rep(|rep| rep.foreign_keys = v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::GeneratorConfig;
+
+    fn config() -> PipelineConfig {
+        PipelineConfig::new(vec![
+            GeneratorConfig::new("a", PromptFormat::Rep),
+            GeneratorConfig::new("b", PromptFormat::MSchema),
+        ])
+    }
+
+    #[test]
+    fn a_new_configuration_has_every_default() {
+        let knobs = PipelineKnobs::of(&config());
+        for spec in knob_specs() {
+            let value = knobs
+                .entries()
+                .into_iter()
+                .find(|(name, _)| *name == spec.name)
+                .map(|(_, v)| v)
+                .expect("every knob is read");
+            match &spec.default {
+                Some(default) => assert_eq!(&value, default, "{}", spec.name),
+                // Derived: round 1 writes in the first generator's format.
+                None => assert_eq!(value, "rep", "{}", spec.name),
+            }
+        }
+        assert_eq!(knob_specs().len(), PipelineKnobs::NAMES.len());
+    }
+
+    #[test]
+    fn apply_writes_values_and_reading_them_back_gives_the_same() {
+        let mut c = config();
+        let knobs = PipelineKnobs {
+            round1_shots: Some(3),
+            voting: Some(VotingMode::DifficultyAware),
+            rep_cell_values: Some(false),
+            revision_temperature: Some(0.5),
+            ..PipelineKnobs::default()
+        };
+        knobs.apply(&mut c).expect("in bounds");
+        assert_eq!(c.round1.shots, 3);
+        assert_eq!(c.voting, VotingMode::DifficultyAware);
+        assert!(c.generators.iter().all(|g| !g.rep.cell_values));
+        assert!(!c.round1.rep.cell_values);
+        let read = PipelineKnobs::of(&c);
+        assert_eq!(read.round1_shots, Some(3));
+        assert_eq!(read.revision_temperature, Some(0.5));
+        let mut again = config();
+        read.apply(&mut again).expect("read values are in bounds");
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn out_of_bounds_values_are_refused_by_name_and_nothing_is_written() {
+        let mut c = config();
+        let before = c.clone();
+        for (knobs, name) in [
+            (
+                PipelineKnobs {
+                    round1_shots: Some(17),
+                    ..Default::default()
+                },
+                "round1_shots",
+            ),
+            (
+                PipelineKnobs {
+                    revision_rounds: Some(0),
+                    ..Default::default()
+                },
+                "revision_rounds",
+            ),
+            (
+                PipelineKnobs {
+                    revision_temperature: Some(f32::NAN),
+                    ..Default::default()
+                },
+                "revision_temperature",
+            ),
+            (
+                PipelineKnobs {
+                    round2: Some(false),
+                    preview_rows: Some(1001),
+                    ..Default::default()
+                },
+                "preview_rows",
+            ),
+        ] {
+            let err = knobs.apply(&mut c).expect_err("out of bounds");
+            assert_eq!(err.knob, name);
+            assert_eq!(c, before, "a refused set writes nothing");
+        }
+    }
+
+    #[test]
+    fn knobs_read_from_a_config_table_and_refuse_unknown_types() {
+        let knobs: PipelineKnobs = serde_json::from_str(
+            r#"{"voting": "difficulty_aware", "round1_format": "DDL-MD-Chat", "round2": false}"#,
+        )
+        .expect("parses");
+        assert_eq!(knobs.voting, Some(VotingMode::DifficultyAware));
+        assert_eq!(knobs.round2, Some(false));
+        assert_eq!(
+            knobs.round1_format.map(|f| f.name()).as_deref(),
+            Some("DDL-MD-Chat")
+        );
+        assert!(serde_json::from_str::<PipelineKnobs>(r#"{"voting": "loud"}"#).is_err());
+        assert!(serde_json::from_str::<PipelineKnobs>(r#"{"round1_format": "yaml"}"#).is_err());
+    }
+}
