@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use candle_core::Device;
 use quorum_kernels::{KvLayout, PagedKvStore};
 use quorum_models::DecoderModel;
 use quorum_weights::ChatTemplate;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::block_pool::blocks_for_budget;
 use crate::config::EngineConfig;
@@ -20,42 +20,9 @@ use crate::logits_constraint::LogitsConstraint;
 use crate::request::{EngineEvent, GenerateRequest};
 use crate::runner::Runner;
 use crate::scheduler::{Scheduler, SchedulerConfig};
+use crate::shared::{Command, Shared};
 use crate::stats::EngineStats;
 use crate::step_pacer::StepPacer;
-
-pub(crate) enum Command {
-    Add {
-        id: RequestId,
-        choice: u32,
-        /// Boxed: a request is much larger than the other commands.
-        request: Box<GenerateRequest>,
-        /// This choice's own grammar state, when the request has a grammar.
-        constraint: Option<Box<dyn LogitsConstraint>>,
-        tx: UnboundedSender<EngineEvent>,
-    },
-    Shutdown,
-}
-
-/// State shared by the handle and the engine thread.
-pub(crate) struct Shared {
-    stats: Mutex<EngineStats>,
-    /// Sequences submitted and not yet finished; admission compares it with `limit`.
-    pending: AtomicUsize,
-    limit: usize,
-    shutting_down: AtomicBool,
-    next_id: AtomicU64,
-}
-
-impl Shared {
-    pub(crate) fn stats(&self) -> MutexGuard<'_, EngineStats> {
-        // A poisoned lock only means a panic elsewhere mid-update; the numbers are still usable.
-        self.stats.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn release(&self, n: usize) {
-        self.pending.fetch_sub(n, Ordering::AcqRel);
-    }
-}
 
 /// What the handle knows about the model.
 #[derive(Debug, Clone)]

@@ -23,6 +23,7 @@ mod runner;
 mod sampler;
 mod sampling_params;
 pub mod scheduler;
+mod shared;
 mod stats;
 pub mod step;
 mod step_pacer;

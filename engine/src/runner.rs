@@ -15,7 +15,6 @@ use quorum_models::{BatchLayout, DecoderModel};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::detokenizer::Detokenizer;
-use crate::handle::{Command, Shared};
 use crate::ids::RequestId;
 use crate::logits_constraint::LogitsConstraint;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
@@ -23,6 +22,7 @@ use crate::prefix_cache::CacheKey;
 use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 use crate::sampler::Sampler;
 use crate::scheduler::{NewRequest, Scheduler};
+use crate::shared::{Command, Shared};
 use crate::step::{StepPlan, StepResult};
 use crate::step_pacer::StepPacer;
 use crate::stop::{FinishReason, StopChecker};

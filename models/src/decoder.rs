@@ -45,7 +45,7 @@ impl RmsNorm {
 
     /// [`Self::forward`] on host rows, bit for bit.
     pub(crate) fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
-        crate::cpu_forward::rms_norm_rows(x, &self.weight_rows, self.eps)
+        crate::row_ops::rms_norm_rows(x, &self.weight_rows, self.eps)
     }
 }
 

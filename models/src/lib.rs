@@ -22,6 +22,7 @@ mod greedy;
 mod linear;
 mod lora;
 mod rotary;
+mod row_ops;
 
 pub use attention::{Attention, AttentionRows, causal_attention, causal_attention_reference};
 pub use batch::{BatchLayout, ChunkLayout};

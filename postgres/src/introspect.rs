@@ -3,9 +3,12 @@
 //! distinct values per column (from a bounded prefix of the table, so a large table costs no
 //! more than a small one). Everything is read in one read-only transaction under a timeout.
 
+use std::sync::Arc;
+
 use postgres::SimpleQueryMessage;
 use postgres::types::Type;
 use quorum_sql::dialect::Dialect;
+use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::sandbox::Value;
 use quorum_sql::schema::{CellValue, Column, ForeignKey, IntrospectOptions, Schema, Table};
 
@@ -182,5 +185,21 @@ fn cell(v: Value) -> CellValue {
         Value::Real(r) => CellValue::Real(r),
         Value::Text(s) => CellValue::Text(s),
         Value::Blob(b) => CellValue::Blob(b),
+    }
+}
+
+impl PgDatabase {
+    /// Introspects the database into a pipeline handle.
+    pub fn into_handle(
+        self,
+        db_id: &str,
+        options: IntrospectOptions,
+    ) -> Result<DatabaseHandle, PgError> {
+        let schema = introspect(&self, db_id, options)?;
+        Ok(DatabaseHandle {
+            db_id: db_id.to_owned(),
+            backend: Arc::new(self),
+            schema,
+        })
     }
 }

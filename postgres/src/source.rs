@@ -2,15 +2,12 @@
 //! schema that holds its tables, and a bounded pool of connections.
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::NoTls;
 use quorum_sql::backend::{Backend, Session};
 use quorum_sql::dialect::Dialect;
-use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::sandbox::{ExecError, Limits};
-use quorum_sql::schema::IntrospectOptions;
 use r2d2_postgres::PostgresConnectionManager;
 
 use crate::error::{PgError, unavailable};
@@ -181,20 +178,6 @@ impl PgDatabase {
 
     pub(crate) fn pool(&self) -> &Pool {
         self.pool.as_ref().expect("the pool lives until drop")
-    }
-
-    /// Introspects the database into a pipeline handle.
-    pub fn into_handle(
-        self,
-        db_id: &str,
-        options: IntrospectOptions,
-    ) -> Result<DatabaseHandle, PgError> {
-        let schema = crate::introspect::introspect(&self, db_id, options)?;
-        Ok(DatabaseHandle {
-            db_id: db_id.to_owned(),
-            backend: Arc::new(self),
-            schema,
-        })
     }
 }
 

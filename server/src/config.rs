@@ -703,7 +703,7 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
         }
     }
     for (db_id, path) in &raw.entries {
-        crate::databases::validate_db_id(db_id)
+        crate::db_id::validate_db_id(db_id)
             .map_err(|reason| anyhow::anyhow!("databases.entries.{db_id}: {reason}"))?;
         ensure!(
             path.is_file(),
@@ -720,7 +720,7 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
         );
     }
     for (db_id, pg) in &raw.postgres {
-        crate::databases::validate_db_id(db_id)
+        crate::db_id::validate_db_id(db_id)
             .map_err(|reason| anyhow::anyhow!("databases.postgres.{db_id}: {reason}"))?;
         let mut source = PgSource::new(pg.url.clone(), pg.schema.as_deref().unwrap_or("public"));
         if let Some(file) = &pg.password_file {
@@ -782,7 +782,7 @@ pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
         } else {
             continue;
         };
-        if file.is_file() && crate::databases::validate_db_id(&db_id).is_ok() {
+        if file.is_file() && crate::db_id::validate_db_id(&db_id).is_ok() {
             out.push(DatabaseSpec {
                 db_id,
                 location: DatabaseLocation::Sqlite(file),

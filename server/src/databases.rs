@@ -11,6 +11,7 @@ use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
 use crate::config::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
+use crate::db_id::validate_db_id;
 use crate::status::ServiceError;
 
 /// How the server came to know a database.
@@ -25,20 +26,6 @@ pub enum Origin {
 pub struct Database {
     pub handle: Arc<DatabaseHandle>,
     pub origin: Origin,
-}
-
-/// Ids become parts of log lines and metric labels, so they are kept to a safe alphabet.
-pub fn validate_db_id(db_id: &str) -> Result<(), String> {
-    if db_id.is_empty() || db_id.len() > 64 {
-        return Err("must be 1 to 64 characters".into());
-    }
-    if !db_id
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err("may contain only letters, digits, `_` and `-`".into());
-    }
-    Ok(())
 }
 
 /// Registrations a server accepts: each holds an introspected schema in memory for the

@@ -7,6 +7,7 @@ pub mod client;
 pub mod config;
 pub mod convert;
 pub mod databases;
+pub mod db_id;
 pub mod health;
 pub mod metrics;
 pub mod metrics_http;

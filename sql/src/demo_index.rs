@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Example, database_path};
 use crate::linking::link_tables;
-use crate::pipeline::model::{Embedder, ModelCallError};
+use crate::model::{Embedder, ModelCallError};
 use crate::prompt::Demo;
 use crate::relevance::ContextEncoder;
 use crate::schema::{IntrospectOptions, Schema};

@@ -21,7 +21,7 @@
 //!   adverbs that Spider questions use to state their intent).
 
 use crate::mask::{MASK, UNK, contains_phrase, is_number, is_stopword, name_words, tokenize};
-use crate::pipeline::ModelCallError;
+use crate::model::ModelCallError;
 use crate::poincare;
 use crate::schema::{CellValue, Schema};
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{DemoEntry, DemoIndex, DemoIndexError, MaskingMode};
 use crate::dataset::Example;
-use crate::pipeline::model::Embedder;
-use crate::pipeline::signature::Fnv64;
+use crate::fingerprint::Fnv64;
+use crate::model::Embedder;
 use crate::prompt::PROMPT_FORMAT_VERSION;
 use crate::relevance::ContextEncoder;
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::mask::{mask_question, schema_value_probe};
-use crate::pipeline::model::ModelCallError;
+use crate::model::ModelCallError;
 use crate::relevance::{ContextEncoder, RelevanceParams, relevance_mask};
 use crate::schema::Schema;
 

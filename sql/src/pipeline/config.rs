@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::knobs::PipelineKnobs;
-use super::model::Sampling;
+use crate::model::Sampling;
 use crate::prompt::{RepOptions, Template};
 use crate::sandbox::Limits;
 use crate::vote::VotingPolicy;

@@ -1,8 +1,8 @@
 //! Why a pipeline could not be built or could not answer. Failures of single candidates are
 //! not errors: they are recorded in the answer and outvoted or revised.
 
-use super::model::ModelCallError;
 use crate::demo_index::DemoIndexError;
+use crate::model::ModelCallError;
 use crate::sandbox::ExecError;
 
 #[derive(Debug, thiserror::Error)]

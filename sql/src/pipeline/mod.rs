@@ -16,7 +16,6 @@ pub mod database;
 pub mod error;
 pub mod error_hint;
 pub mod knobs;
-pub mod model;
 mod render;
 mod run;
 mod selection;
@@ -27,6 +26,11 @@ mod voting;
 
 use std::sync::Arc;
 
+pub use crate::model::{
+    Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
+    Selector,
+};
+pub use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
 pub use answer::{
     Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
     ResultPreview, SelectorReport, StageTimings, VoteReport,
@@ -38,11 +42,7 @@ pub use config::{
 pub use database::DatabaseHandle;
 pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
-pub use model::{
-    Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
-    Selector,
-};
-pub use render::{SQL_ANSWER_END, SQL_ANSWER_PREFIX, generation_messages, generation_prompt};
+pub use render::{generation_messages, generation_prompt};
 
 use crate::demo_index::DemoIndex;
 

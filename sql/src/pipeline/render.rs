@@ -8,7 +8,7 @@
 
 use super::config::PromptFormat;
 use super::error_hint::explain_error;
-use super::model::PromptMessages;
+use crate::model::{PromptMessages, SQL_ANSWER_PREFIX};
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;
 
@@ -82,13 +82,6 @@ pub(crate) enum Feedback {
 
 const REVISE_ERROR: &str = "You are a SQLite expert. There is a SQL query generated based on the following Database Schema description and the potential Evidence to respond to the Question. However, executing this SQL has resulted in an error, and you need to fix it based on the error message. Utilize your knowledge of SQLite to generate the correct SQL.";
 const REVISE_EMPTY: &str = "You are a SQLite expert. There is a SQL query generated based on the following Database Schema description and the potential Evidence to respond to the Question. However, executing this SQL returned no rows, which suggests a wrong value, join or condition; check it against the schema and fix it if needed. Utilize your knowledge of SQLite to generate the correct SQL.";
-
-/// The answer's start written for the model (always in revisions, in every generation when
-/// configured): a query, not DDL or prose.
-pub const SQL_ANSWER_PREFIX: &str = "```sql\nSELECT ";
-
-/// Where an answer started with [`SQL_ANSWER_PREFIX`] ends: the closing fence.
-pub const SQL_ANSWER_END: &str = "```";
 
 /// The revision prompt: full schema, evidence, question, the failed SQL, what happened and,
 /// for errors about names, what the schema says about them ([`explain_error`]). The answer

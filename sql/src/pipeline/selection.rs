@@ -3,7 +3,7 @@
 //! first rows, and the selection model's log-probability for each label decides.
 
 use super::answer::SelectorReport;
-use super::model::Selector;
+use crate::model::Selector;
 use crate::prompt::render_mschema;
 use crate::sandbox::{QueryResult, Value};
 use crate::schema::Schema;

@@ -4,10 +4,8 @@
 
 use std::sync::Mutex;
 
-use crate::pipeline::model::{
-    Embedder, Generation, GenerationRequest, Generator, ModelCallError, Selector,
-};
-use crate::pipeline::signature::Fnv64;
+use crate::fingerprint::Fnv64;
+use crate::model::{Embedder, Generation, GenerationRequest, Generator, ModelCallError, Selector};
 
 type Script = dyn Fn(&GenerationRequest) -> Result<String, ModelCallError> + Send + Sync;
 

@@ -8,6 +8,13 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The answer's start written for the model (always in revisions, in every generation when
+/// configured): a query, not DDL or prose.
+pub const SQL_ANSWER_PREFIX: &str = "```sql\nSELECT ";
+
+/// Where an answer started with [`SQL_ANSWER_PREFIX`] ends: the closing fence.
+pub const SQL_ANSWER_END: &str = "```";
+
 /// Sampling settings for one generation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sampling {
@@ -76,8 +83,8 @@ impl GenerationRequest {
     /// Starts the answer for the model inside a SQL code fence (```` ```sql\nSELECT ````) and
     /// ends it at the closing fence.
     pub fn start_sql_answer(&mut self) {
-        self.prompt.answer_prefix = Some(super::render::SQL_ANSWER_PREFIX.to_owned());
-        self.stop = vec![super::render::SQL_ANSWER_END.to_owned()];
+        self.prompt.answer_prefix = Some(SQL_ANSWER_PREFIX.to_owned());
+        self.stop = vec![SQL_ANSWER_END.to_owned()];
     }
 }
 
