@@ -10,6 +10,7 @@ allowed = {
     "quorum-kernels": set(),
     "quorum-weights": set(),
     "quorum-sql": set(),
+    "quorum-eval": {"quorum-sql"},
     "quorum-models": {"quorum-kernels", "quorum-weights"},
     "quorum-engine": {"quorum-models", "quorum-kernels", "quorum-weights"},
     "quorum-training": {"quorum-models", "quorum-weights", "quorum-sql"},

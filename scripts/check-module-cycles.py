@@ -17,8 +17,8 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CRATES = ["proto", "kernels", "weights", "models", "engine", "sql", "postgres", "training",
-          "server"]
+CRATES = ["proto", "kernels", "weights", "models", "engine", "sql", "eval", "postgres",
+          "training", "server"]
 CRATE_PATH = re.compile(r"\bcrate::(?:\{\s*)?([a-z_][a-z0-9_]*)")
 # `use crate::{a::x, b::y}` names several modules in one declaration.
 CRATE_GROUP = re.compile(r"\bcrate::\{([^}]*(?:\{[^}]*\}[^}]*)*)\}", re.S)

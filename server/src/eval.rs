@@ -1,5 +1,5 @@
 //! `quorum eval`: runs a Spider-format dataset through the pipeline and scores it with the
-//! harness in `quorum_sql::eval`.
+//! harness in the `quorum-eval` crate.
 //!
 //! The questions always go through `Text2Sql.Generate` over gRPC: to `--server` when given,
 //! else to a server this command starts in-process on a loopback port. One path for both means
@@ -12,20 +12,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use quorum_models::CpuPath;
-use quorum_proto::v1 as pb;
-use quorum_sql::dataset::{Example, load_examples, load_slices};
-use quorum_sql::eval::{
+use quorum_eval::{
     EvalOptions, Prediction, ScoreOptions, Selection, Semantics, compare, export::export_official,
     parse_ids, read_records, run_eval, select_examples,
 };
+use quorum_models::CpuPath;
+use quorum_proto::v1 as pb;
+use quorum_sql::dataset::{Example, load_examples, load_slices};
 use quorum_sql::pipeline::PipelineKnobs;
 use serde_json::json;
 
+use quorum_eval::DatabaseOpener;
 use quorum_postgres::{PgDatabase, PgSource};
 use quorum_server::model_source::ModelDirs;
 use quorum_server::{Overrides, RawConfig};
-use quorum_sql::eval::DatabaseOpener;
 use quorum_sql::schema::IntrospectOptions;
 use std::sync::Arc;
 

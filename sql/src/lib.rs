@@ -11,7 +11,6 @@ pub mod dataset;
 pub mod demo_index;
 pub mod dialect;
 pub mod distinct;
-pub mod eval;
 mod fingerprint;
 pub mod grammar;
 pub mod hardness;

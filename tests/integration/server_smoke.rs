@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use quorum_eval::{ScoreOptions, score_execution};
 use quorum_proto::v1 as pb;
 use quorum_server::{Overrides, RawConfig};
 use quorum_sql::dataset::{load_examples, load_slices};
-use quorum_sql::eval::{ScoreOptions, score_execution};
 use quorum_tests::spider_dir;
 
 use crate::server_support::TestServer;

@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Session;
-use crate::compare::{bird_eq, order_matters, spider_eq};
-use crate::distinct::{DistinctMode, prepare_for_spider_ex};
-use crate::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
+use quorum_sql::backend::Session;
+use quorum_sql::compare::{bird_eq, order_matters, spider_eq};
+use quorum_sql::distinct::{DistinctMode, prepare_for_spider_ex};
+use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
 
 /// Which benchmark's notion of "same result" EX uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
-use crate::dataset::{Example, Slices};
-use crate::eval::error::EvalError;
+use crate::error::EvalError;
+use quorum_sql::dataset::{Example, Slices};
 
 /// A selection as the CLI states it (`--slice`, `--ids`, `--limit`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

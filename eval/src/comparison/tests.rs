@@ -1,8 +1,8 @@
 use expect_test::expect;
 
 use super::*;
-use crate::eval::record::tests::sample;
-use crate::eval::summary::tests::hand_made;
+use crate::record::tests::sample;
+use crate::summary::tests::hand_made;
 
 /// Run B: question 1 fixed, question 2 broken, question 3 absent, question 7 new.
 fn run_b() -> Vec<Record> {

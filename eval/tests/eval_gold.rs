@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use quorum_sql::dataset::SpiderDataset;
-use quorum_sql::eval::{
+use quorum_eval::{
     EvalOptions, Level, Prediction, ScoreOptions, Selection, read_records, run_eval,
     select_examples,
 };
+use quorum_sql::dataset::SpiderDataset;
 use quorum_sql::hardness::{Hardness, hardness};
 use quorum_sql::linking::link_tables;
 use quorum_sql::schema::{IntrospectOptions, Schema};

@@ -13,8 +13,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::eval::error::EvalError;
-use crate::eval::record::Record;
+use crate::error::EvalError;
+use crate::record::Record;
 
 /// Stands in for an empty prediction: one line, and a syntax error for any evaluator.
 pub const EMPTY_PREDICTION: &str = "SELECT";
@@ -85,9 +85,9 @@ fn write_file(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::record::tests::sample;
-    use crate::eval::test_db::scratch_dir;
-    use crate::hardness::Hardness;
+    use crate::record::tests::sample;
+    use crate::test_db::scratch_dir;
+    use quorum_sql::hardness::Hardness;
 
     fn records() -> Vec<Record> {
         let mut late = sample(9, Hardness::Easy, true);

@@ -12,19 +12,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::backend::Session;
-use crate::dataset::{Example, database_path};
-use crate::dialect::Dialect;
-use crate::eval::error::EvalError;
-use crate::eval::metrics::{ScoreOptions, score_in};
-use crate::eval::record::{Record, RecordWriter, read_records};
-use crate::eval::summary::{Summary, summarize};
-use crate::hardness::hardness;
-use crate::linking::link_tables;
-use crate::pipeline::DatabaseHandle;
-use crate::sandbox::{ExecError, Sandbox};
-use crate::schema::{IntrospectOptions, Schema};
-use crate::translate::sqlite_gold_to_postgres;
+use crate::error::EvalError;
+use crate::metrics::{ScoreOptions, score_in};
+use crate::record::{Record, RecordWriter, read_records};
+use crate::summary::{Summary, summarize};
+use quorum_sql::backend::Session;
+use quorum_sql::dataset::{Example, database_path};
+use quorum_sql::dialect::Dialect;
+use quorum_sql::hardness::hardness;
+use quorum_sql::linking::link_tables;
+use quorum_sql::pipeline::DatabaseHandle;
+use quorum_sql::sandbox::{ExecError, Sandbox};
+use quorum_sql::schema::{IntrospectOptions, Schema};
+use quorum_sql::translate::sqlite_gold_to_postgres;
 
 /// What the predictor answers for one question.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::eval::record::Record;
-use crate::eval::summary::{Level, LevelSummary, Summary, fraction, score, summarize};
-use crate::hardness::Hardness;
+use crate::record::Record;
+use crate::summary::{Level, LevelSummary, Summary, fraction, score, summarize};
+use quorum_sql::hardness::Hardness;
 
 /// Which way a question's correctness changed from run A to run B.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

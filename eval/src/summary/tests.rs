@@ -1,7 +1,7 @@
 use expect_test::expect;
 
 use super::*;
-use crate::eval::record::tests::sample;
+use crate::record::tests::sample;
 
 /// Four questions whose numbers are easy to check by hand (see the assertions).
 pub(crate) fn hand_made() -> Vec<Record> {

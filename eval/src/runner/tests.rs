@@ -1,8 +1,8 @@
 use std::io::Write;
 
 use super::*;
-use crate::eval::summary::Level;
-use crate::eval::test_db::{pets_db, scratch_dir};
+use crate::summary::Level;
+use crate::test_db::{pets_db, scratch_dir};
 
 /// A Spider-layout directory with one database, `pets`.
 fn spider_dir() -> PathBuf {
@@ -86,7 +86,7 @@ fn scores_and_records_every_question() {
         (join.index, join.gold_tables.clone()),
         (20, vec!["pets".to_owned(), "owners".to_owned()])
     );
-    let gold_hardness = crate::hardness::hardness(&questions()[3].1.query);
+    let gold_hardness = quorum_sql::hardness::hardness(&questions()[3].1.query);
     assert_eq!(log.records[3].hardness, gold_hardness);
     let per_level: usize = Level::ALL[..4]
         .iter()

@@ -1,7 +1,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::eval::test_db::{pets_db, scratch_dir};
+use crate::test_db::{pets_db, scratch_dir};
 
 fn spider() -> ScoreOptions {
     ScoreOptions {

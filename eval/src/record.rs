@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::eval::error::EvalError;
-use crate::hardness::Hardness;
+use crate::error::EvalError;
+use quorum_sql::hardness::Hardness;
 
 /// Everything recorded about one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

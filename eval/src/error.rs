@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::sandbox::ExecError;
-use crate::schema::SchemaError;
+use quorum_sql::sandbox::ExecError;
+use quorum_sql::schema::SchemaError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {

@@ -11,9 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::eval::metrics::{score_linking, ves_reward};
-use crate::eval::record::Record;
-use crate::hardness::Hardness;
+use crate::metrics::{score_linking, ves_reward};
+use crate::record::Record;
+use quorum_sql::hardness::Hardness;
 
 /// A row of the summary: one hardness level, or all questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::eval::test_db::scratch_dir;
+use crate::test_db::scratch_dir;
 
 /// A record with the given identity and outcome; other fields hold plain defaults that tests
 /// override as needed.
