@@ -394,8 +394,8 @@ impl Runner {
         let mut stats = self.shared.stats();
         for latency in latencies.into_iter().flatten() {
             match latency {
-                (true, d) => stats.ttft.observe(d),
-                (false, d) => stats.inter_token_latency.observe(d),
+                (true, d) => stats.ttft.observe_duration(d),
+                (false, d) => stats.inter_token_latency.observe_duration(d),
             }
         }
         results

@@ -2,41 +2,50 @@
 
 use std::time::Duration;
 
-/// A cumulative histogram with fixed bucket upper bounds (seconds), as Prometheus exports it.
+/// A histogram with fixed upper bounds, as Prometheus exposes them: `counts[i]` counts the
+/// observations in bucket `i` (at most `bounds[i]`, above the bound before), and one extra slot
+/// counts those above the last bound.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Histogram {
     pub bounds: Vec<f64>,
-    /// `counts[i]` = observations <= `bounds[i]`; observations above the last bound only count
-    /// in `count`.
     pub counts: Vec<u64>,
     pub sum: f64,
-    pub count: u64,
 }
 
 impl Histogram {
-    /// Latency buckets from 5 ms to 60 s: CPU decode steps are tens of milliseconds, long
-    /// prefills seconds.
-    pub fn latency() -> Self {
-        let bounds = vec![
-            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-        ];
+    pub fn new(bounds: &[f64]) -> Self {
         Self {
-            counts: vec![0; bounds.len()],
-            bounds,
+            bounds: bounds.to_vec(),
+            counts: vec![0; bounds.len() + 1],
             sum: 0.0,
-            count: 0,
         }
     }
 
-    pub fn observe(&mut self, d: Duration) {
-        let s = d.as_secs_f64();
-        for (b, c) in self.bounds.iter().zip(self.counts.iter_mut()) {
-            if s <= *b {
-                *c += 1;
-            }
-        }
-        self.sum += s;
-        self.count += 1;
+    /// Latency buckets from 5 ms to 60 s: CPU decode steps are tens of milliseconds, long
+    /// prefills seconds.
+    pub fn latency() -> Self {
+        Self::new(&[
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        ])
+    }
+
+    pub fn observe(&mut self, value: f64) {
+        let slot = self
+            .bounds
+            .iter()
+            .position(|b| value <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[slot] += 1;
+        self.sum += value;
+    }
+
+    pub fn observe_duration(&mut self, d: Duration) {
+        self.observe(d.as_secs_f64());
+    }
+
+    /// All observations.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
     }
 }
 

@@ -10,7 +10,7 @@ use postgres::types::Type;
 use quorum_sql::dialect::Dialect;
 use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::sandbox::Value;
-use quorum_sql::schema::{CellValue, Column, ForeignKey, IntrospectOptions, Schema, Table};
+use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
 
 use crate::error::PgError;
 use crate::source::PgDatabase;
@@ -154,7 +154,7 @@ pub(crate) fn quote(name: &str) -> String {
 }
 
 /// The rows of a catalog-built query as prompt cells, typed as the execution path types them.
-fn cells(tx: &mut postgres::Transaction<'_>, sql: &str) -> Result<Vec<Vec<CellValue>>, PgError> {
+fn cells(tx: &mut postgres::Transaction<'_>, sql: &str) -> Result<Vec<Vec<Value>>, PgError> {
     let types: Vec<Type> = tx
         .prepare(sql)
         .map_err(PgError::from_query)?
@@ -170,22 +170,12 @@ fn cells(tx: &mut postgres::Transaction<'_>, sql: &str) -> Result<Vec<Vec<CellVa
                 types
                     .iter()
                     .enumerate()
-                    .map(|(i, ty)| cell(value(ty, row.get(i))))
+                    .map(|(i, ty)| value(ty, row.get(i)))
                     .collect(),
             ),
             _ => None,
         })
         .collect())
-}
-
-fn cell(v: Value) -> CellValue {
-    match v {
-        Value::Null => CellValue::Null,
-        Value::Integer(i) => CellValue::Integer(i),
-        Value::Real(r) => CellValue::Real(r),
-        Value::Text(s) => CellValue::Text(s),
-        Value::Blob(b) => CellValue::Blob(b),
-    }
 }
 
 impl PgDatabase {

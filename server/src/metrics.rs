@@ -7,40 +7,13 @@ use std::fmt::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
+pub use quorum_engine::Histogram;
+
 /// Latency buckets in seconds: from a Tokenize call (~1 ms) to a multi-model text-to-SQL run on
 /// a CPU (tens of seconds).
 const RPC_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
-
-/// A histogram with fixed upper bounds; `counts` are per bucket (not cumulative), with one
-/// extra slot for +Inf.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
-    pub bounds: Vec<f64>,
-    pub counts: Vec<u64>,
-    pub sum: f64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &[f64]) -> Self {
-        Self {
-            bounds: bounds.to_vec(),
-            counts: vec![0; bounds.len() + 1],
-            sum: 0.0,
-        }
-    }
-
-    pub fn observe(&mut self, value: f64) {
-        let slot = self
-            .bounds
-            .iter()
-            .position(|b| value <= *b)
-            .unwrap_or(self.bounds.len());
-        self.counts[slot] += 1;
-        self.sum += value;
-    }
-}
 
 /// Counters and histograms of the RPC layer.
 #[derive(Debug, Default)]

@@ -10,7 +10,7 @@ use quorum_models::{BertEmbedder, CpuPath, MatmulPolicy, parse_device};
 use quorum_weights::ChatMessage;
 
 use crate::config::{Limits, ModelSpec, Role};
-use crate::metrics::{Histogram, render_family, render_histogram};
+use crate::metrics::{render_family, render_histogram};
 use crate::status::ServiceError;
 
 /// Tokens per KV block: vLLM's default; small blocks waste little memory at the tail of each
@@ -245,25 +245,9 @@ impl ModelRegistry {
         ] {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
             for (labels, s) in stats {
-                render_histogram(out, name, labels, &from_cumulative(pick(s)));
+                render_histogram(out, name, labels, pick(s));
             }
         }
-    }
-}
-
-/// The engine keeps cumulative bucket counts; the renderer takes per-bucket counts.
-fn from_cumulative(h: &quorum_engine::Histogram) -> Histogram {
-    let mut counts = Vec::with_capacity(h.counts.len() + 1);
-    let mut previous = 0;
-    for c in &h.counts {
-        counts.push(c.saturating_sub(previous));
-        previous = *c;
-    }
-    counts.push(h.count.saturating_sub(previous));
-    Histogram {
-        bounds: h.bounds.clone(),
-        counts,
-        sum: h.sum,
     }
 }
 

@@ -29,4 +29,5 @@ pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
 pub mod translate;
+pub mod value;
 pub mod vote;

@@ -245,7 +245,7 @@ pub fn schema_value_probe(schema: &Schema) -> impl FnMut(&str) -> bool + use<> {
         let cells = table.rows.iter().flatten();
         let examples = table.columns.iter().flat_map(|c| c.examples.iter());
         for value in cells.chain(examples) {
-            if let crate::schema::CellValue::Text(text) = value {
+            if let crate::value::Value::Text(text) = value {
                 words.extend(
                     text.to_lowercase()
                         .split(|c: char| !c.is_alphanumeric())

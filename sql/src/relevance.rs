@@ -23,7 +23,8 @@
 use crate::mask::{MASK, UNK, contains_phrase, is_number, is_stopword, name_words, tokenize};
 use crate::model::ModelCallError;
 use crate::poincare;
-use crate::schema::{CellValue, Schema};
+use crate::schema::Schema;
+use crate::value::Value;
 
 /// Per group, per word, the word's contextual representation.
 pub type WordStates = Vec<Vec<Vec<f32>>>;
@@ -103,7 +104,7 @@ fn items(schema: &Schema) -> Vec<Item> {
                 .filter_map(|row| row.get(c))
                 .chain(&column.examples)
                 .filter_map(|v| match v {
-                    CellValue::Text(t) => Some(t.to_lowercase()),
+                    Value::Text(t) => Some(t.to_lowercase()),
                     _ => None,
                 })
                 .flat_map(|t| {
@@ -414,10 +415,7 @@ mod tests {
             declared_type: "text".into(),
             primary_key: false,
             comment: None,
-            examples: examples
-                .iter()
-                .map(|e| CellValue::Text((*e).into()))
-                .collect(),
+            examples: examples.iter().map(|e| Value::Text((*e).into())).collect(),
         };
         Schema {
             db_id: "concert_singer".into(),

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use rusqlite::hooks::{AuthContext, Authorization};
 use rusqlite::limits::Limit;
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
@@ -22,41 +21,7 @@ use authorizer::authorize;
 
 mod authorizer;
 
-/// One cell of a result, in SQLite's five storage classes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Value {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-impl Value {
-    /// Bytes this value counts against [`Limits::max_bytes`]: payload size, with numbers at
-    /// their in-memory width. Row overhead is ignored; the cap guards memory, not accounting.
-    pub fn size_bytes(&self) -> usize {
-        match self {
-            Value::Null => 0,
-            Value::Integer(_) | Value::Real(_) => 8,
-            Value::Text(s) => s.len(),
-            Value::Blob(b) => b.len(),
-        }
-    }
-
-    fn from_sqlite(v: ValueRef<'_>) -> Value {
-        match v {
-            ValueRef::Null => Value::Null,
-            ValueRef::Integer(i) => Value::Integer(i),
-            ValueRef::Real(r) => Value::Real(r),
-            // SQLite does not validate TEXT encoding; a lossy decode keeps a bad cell from
-            // failing the whole query (the comparison then sees replacement characters on both
-            // sides, which is the best available).
-            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-            ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-        }
-    }
-}
+pub use crate::value::Value;
 
 /// The rows of one successful execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,83 +5,13 @@
 //! The database is opened read-only: introspection must never be able to change a benchmark
 //! database, and a read-only open also works on files without write permission.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::dialect::Dialect;
-
-/// One SQLite value as stored, kept apart from its rendering so that every prompt format can
-/// print it its own way.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum CellValue {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-impl CellValue {
-    fn from_ref(value: ValueRef<'_>) -> Self {
-        match value {
-            ValueRef::Null => Self::Null,
-            ValueRef::Integer(i) => Self::Integer(i),
-            ValueRef::Real(f) => Self::Real(f),
-            // Some Spider databases hold Latin-1 text; a lossy decode keeps the row instead of
-            // failing the whole schema.
-            ValueRef::Text(bytes) => Self::Text(String::from_utf8_lossy(bytes).into_owned()),
-            ValueRef::Blob(bytes) => Self::Blob(bytes.to_vec()),
-        }
-    }
-
-    /// Whether the value is SQL NULL.
-    pub fn is_null(&self) -> bool {
-        matches!(self, Self::Null)
-    }
-}
-
-/// Prints the value the way Python's `str()` prints what `sqlite3` returns, because the
-/// reference prompt formats were produced by Python code: `None`, `1`, `1.0`, `1e-05`, text as is.
-impl fmt::Display for CellValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Null => f.write_str("None"),
-            Self::Integer(i) => write!(f, "{i}"),
-            Self::Real(x) => f.write_str(&python_float(*x)),
-            Self::Text(s) => f.write_str(s),
-            Self::Blob(bytes) => write!(f, "b'{}'", bytes.escape_ascii()),
-        }
-    }
-}
-
-/// Python's `repr(float)`: shortest round-trip digits, scientific notation outside
-/// `1e-4 <= |x| < 1e16`, and always a fractional part otherwise.
-fn python_float(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".to_owned();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf" } else { "-inf" }.to_owned();
-    }
-    let sci = format!("{x:e}");
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if x == 0.0 || (-4..16).contains(&exponent) {
-        let plain = format!("{x}");
-        if plain.contains('.') {
-            plain
-        } else {
-            format!("{plain}.0")
-        }
-    } else {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.abs())
-    }
-}
+use crate::value::Value;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Column {
@@ -94,7 +24,7 @@ pub struct Column {
     pub comment: Option<String>,
     /// Up to `IntrospectOptions::distinct_examples` values of `SELECT DISTINCT col`, in the
     /// order SQLite returns them, NULL included (renderers decide what to drop).
-    pub examples: Vec<CellValue>,
+    pub examples: Vec<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,7 +34,7 @@ pub struct Table {
     /// Primary key column names in key order.
     pub primary_key: Vec<String>,
     /// The first rows in rowid order, one value per column.
-    pub rows: Vec<Vec<CellValue>>,
+    pub rows: Vec<Vec<Value>>,
 }
 
 impl Table {
@@ -340,7 +270,7 @@ fn read_examples(
     table: &str,
     column: &str,
     limit: usize,
-) -> rusqlite::Result<Vec<CellValue>> {
+) -> rusqlite::Result<Vec<Value>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
@@ -350,15 +280,11 @@ fn read_examples(
         quote_ident(table)
     );
     let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map([], |row| Ok(CellValue::from_ref(row.get_ref(0)?)))?;
+    let rows = stmt.query_map([], |row| Ok(Value::from_sqlite(row.get_ref(0)?)))?;
     rows.collect()
 }
 
-fn read_rows(
-    conn: &Connection,
-    table: &str,
-    limit: usize,
-) -> rusqlite::Result<Vec<Vec<CellValue>>> {
+fn read_rows(conn: &Connection, table: &str, limit: usize) -> rusqlite::Result<Vec<Vec<Value>>> {
     if limit == 0 {
         return Ok(Vec::new());
     }
@@ -374,7 +300,7 @@ fn read_rows(
     let width = stmt.column_count();
     let rows = stmt.query_map([], |row| {
         (0..width)
-            .map(|i| Ok(CellValue::from_ref(row.get_ref(i)?)))
+            .map(|i| Ok(Value::from_sqlite(row.get_ref(i)?)))
             .collect::<rusqlite::Result<Vec<_>>>()
     })?;
     rows.collect()
@@ -489,15 +415,12 @@ mod tests {
         let schema = concert_singer();
         let singer = schema.table("singer").expect("singer");
         assert_eq!(singer.rows.len(), 3);
-        assert_eq!(singer.rows[0][1], CellValue::Text("Joe Sharp".into()));
+        assert_eq!(singer.rows[0][1], Value::Text("Joe Sharp".into()));
         // Name has six distinct values, Country three: the limit of 5 applies to the first.
         assert_eq!(singer.columns[1].examples.len(), 5);
         assert_eq!(singer.columns[2].examples.len(), 3);
         let sic = schema.table("singer_in_concert").expect("sic");
-        assert_eq!(
-            sic.rows[0],
-            [CellValue::Integer(1), CellValue::Text("2".into())]
-        );
+        assert_eq!(sic.rows[0], [Value::Integer(1), Value::Text("2".into())]);
     }
 
     #[test]
@@ -535,7 +458,7 @@ mod tests {
         // DISTINCT over the key's index returns NULL first: examples keep SQLite's order.
         assert_eq!(
             a.columns[1].examples,
-            [CellValue::Null, CellValue::Text("one".into())]
+            [Value::Null, Value::Text("one".into())]
         );
     }
 
@@ -580,15 +503,15 @@ mod tests {
     #[test]
     fn values_print_like_python() {
         let cases = [
-            (CellValue::Null, "None"),
-            (CellValue::Integer(-3), "-3"),
-            (CellValue::Real(1.0), "1.0"),
-            (CellValue::Real(2.5), "2.5"),
-            (CellValue::Real(0.00001), "1e-05"),
-            (CellValue::Real(1e16), "1e+16"),
-            (CellValue::Real(123456.789), "123456.789"),
-            (CellValue::Text("a b".into()), "a b"),
-            (CellValue::Blob(vec![b'a', 0]), "b'a\\x00'"),
+            (Value::Null, "None"),
+            (Value::Integer(-3), "-3"),
+            (Value::Real(1.0), "1.0"),
+            (Value::Real(2.5), "2.5"),
+            (Value::Real(0.00001), "1e-05"),
+            (Value::Real(1e16), "1e+16"),
+            (Value::Real(123456.789), "123456.789"),
+            (Value::Text("a b".into()), "a b"),
+            (Value::Blob(vec![b'a', 0]), "b'a\\x00'"),
         ];
         for (value, expected) in cases {
             assert_eq!(value.to_string(), expected, "{value:?}");

@@ -6,5 +6,5 @@ mod schema;
 mod text2sql;
 
 pub use inference::{chat_messages, finish_reason, grammar, sampling_params, usage};
-pub use schema::{cell_value, database_summary, describe_response, sandbox_value};
+pub use schema::{database_summary, describe_response, value};
 pub use text2sql::{answer_response, event_message, knobs, options, pipeline_config};

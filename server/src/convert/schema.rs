@@ -1,24 +1,13 @@
 //! Databases and values.
 
 use quorum_proto::v1 as pb;
-use quorum_sql::sandbox::Value;
-use quorum_sql::schema::{CellValue, Schema};
+use quorum_sql::schema::Schema;
+use quorum_sql::value::Value;
 
 use crate::databases::{Database, Origin};
 
-pub fn cell_value(v: &CellValue) -> pb::Value {
-    use pb::value::Kind;
-    let kind = match v {
-        CellValue::Null => Kind::Null(true),
-        CellValue::Integer(i) => Kind::Integer(*i),
-        CellValue::Real(x) => Kind::Real(*x),
-        CellValue::Text(s) => Kind::Text(s.clone()),
-        CellValue::Blob(b) => Kind::Blob(b.clone()),
-    };
-    pb::Value { kind: Some(kind) }
-}
-
-pub fn sandbox_value(v: &Value) -> pb::Value {
+/// A result cell, sample row cell or column example on the wire.
+pub fn value(v: &Value) -> pb::Value {
     use pb::value::Kind;
     let kind = match v {
         Value::Null => Kind::Null(true),
@@ -62,7 +51,7 @@ pub fn describe_response(db: &Database) -> pb::DescribeDatabaseResponse {
                     name: c.name.clone(),
                     declared_type: c.declared_type.clone(),
                     primary_key: c.primary_key,
-                    examples: c.examples.iter().map(cell_value).collect(),
+                    examples: c.examples.iter().map(value).collect(),
                 })
                 .collect(),
             primary_key: t.primary_key.clone(),
@@ -70,7 +59,7 @@ pub fn describe_response(db: &Database) -> pb::DescribeDatabaseResponse {
                 .rows
                 .iter()
                 .map(|r| pb::Row {
-                    values: r.iter().map(cell_value).collect(),
+                    values: r.iter().map(value).collect(),
                 })
                 .collect(),
         })

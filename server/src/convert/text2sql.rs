@@ -7,7 +7,7 @@ use quorum_sql::pipeline::{
     PipelineEvent, PipelineKnobs, PromptFormat, ResultPreview, VoteReport, VotingMode,
 };
 
-use super::schema::sandbox_value;
+use super::schema::value;
 use crate::status::ServiceError;
 
 /// Applies a request's overrides to the server's pipeline configuration: the generators it
@@ -208,7 +208,7 @@ fn preview(p: &ResultPreview) -> pb::ResultPreview {
             .rows
             .iter()
             .map(|r| pb::Row {
-                values: r.iter().map(sandbox_value).collect(),
+                values: r.iter().map(value).collect(),
             })
             .collect(),
         total_rows: p.total_rows as u64,

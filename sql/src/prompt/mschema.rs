@@ -7,7 +7,8 @@
 //! data and long noise in the prompt, no help for writing SQL).
 
 use super::Prompt;
-use crate::schema::{CellValue, Column, Schema};
+use crate::schema::{Column, Schema};
+use crate::value::Value;
 
 const MAX_EXAMPLES: usize = 3;
 const ONE_EXAMPLE_OVER_CHARS: usize = 20;
@@ -78,7 +79,7 @@ fn display_type(declared: &str) -> String {
     }
 }
 
-fn shown_examples(values: &[CellValue], column_type: &str) -> Vec<String> {
+fn shown_examples(values: &[Value], column_type: &str) -> Vec<String> {
     let mut examples: Vec<String> = values
         .iter()
         .filter(|v| !v.is_null())
@@ -138,10 +139,10 @@ mod tests {
     use super::*;
     use crate::prompt::fixture::schema;
 
-    fn text(values: &[&str]) -> Vec<CellValue> {
+    fn text(values: &[&str]) -> Vec<Value> {
         values
             .iter()
-            .map(|v| CellValue::Text((*v).to_owned()))
+            .map(|v| Value::Text((*v).to_owned()))
             .collect()
     }
 
@@ -223,14 +224,10 @@ mod tests {
 
     #[test]
     fn example_rules() {
-        let cases: Vec<(Vec<CellValue>, &str, Vec<&str>)> = vec![
+        let cases: Vec<(Vec<Value>, &str, Vec<&str>)> = vec![
             (text(&["a", "b", "c", "d"]), "TEXT", vec!["a", "b", "c"]),
             (
-                vec![
-                    CellValue::Null,
-                    CellValue::Text(String::new()),
-                    CellValue::Integer(7),
-                ],
+                vec![Value::Null, Value::Text(String::new()), Value::Integer(7)],
                 "INT",
                 vec!["7"],
             ),
@@ -252,7 +249,7 @@ mod tests {
                 vec![],
             ),
             (text(&["https://example.com/x"]), "TEXT", vec![]),
-            (vec![CellValue::Real(1.0)], "REAL", vec!["1.0"]),
+            (vec![Value::Real(1.0)], "REAL", vec!["1.0"]),
             (
                 text(&["@home", "a @ b.c"]),
                 "TEXT",
