@@ -81,7 +81,9 @@ pub struct RawLimits {
 pub struct RawModel {
     /// The name requests and pipeline settings use; defaults to `source`.
     pub name: Option<String>,
-    /// A path, a hub id in the local cache, or a default model's short name.
+    /// A path, a hub id (`org/name`, or `org/name:FILE` for one GGUF file of a repository) in
+    /// the local hub cache (downloaded first with `--download`), or a default model's short
+    /// name.
     pub source: String,
     pub roles: Vec<Role>,
     pub device: Option<String>,

@@ -33,6 +33,16 @@ struct Cli {
     /// benchmarks; candle's kernels are switched to match.
     #[arg(long, global = true, env = "QUORUM_CPU_PATH", default_value = "auto")]
     cpu_path: String,
+    /// Download a hub model (`org/name`, or `org/name:FILE` for one GGUF file) that is missing
+    /// from the hub cache, from HF_ENDPOINT (default https://huggingface.co), sending HF_TOKEN
+    /// when set. Without it, models are resolved offline and nothing is downloaded.
+    #[arg(
+        long,
+        global = true,
+        env = "QUORUM_DOWNLOAD",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    download: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,8 +56,10 @@ enum Command {
     Health(HealthArgs),
     /// Greedy completion of a prompt by a decoder model; prints the completion.
     Generate {
-        /// A GGUF file, a Hugging Face directory, a hub id in the local cache, or a default
-        /// model's short name (qwen2.5-coder-0.5b, smollm2-135m, qwen2.5-coder-1.5b).
+        /// A GGUF file, a Hugging Face directory, a hub id (`org/name`, or `org/name:FILE` for
+        /// one GGUF file of a repository) in the local hub cache (or downloaded with
+        /// --download), or a default model's short name (qwen2.5-coder-0.5b, smollm2-135m,
+        /// qwen2.5-coder-1.5b).
         #[arg(long, default_value = "qwen2.5-coder-0.5b")]
         model: String,
         #[arg(long)]
@@ -154,7 +166,10 @@ fn run() -> Result<()> {
     // has run no quantized matmul.
     unsafe { align_candle_with(cpu_path) };
     tracing::info!(%cpu_path, "CPU kernel path");
-    let dirs = ModelDirs::from_env();
+    let mut dirs = ModelDirs::from_env();
+    if cli.download {
+        dirs.hub_download = Some(quorum_server::model_source::hub_download_from_env());
+    }
     let device = cli.device.clone().unwrap_or_else(|| "cpu".to_owned());
     match cli.command {
         Command::Generate {

@@ -1,11 +1,21 @@
-//! Resolves what a user names as a model (`--model`): a path, a short name of a default model,
-//! or a hub repository id found in the local hub cache. Nothing is downloaded here: the fetch
-//! script (`scripts/fetch-models.sh`) puts the default models in place.
+//! Resolves what a user names as a model (`--model`, a config's `source`): a path, a short name
+//! of a default model, or a hub repository id (`org/name` for a model directory, `org/name:FILE`
+//! for one file of a repository, such as a GGUF file).
+//!
+//! Hub ids are looked up in the standard Hugging Face hub cache, offline: without `--download`
+//! nothing here touches the network, and a model missing from the cache is an error that says
+//! how to get it (`scripts/fetch-models.sh` puts the default models in place). With
+//! `--download` ([`ModelDirs::hub_download`] set), a hub model missing from the cache is
+//! downloaded into it first, from `HF_ENDPOINT` (default `https://huggingface.co`) with
+//! `HF_TOKEN` when set; see `quorum_weights::download_hub_model` for which files are fetched.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use quorum_weights::{HubCache, resolve_hub_snapshot};
+use quorum_weights::{
+    DEFAULT_HUB_ENDPOINT, HubCache, HubDownload, HubModel, WeightsError, download_hub_model,
+    resolve_hub_model,
+};
 
 /// The default models: short name, hub id, file or directory name in the models directory.
 const CATALOG: &[(&str, &str, &str)] = &[
@@ -38,13 +48,33 @@ pub struct ModelDirs {
     pub hub_cache: HubCache,
     /// The LoRA adapters shipped with Quorum (`adapters/` of the checkout or image).
     pub adapters_dir: PathBuf,
+    /// Where hub models missing from the cache are downloaded from. `None` (the default): model
+    /// resolution is offline and never makes a network request.
+    pub hub_download: Option<HubDownload>,
+}
+
+/// The download settings `--download` turns on: `HF_ENDPOINT` (default `https://huggingface.co`)
+/// and `HF_TOKEN` when set, with progress bars on stderr. Read by the binary only.
+pub fn hub_download_from_env() -> HubDownload {
+    let endpoint = std::env::var("HF_ENDPOINT")
+        .ok()
+        .map(|e| e.trim().to_owned())
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| DEFAULT_HUB_ENDPOINT.to_owned());
+    let mut download = HubDownload::new(endpoint);
+    download.token = std::env::var("HF_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty());
+    download.progress = true;
+    download
 }
 
 impl ModelDirs {
     /// `QUORUM_MODELS_DIR`, else `$XDG_CACHE_HOME/quorum/models` (default `~/.cache`); the hub
     /// cache is `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`; the
     /// shipped adapters are under `QUORUM_ADAPTERS_DIR`, else `adapters` in the working
-    /// directory (the checkout's root, where the scripts run).
+    /// directory (the checkout's root, where the scripts run). Downloads are off.
     pub fn from_env() -> Self {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
@@ -66,6 +96,7 @@ impl ModelDirs {
             models_dir,
             hub_cache: HubCache { root: hub_root },
             adapters_dir,
+            hub_download: None,
         }
     }
 
@@ -83,23 +114,47 @@ impl ModelDirs {
             if local.exists() {
                 return Ok(local);
             }
-            if let Ok(snapshot) = resolve_hub_snapshot(&self.hub_cache, hub_id, None) {
+            let model = HubModel::new(*hub_id);
+            if let Ok(snapshot) = resolve_hub_model(&self.hub_cache, &model) {
                 return Ok(snapshot);
             }
+            if let Some(source) = &self.hub_download {
+                return download_hub_model(&self.hub_cache, &model, source)
+                    .with_context(|| format!("model `{name}`"));
+            }
             bail!(
-                "model `{name}` is not at {} nor in the hub cache {}; run scripts/fetch-models.sh",
+                "model `{name}` is not at {} nor in the hub cache {}; run scripts/fetch-models.sh, \
+                 or pass --download to fetch {hub_id} from the hub",
                 local.display(),
                 self.hub_cache.root.display()
             );
         }
-        if name.contains('/') && !name.starts_with('/') && !name.starts_with('.') {
-            return resolve_hub_snapshot(&self.hub_cache, name, None)
-                .with_context(|| format!("model `{name}` is neither a path nor a known model"));
+        if let Some(model) = HubModel::parse(name) {
+            return self.resolve_hub(name, &model);
         }
         let known: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
         bail!(
-            "model `{name}` is not a path, a hub id in the cache, or a known model ({})",
+            "model `{name}` is not a path, a hub id (org/name, or org/name:FILE for one file), \
+             or a known model ({})",
             known.join(", ")
         )
+    }
+
+    /// A hub model from the cache; when it is missing there, downloaded first if downloads are
+    /// on, else an error that says how to get it.
+    fn resolve_hub(&self, name: &str, model: &HubModel) -> anyhow::Result<PathBuf> {
+        match resolve_hub_model(&self.hub_cache, model) {
+            Ok(path) => Ok(path),
+            Err(e @ WeightsError::NotInHubCache { .. }) => match &self.hub_download {
+                Some(source) => download_hub_model(&self.hub_cache, model, source)
+                    .with_context(|| format!("model `{name}`")),
+                None => Err(anyhow::Error::new(e).context(format!(
+                    "model `{name}` is not in the hub cache; pass --download to fetch it from \
+                     the hub (HF_ENDPOINT), or fill the cache with a hub client \
+                     (scripts/fetch-models.sh does for the default models)"
+                ))),
+            },
+            Err(e) => Err(anyhow::Error::new(e).context(format!("model `{name}`"))),
+        }
     }
 }

@@ -37,8 +37,19 @@ pub enum WeightsError {
     Tokenizer { detail: String },
     #[error("chat template: {detail}")]
     ChatTemplate { detail: String },
-    #[error("hub repository `{repo_id}` is not in the hub cache at {cache}")]
-    NotInHubCache { repo_id: String, cache: PathBuf },
+    #[error("hub repository `{repo_id}` is not in the hub cache at {cache} (no {missing})")]
+    NotInHubCache {
+        repo_id: String,
+        cache: PathBuf,
+        /// The first file the loader needs that the cached snapshot lacks.
+        missing: String,
+    },
+    #[error("downloading hub repository `{repo_id}` from {endpoint}: {detail}")]
+    HubDownload {
+        repo_id: String,
+        endpoint: String,
+        detail: String,
+    },
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -59,6 +70,7 @@ impl WeightsError {
             Self::Tokenizer { .. } => "tokenizer",
             Self::ChatTemplate { .. } => "chat_template",
             Self::NotInHubCache { .. } => "not_in_hub_cache",
+            Self::HubDownload { .. } => "hub_download",
             Self::Candle(_) => "candle",
         }
     }

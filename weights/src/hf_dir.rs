@@ -33,20 +33,29 @@ pub(crate) fn read_json(path: &Path) -> WeightsResult<serde_json::Value> {
     })
 }
 
+/// The shard files a `model.safetensors.index.json` at `index` names, each once, in name order.
+pub(crate) fn safetensors_shards(index: &Path) -> WeightsResult<BTreeSet<String>> {
+    let json = read_json(index)?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| WeightsError::Corrupt {
+            path: index.to_path_buf(),
+            detail: "no `weight_map` object".into(),
+        })?;
+    Ok(map
+        .values()
+        .filter_map(|v| v.as_str())
+        .map(str::to_owned)
+        .collect())
+}
+
 /// The safetensors files of a directory: the shards named by `model.safetensors.index.json`, or
 /// the single `model.safetensors`.
 fn safetensors_files(dir: &Path) -> WeightsResult<Vec<PathBuf>> {
     let index = dir.join("model.safetensors.index.json");
     if index.is_file() {
-        let json = read_json(&index)?;
-        let map = json
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| WeightsError::Corrupt {
-                path: index.clone(),
-                detail: "no `weight_map` object".into(),
-            })?;
-        let shards: BTreeSet<&str> = map.values().filter_map(|v| v.as_str()).collect();
+        let shards = safetensors_shards(&index)?;
         return Ok(shards.into_iter().map(|s| dir.join(s)).collect());
     }
     let single = dir.join("model.safetensors");

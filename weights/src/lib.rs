@@ -2,7 +2,9 @@
 //!
 //! Formats: Hugging Face model directories (config.json, tokenizer.json, single or sharded
 //! safetensors in f32/f16/bf16), GGUF files (quantized tensors; tokenizer and chat template built
-//! from the metadata), and PEFT LoRA adapter directories. Every tensor is exposed under its
+//! from the metadata), and PEFT LoRA adapter directories. Models in Hugging Face hub repositories
+//! are found in the standard hub cache and, when the caller asks, downloaded into it (`hub`,
+//! through the `hf-hub` crate). Every tensor is exposed under its
 //! Hugging Face name, so model code has one naming scheme whatever the file format.
 //!
 //! This crate knows nothing about model architectures beyond tensor names: `quorum-models`
@@ -24,7 +26,10 @@ pub use error::{WeightsError, WeightsResult};
 pub use gguf::{GgufLoadOptions, Reencode, load_gguf, reencode_gguf_file};
 pub use gguf_tokenizer::tokenizer_from_gguf;
 pub use hf_dir::load_hf_dir;
-pub use hub::{HubCache, resolve_hub_snapshot};
+pub use hub::{
+    DEFAULT_HUB_ENDPOINT, HubCache, HubDownload, HubModel, download_hub_model, resolve_hub_model,
+    resolve_hub_snapshot,
+};
 pub use lora_adapter::{LoraAdapter, LoraAdapterConfig, load_lora_adapter};
 pub use store::{StoredTensor, TensorStore};
 
