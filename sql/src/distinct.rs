@@ -5,11 +5,14 @@
 //! penalised for a redundant or missing DISTINCT. It drops the keyword token and keeps the text
 //! around it. Before that it repairs operators that tokenised predictions split (`> =`).
 //!
-//! The keyword is found with a small scanner instead of a full parse: removal must also work on
-//! SQL that no parser accepts (the database then reports the error), and only bare words count,
-//! never the contents of string literals, quoted identifiers or comments.
+//! The keyword is found with the forgiving scanner ([`crate::lexer`]) instead of a full parse:
+//! removal must also work on SQL that no parser accepts (the database then reports the error),
+//! and only bare words count, never the contents of string literals, quoted identifiers or
+//! comments.
 
 use serde::{Deserialize, Serialize};
+
+use crate::lexer::{LexKind, lex};
 
 /// Whether Spider EX keeps DISTINCT (the official `--keep_distinct` switch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -33,48 +36,19 @@ pub fn prepare_for_spider_ex(sql: &str, mode: DistinctMode) -> String {
     }
 }
 
-/// Removes every bare `DISTINCT` keyword (any case), leaving the surrounding text as it was.
+/// Removes every bare `DISTINCT` keyword (any case), leaving the surrounding text as it was;
+/// quoted text and comments are left alone.
 pub fn strip_distinct(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
-    let mut rest = sql;
-    while let Some(c) = rest.chars().next() {
-        let len = match c {
-            '\'' | '"' | '`' => quoted_len(rest, c),
-            '[' => quoted_len(rest, ']'),
-            '-' if rest.starts_with("--") => rest.find('\n').unwrap_or(rest.len()),
-            '/' if rest.starts_with("/*") => rest.find("*/").map_or(rest.len(), |e| e + 2),
-            c if is_word_char(c) => {
-                let len = rest
-                    .find(|ch: char| !is_word_char(ch))
-                    .unwrap_or(rest.len());
-                if rest[..len].eq_ignore_ascii_case("distinct") {
-                    rest = &rest[len..];
-                    continue;
-                }
-                len
-            }
-            c => c.len_utf8(),
-        };
-        out.push_str(&rest[..len]);
-        rest = &rest[len..];
+    let mut copied = 0;
+    for lexeme in lex(sql) {
+        if lexeme.kind == LexKind::Word && lexeme.text(sql).eq_ignore_ascii_case("distinct") {
+            out.push_str(&sql[copied..lexeme.start]);
+            copied = lexeme.end;
+        }
     }
+    out.push_str(&sql[copied..]);
     out
-}
-
-fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
-}
-
-/// Byte length of the quoted token at the start of `s` (which begins with its opening quote),
-/// up to and including the closing `close`. SQL escapes a quote by doubling it, which this
-/// handles for free: the doubled quote closes and immediately reopens a token. An unterminated
-/// token runs to the end.
-fn quoted_len(s: &str, close: char) -> usize {
-    let open_len = s.chars().next().map_or(0, char::len_utf8);
-    match s[open_len..].find(close) {
-        Some(end) => open_len + end + close.len_utf8(),
-        None => s.len(),
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod distinct;
 mod fingerprint;
 pub mod grammar;
 pub mod hardness;
+mod lexer;
 pub mod linking;
 pub mod mask;
 pub mod model;

@@ -9,6 +9,7 @@
 //! read (many rows to one, so the join keeps every row), that join is added. Anything less
 //! certain is left to model revision.
 
+use crate::lexer::LexKind;
 use crate::schema::Schema;
 
 /// The query with the column SQLite rejected in `error` rewritten, when the query's tables
@@ -171,62 +172,30 @@ struct Token {
     text: String,
 }
 
-/// Words, quoted identifiers and dots; string literals and everything else are `Other`.
+/// Words, quoted identifiers and dots; string literals, numbers, comments and every other
+/// symbol are `Other`.
 fn lex(sql: &str) -> Vec<Token> {
-    let bytes = sql.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i] as char;
-        let start = i;
-        if c.is_ascii_alphabetic() || c == '_' {
-            while i < bytes.len()
-                && ((bytes[i] as char).is_ascii_alphanumeric() || bytes[i] == b'_')
-            {
-                i += 1;
-            }
-            out.push(Token {
-                kind: Kind::Word,
-                start,
-                end: i,
-                text: sql[start..i].to_owned(),
-            });
-        } else if c == '"' || c == '`' || c == '\'' {
-            i += 1;
-            while i < bytes.len() && bytes[i] as char != c {
-                i += 1;
-            }
-            i = (i + 1).min(bytes.len());
-            let kind = if c == '\'' { Kind::Other } else { Kind::Quoted };
-            let inner = sql[start + 1..i.saturating_sub(1).max(start + 1)].to_owned();
-            out.push(Token {
+    crate::lexer::lex(sql)
+        .into_iter()
+        .map(|l| {
+            let kind = match l.kind {
+                LexKind::Word => Kind::Word,
+                LexKind::Quoted('"' | '`' | '[') => Kind::Quoted,
+                LexKind::Symbol if l.text(sql) == "." => Kind::Dot,
+                _ => Kind::Other,
+            };
+            let text = match kind {
+                Kind::Word | Kind::Quoted | Kind::Dot => l.unquoted(sql).to_owned(),
+                Kind::Other => String::new(),
+            };
+            Token {
                 kind,
-                start,
-                end: i,
-                text: inner,
-            });
-        } else if c == '.' {
-            i += 1;
-            out.push(Token {
-                kind: Kind::Dot,
-                start,
-                end: i,
-                text: ".".into(),
-            });
-        } else {
-            // Multi-byte characters are skipped whole.
-            i += sql[i..].chars().next().map_or(1, char::len_utf8);
-            if !c.is_whitespace() {
-                out.push(Token {
-                    kind: Kind::Other,
-                    start,
-                    end: i,
-                    text: String::new(),
-                });
+                start: l.start,
+                end: l.end,
+                text,
             }
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// A table the query reads and how the query refers to it (its alias, else its name).

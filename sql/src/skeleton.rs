@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use crate::lexer::LexKind;
 use crate::schema::Schema;
 
 const PLACEHOLDER: &str = "_";
@@ -144,85 +145,49 @@ impl SchemaNames {
     }
 }
 
-/// Splits SQL into lower-cased words, literals and symbols; `;` is dropped. Double-quoted text
-/// counts as a literal, as in Spider's SQL where it holds values; backticks and brackets quote
-/// identifiers.
+/// Splits SQL into lower-cased words, literals and symbols; `;` and comments are dropped.
+/// Double-quoted text counts as a literal, as in Spider's SQL where it holds values; backticks
+/// and brackets quote identifiers. A name and the dotted parts written right after it
+/// (`t1.name`, `t.*`, `t1."name"`) are one word.
 fn lex(sql: &str) -> Vec<Token> {
-    let chars: Vec<char> = sql.chars().collect();
-    let mut tokens = Vec::new();
+    let lexemes = crate::lexer::lex(sql);
+    let mut tokens = Vec::with_capacity(lexemes.len());
     let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() || c == ';' {
-            i += 1;
-        } else if c == '\'' || c == '"' {
-            i = skip_quoted(&chars, i, c);
-            tokens.push(Token::Literal);
-        } else if c == '`' || c == '[' {
-            let close = if c == '`' { '`' } else { ']' };
-            let end = skip_quoted(&chars, i, close);
-            let inner: String = chars[i + 1..end.saturating_sub(1).max(i + 1)]
-                .iter()
-                .collect();
-            tokens.push(Token::Word(inner.to_lowercase()));
-            i = end;
-        } else if c.is_ascii_digit()
-            || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
-        {
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
-                i += 1;
-            }
-            tokens.push(Token::Literal);
-        } else if c.is_alphanumeric() || c == '_' {
-            let start = i;
-            while i < chars.len() {
-                let d = chars[i];
-                let dotted_star = d == '*' && i > start && chars[i - 1] == '.';
-                if d.is_alphanumeric() || d == '_' || d == '.' || dotted_star {
+    while i < lexemes.len() {
+        let l = lexemes[i];
+        i += 1;
+        match l.kind {
+            LexKind::Comment => {}
+            LexKind::Symbol if l.text(sql) == ";" => {}
+            LexKind::Quoted('\'' | '"') | LexKind::Number => tokens.push(Token::Literal),
+            LexKind::Quoted(_) => tokens.push(Token::Word(l.unquoted(sql).to_lowercase())),
+            LexKind::Symbol => tokens.push(Token::Symbol(l.text(sql).to_owned())),
+            LexKind::Word => {
+                let mut word = l.text(sql).to_owned();
+                let mut end = l.end;
+                while let Some(next) = lexemes.get(i).filter(|n| n.start == end) {
+                    let text = next.text(sql);
+                    let after_dot = word.ends_with('.');
+                    match next.kind {
+                        LexKind::Symbol if text == "." => word.push('.'),
+                        LexKind::Symbol if text == "*" && after_dot => word.push('*'),
+                        LexKind::Word if after_dot => word.push_str(text),
+                        LexKind::Number if text.starts_with('.') => word.push_str(text),
+                        LexKind::Quoted(_) if after_dot => {
+                            word.push_str(next.unquoted(sql));
+                            i += 1;
+                            break;
+                        }
+                        _ => break,
+                    }
+                    end = next.end;
                     i += 1;
-                } else {
-                    break;
                 }
+                tokens.push(Token::Word(word.to_lowercase()));
             }
-            let mut word: String = chars[start..i].iter().collect();
-            // `t1.`name`` or `t1."name"`: a quoted column after a qualifier is one word.
-            if word.ends_with('.')
-                && let Some(&open) = chars.get(i).filter(|c| ['`', '[', '"'].contains(c))
-            {
-                let close = if open == '[' { ']' } else { open };
-                let end = skip_quoted(&chars, i, close);
-                word.extend(&chars[i + 1..end.saturating_sub(1).max(i + 1)]);
-                i = end;
-            }
-            tokens.push(Token::Word(word.to_lowercase()));
-        } else {
-            let pair: String = chars[i..(i + 2).min(chars.len())].iter().collect();
-            let symbol = if [">=", "<=", "!=", "<>", "==", "||"].contains(&pair.as_str()) {
-                pair
-            } else {
-                c.to_string()
-            };
-            i += symbol.chars().count();
-            tokens.push(Token::Symbol(symbol));
         }
     }
     tokens
-}
-
-/// The index just after the quoted run that starts at `start`; a doubled quote is an escape.
-fn skip_quoted(chars: &[char], start: usize, close: char) -> usize {
-    let mut i = start + 1;
-    while i < chars.len() {
-        if chars[i] == close {
-            if chars.get(i + 1) == Some(&close) && close != ']' {
-                i += 2;
-                continue;
-            }
-            return i + 1;
-        }
-        i += 1;
-    }
-    chars.len()
 }
 
 fn is_word(token: Option<&Token>, word: &str) -> bool {
