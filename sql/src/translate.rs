@@ -14,6 +14,7 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
+use crate::lexer::{LexKind, lex};
 use crate::schema::Schema;
 
 /// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`complete_group_by`].
@@ -54,108 +55,37 @@ pub fn string_literals_for(sql: &str, schema: &Schema) -> Option<String> {
 /// appear, though the schema does not know them.
 fn quoted_aliases(sql: &str) -> Vec<String> {
     let mut aliases = Vec::new();
-    let mut last_word = String::new();
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                for d in chars.by_ref() {
-                    if d == '\'' {
-                        break;
-                    }
-                }
-                last_word.clear();
-            }
-            '"' => {
-                let name: String = chars.by_ref().take_while(|&d| d != '"').collect();
-                if last_word.eq_ignore_ascii_case("as") {
-                    aliases.push(name);
-                }
-                last_word.clear();
-            }
-            c if c.is_ascii_alphanumeric() || c == '_' => {
-                let mut word = c.to_string();
-                while let Some(&d) = chars
-                    .peek()
-                    .filter(|d| d.is_ascii_alphanumeric() || **d == '_')
-                {
-                    word.push(d);
-                    chars.next();
-                }
-                last_word = word;
-            }
-            c if c.is_whitespace() => {}
-            _ => last_word.clear(),
+    let mut after_as = false;
+    for lexeme in lex(sql) {
+        if lexeme.kind == LexKind::Quoted('"') && after_as {
+            aliases.push(lexeme.unquoted(sql).to_owned());
         }
+        after_as = lexeme.kind == LexKind::Word && lexeme.text(sql).eq_ignore_ascii_case("as");
     }
     aliases
 }
 
 /// Copies `sql`, turning each double-quoted token for which `is_string` holds into a
-/// single-quoted literal, and `LIKE` into `ILIKE` when `ilike`; single-quoted literals are
-/// copied whole.
+/// single-quoted literal, and `LIKE` into `ILIKE` when `ilike`; everything else (single-quoted
+/// literals, comments, blanks) is copied as it is.
 fn rescan(sql: &str, is_string: &dyn Fn(&str) -> bool, ilike: bool) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
-    let mut chars = sql.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\'' => {
-                // A single-quoted literal is copied whole ('' is an escaped quote).
-                out.push(c);
-                while let Some((_, d)) = chars.next() {
-                    out.push(d);
-                    if d == '\'' {
-                        if chars.peek().is_some_and(|&(_, n)| n == '\'') {
-                            out.push('\'');
-                            chars.next();
-                        } else {
-                            break;
-                        }
-                    }
-                }
+    let mut copied = 0;
+    for lexeme in lex(sql) {
+        let replacement = match lexeme.kind {
+            LexKind::Quoted('"') if is_string(lexeme.unquoted(sql)) => {
+                format!("'{}'", lexeme.unquoted(sql).replace('\'', "''"))
             }
-            '"' => {
-                let start = i + 1;
-                let mut end = sql.len();
-                for (j, d) in chars.by_ref() {
-                    if d == '"' {
-                        end = j;
-                        break;
-                    }
-                }
-                let word = &sql[start..end];
-                if is_string(word) {
-                    out.push('\'');
-                    out.push_str(&word.replace('\'', "''"));
-                    out.push('\'');
-                } else {
-                    out.push('"');
-                    out.push_str(word);
-                    if end < sql.len() {
-                        out.push('"');
-                    }
-                }
+            LexKind::Word if ilike && lexeme.text(sql).eq_ignore_ascii_case("like") => {
+                "ILIKE".to_owned()
             }
-            c if c.is_ascii_alphabetic() || c == '_' => {
-                let mut end = i + c.len_utf8();
-                while let Some(&(j, d)) = chars.peek() {
-                    if d.is_ascii_alphanumeric() || d == '_' {
-                        end = j + d.len_utf8();
-                        chars.next();
-                    } else {
-                        break;
-                    }
-                }
-                let word = &sql[i..end];
-                if ilike && word.eq_ignore_ascii_case("like") {
-                    out.push_str("ILIKE");
-                } else {
-                    out.push_str(word);
-                }
-            }
-            c => out.push(c),
-        }
+            _ => continue,
+        };
+        out.push_str(&sql[copied..lexeme.start]);
+        out.push_str(&replacement);
+        copied = lexeme.end;
     }
+    out.push_str(&sql[copied..]);
     out
 }
 
