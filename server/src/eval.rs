@@ -109,12 +109,18 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
-    fn options(&self) -> pb::PipelineOptions {
+    fn options(&self) -> Result<pb::PipelineOptions> {
+        // The server checks the bounds too; checking here refuses a bad flag before a run
+        // instead of recording every question as refused.
+        let mut scratch = quorum_sql::pipeline::PipelineConfig::new(Vec::new());
+        self.knobs
+            .apply(&mut scratch)
+            .map_err(|e| anyhow::anyhow!("--{}: {}", e.knob.replace('_', "-"), e.reason))?;
         let mut options = quorum_server::convert::options(&self.knobs);
         options.generators = self.generators.clone();
         // The harness reads no rows back from the answers unless asked to.
         options.preview_rows = options.preview_rows.or(Some(0));
-        options
+        Ok(options)
     }
 
     fn score_options(&self) -> Result<ScoreOptions> {
@@ -209,7 +215,7 @@ pub fn eval(
         println!("{markdown}");
         return Ok(());
     }
-    let request_options = args.options();
+    let request_options = args.options()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let db_ids: std::collections::BTreeSet<String> =
         chosen.iter().map(|(_, e)| e.db_id.clone()).collect();
