@@ -121,6 +121,10 @@ pub struct RawDatabases {
     /// Passwords registrations may name: name → file holding it (a mounted Secret).
     #[serde(default)]
     pub postgres_passwords: BTreeMap<String, PathBuf>,
+    /// `Databases.Register` records each registration in this file (JSON lines, created when
+    /// missing) and every server configured with the same file answers over it: replicas that
+    /// share it (a volume) share their registrations, and a restart keeps them.
+    pub registrations_file: Option<PathBuf>,
 }
 
 /// A PostgreSQL database in the configuration.
@@ -406,6 +410,7 @@ pub struct ServerConfig {
     pub databases: Vec<DatabaseSpec>,
     pub allowed_dir: Option<PathBuf>,
     pub postgres_policy: PostgresPolicy,
+    pub registrations_file: Option<PathBuf>,
     pub pipeline: PipelineSettings,
     /// The CPU kernel path every CPU model runs with.
     pub cpu_path: CpuPath,
@@ -569,6 +574,7 @@ pub fn resolve(
         databases,
         allowed_dir,
         postgres_policy: resolve_postgres_policy(&raw.databases)?,
+        registrations_file: raw.databases.registrations_file.clone(),
         pipeline: PipelineSettings {
             demos_cache: raw
                 .pipeline

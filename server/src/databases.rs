@@ -6,12 +6,15 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use anyhow::Context;
+
 use quorum_postgres::{PgDatabase, PgError, PgSource};
 use quorum_sql::pipeline::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
 use crate::config::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
 use crate::db_id::validate_db_id;
+use crate::registration_log::{Registration, RegistrationLog};
 use crate::status::ServiceError;
 
 /// How the server came to know a database.
@@ -38,6 +41,8 @@ pub struct DatabaseRegistry {
     /// The allowed directory as configured and canonicalized: absolute paths may use either.
     allowed_dir: Option<(PathBuf, PathBuf)>,
     postgres: PostgresPolicy,
+    /// The registrations file shared with other replicas, when configured.
+    log: Option<RegistrationLog>,
 }
 
 /// A PostgreSQL database a client asks to register.
@@ -63,11 +68,14 @@ fn open_handle(db_id: &str, location: &DatabaseLocation) -> anyhow::Result<Datab
 impl DatabaseRegistry {
     /// Introspects every configured database. One that cannot be read is logged and left out,
     /// so that a single damaged file does not keep the server from starting.
+    /// With `registrations_file`, the registrations recorded there are opened too (and later
+    /// ones on [`Self::sync`]); the file is created when missing.
     pub fn open(
         specs: &[DatabaseSpec],
         allowed_dir: Option<PathBuf>,
         postgres: PostgresPolicy,
-    ) -> Self {
+        registrations_file: Option<&Path>,
+    ) -> anyhow::Result<Self> {
         let mut databases = BTreeMap::new();
         for spec in specs {
             match open_handle(&spec.db_id, &spec.location) {
@@ -88,14 +96,63 @@ impl DatabaseRegistry {
                 }
             }
         }
-        tracing::info!(count = databases.len(), "databases ready");
-        Self {
+        let log = registrations_file
+            .map(|path| {
+                RegistrationLog::open(path).with_context(|| {
+                    format!("databases.registrations_file: opening {}", path.display())
+                })
+            })
+            .transpose()?;
+        let registry = Self {
             databases: RwLock::new(databases),
             allowed_dir: allowed_dir.and_then(|d| {
                 let canonical = d.canonicalize().ok()?;
                 Some((d, canonical))
             }),
             postgres,
+            log,
+        };
+        registry.sync();
+        tracing::info!(count = registry.read().len(), "databases ready");
+        Ok(registry)
+    }
+
+    /// Whether other replicas may register databases this one should answer over.
+    pub fn is_shared(&self) -> bool {
+        self.log.is_some()
+    }
+
+    /// Opens the registrations other replicas recorded since the last sync (blocking: it
+    /// introspects them). One that no longer opens, or that this replica's policy refuses, is
+    /// logged and left out.
+    pub fn sync(&self) {
+        let Some(log) = &self.log else { return };
+        match log.read_new() {
+            Ok(new) => self.apply(new),
+            Err(e) => tracing::warn!(
+                file = %log.path().display(),
+                error = %e,
+                "registrations file: cannot read"
+            ),
+        }
+    }
+
+    fn apply(&self, registrations: Vec<Registration>) {
+        for registration in registrations {
+            if self.read().contains_key(registration.db_id()) {
+                continue;
+            }
+            let opened = self
+                .prepare(&registration)
+                .and_then(|handle| self.insert(registration.db_id(), handle));
+            match opened {
+                Ok(_) => tracing::info!(db_id = registration.db_id(), "registration read"),
+                Err(e) => tracing::warn!(
+                    db_id = registration.db_id(),
+                    error = %e,
+                    "registrations file: a registration was left out"
+                ),
+            }
         }
     }
 
@@ -115,7 +172,66 @@ impl DatabaseRegistry {
 
     /// Registers `path` (relative to the allowed directory, or absolute inside it) as `db_id`.
     pub fn register(&self, db_id: &str, path: &str) -> Result<Database, ServiceError> {
-        validate_db_id(db_id).map_err(|reason| ServiceError::invalid("db_id", reason))?;
+        self.record(Registration::Sqlite {
+            db_id: db_id.to_owned(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Registers a PostgreSQL database as `db_id`: its host must be allowed, its credentials
+    /// hold and its schema have tables.
+    pub fn register_postgres(
+        &self,
+        db_id: &str,
+        registration: PostgresRegistration,
+    ) -> Result<Database, ServiceError> {
+        self.record(Registration::Postgres {
+            db_id: db_id.to_owned(),
+            url: registration.url,
+            schema: registration.schema,
+            password_name: registration.password_name,
+        })
+    }
+
+    /// Opens and adds a client's registration; with a shared file, first the registrations
+    /// other replicas made, and then this one is written there, all under the file's lock so
+    /// that two replicas cannot take the same id.
+    fn record(&self, registration: Registration) -> Result<Database, ServiceError> {
+        validate_db_id(registration.db_id())
+            .map_err(|reason| ServiceError::invalid("db_id", reason))?;
+        let register = || {
+            let handle = self.prepare(&registration)?;
+            let db = self.insert(registration.db_id(), handle)?;
+            tracing::info!(
+                db_id = registration.db_id(),
+                location = %db.handle.backend.location(),
+                "database registered"
+            );
+            Ok(db)
+        };
+        match &self.log {
+            None => register(),
+            Some(log) => log.append_with(|others: Vec<Registration>| {
+                self.apply(others);
+                register().map(|db| (registration.clone(), db))
+            }),
+        }
+    }
+
+    /// Checks a registration against this server's policy and opens it.
+    fn prepare(&self, registration: &Registration) -> Result<DatabaseHandle, ServiceError> {
+        match registration {
+            Registration::Sqlite { db_id, path } => self.prepare_sqlite(db_id, path),
+            Registration::Postgres {
+                db_id,
+                url,
+                schema,
+                password_name,
+            } => self.prepare_postgres(db_id, url, schema, password_name),
+        }
+    }
+
+    fn prepare_sqlite(&self, db_id: &str, path: &str) -> Result<DatabaseHandle, ServiceError> {
         if path.is_empty() {
             return Err(ServiceError::invalid("path", "must not be empty"));
         }
@@ -134,19 +250,16 @@ impl DatabaseRegistry {
         if handle.schema.tables.is_empty() {
             return Err(ServiceError::invalid("path", "has no tables"));
         }
-        let db = self.insert(db_id, handle)?;
-        tracing::info!(db_id, path = %file.display(), "database registered");
-        Ok(db)
+        Ok(handle)
     }
 
-    /// Registers a PostgreSQL database as `db_id`: its host must be allowed, its credentials
-    /// hold and its schema have tables.
-    pub fn register_postgres(
+    fn prepare_postgres(
         &self,
         db_id: &str,
-        registration: PostgresRegistration,
-    ) -> Result<Database, ServiceError> {
-        validate_db_id(db_id).map_err(|reason| ServiceError::invalid("db_id", reason))?;
+        url: &str,
+        schema: &str,
+        password_name: &str,
+    ) -> Result<DatabaseHandle, ServiceError> {
         if self.postgres.hosts.is_empty() {
             return Err(ServiceError::PermissionDenied {
                 reason: "PostgreSQL registration is disabled: the server allows no hosts \
@@ -154,12 +267,8 @@ impl DatabaseRegistry {
                     .into(),
             });
         }
-        let schema = if registration.schema.is_empty() {
-            "public".to_owned()
-        } else {
-            registration.schema
-        };
-        let mut source = PgSource::new(registration.url, schema);
+        let schema = if schema.is_empty() { "public" } else { schema };
+        let mut source = PgSource::new(url.to_owned(), schema.to_owned());
         let hosts = source
             .hosts()
             .map_err(|_| ServiceError::invalid("postgres.url", "is not a connection string"))?;
@@ -168,14 +277,10 @@ impl DatabaseRegistry {
                 reason: "the PostgreSQL host is not among the server's allowed hosts".into(),
             });
         }
-        if !registration.password_name.is_empty() {
-            let password = self
-                .postgres
-                .passwords
-                .get(&registration.password_name)
-                .ok_or_else(|| {
-                    ServiceError::invalid("postgres.password_name", "names no configured password")
-                })?;
+        if !password_name.is_empty() {
+            let password = self.postgres.passwords.get(password_name).ok_or_else(|| {
+                ServiceError::invalid("postgres.password_name", "names no configured password")
+            })?;
             source.password = Some(password.clone());
         }
         let handle = PgDatabase::connect(source)
@@ -187,10 +292,7 @@ impl DatabaseRegistry {
         if handle.schema.tables.is_empty() {
             return Err(ServiceError::invalid("postgres.schema", "has no tables"));
         }
-        let location = handle.backend.location();
-        let db = self.insert(db_id, handle)?;
-        tracing::info!(db_id, %location, "database registered");
-        Ok(db)
+        Ok(handle)
     }
 
     /// Adds a registered database, within the quota and under a free id.

@@ -15,6 +15,7 @@ pub mod model_source;
 pub mod models;
 pub mod pipeline_models;
 pub mod pipeline_runtime;
+pub mod registration_log;
 pub mod rpc;
 pub mod run_queue;
 pub mod server;

@@ -68,9 +68,11 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let specs = config.databases.clone();
     let allowed = config.allowed_dir.clone();
     let policy = config.postgres_policy.clone();
-    let databases =
-        tokio::task::spawn_blocking(move || DatabaseRegistry::open(&specs, allowed, policy))
-            .await?;
+    let registrations = config.registrations_file.clone();
+    let databases = tokio::task::spawn_blocking(move || {
+        DatabaseRegistry::open(&specs, allowed, policy, registrations.as_deref())
+    })
+    .await??;
     let state = Arc::new(AppState::new(
         config.models.clone(),
         databases,

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Limits, ModelSpec, PipelineSettings};
-use crate::databases::DatabaseRegistry;
+use crate::databases::{Database, DatabaseRegistry};
 use crate::metrics::Metrics;
 use crate::models::ModelRegistry;
 use crate::pipeline_runtime::PipelineRuntime;
@@ -65,6 +65,27 @@ impl Drop for Admission {
 }
 
 impl AppState {
+    /// A database by id. With a registrations file shared by replicas, one that another
+    /// replica registered is opened on its first request here.
+    pub async fn database(self: &Arc<Self>, db_id: &str) -> Result<Database, ServiceError> {
+        match self.databases.get(db_id) {
+            Err(ServiceError::NotFound { .. }) if self.databases.is_shared() => {
+                self.sync_databases().await;
+                self.databases.get(db_id)
+            }
+            found => found,
+        }
+    }
+
+    /// Opens what other replicas registered since the last look (off the async workers:
+    /// it introspects).
+    pub async fn sync_databases(self: &Arc<Self>) {
+        if self.databases.is_shared() {
+            let state = self.clone();
+            let _ = tokio::task::spawn_blocking(move || state.databases.sync()).await;
+        }
+    }
+
     pub fn new(
         model_specs: Vec<ModelSpec>,
         databases: DatabaseRegistry,

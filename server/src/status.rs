@@ -98,6 +98,17 @@ impl From<ServiceError> for Status {
     }
 }
 
+/// The registrations file shared by replicas cannot be read or written: the storage behind it
+/// (a volume) may come back, and nothing was registered.
+impl From<std::io::Error> for ServiceError {
+    fn from(e: std::io::Error) -> Self {
+        tracing::warn!(error = %e, "registrations file");
+        Self::Unavailable {
+            reason: "the shared registrations file cannot be written".into(),
+        }
+    }
+}
+
 impl From<EngineError> for ServiceError {
     fn from(err: EngineError) -> Self {
         match err {

@@ -18,6 +18,7 @@ mod relevance;
 mod server_inference;
 mod server_lifecycle;
 mod server_postgres;
+mod server_registrations;
 mod server_smoke;
 mod server_support;
 mod server_text2sql;

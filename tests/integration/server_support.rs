@@ -27,6 +27,8 @@ pub struct TestConfig {
     pub auth: bool,
     /// A directory `Databases.Register` may read from.
     pub allowed_dir: Option<PathBuf>,
+    /// The registrations file shared with other servers.
+    pub registrations_file: Option<PathBuf>,
     /// Serve over TLS: (PEM certificate for `localhost`, PEM key).
     pub tls: Option<(PathBuf, PathBuf)>,
     /// The CA the client trusts for TLS.
@@ -44,6 +46,7 @@ impl Default for TestConfig {
             max_waiting_text2sql: 64,
             auth: false,
             allowed_dir: None,
+            registrations_file: None,
             tls: None,
             tls_ca: None,
         }
@@ -70,11 +73,17 @@ impl TestConfig {
                 )
             })
             .unwrap_or_default();
-        let allowed = self
+        let mut allowed = self
             .allowed_dir
             .as_ref()
-            .map(|d| format!("allowed_dir = {:?}", d.display().to_string()))
+            .map(|d| format!("allowed_dir = {:?}\n", d.display().to_string()))
             .unwrap_or_default();
+        if let Some(file) = &self.registrations_file {
+            allowed.push_str(&format!(
+                "registrations_file = {:?}\n",
+                file.display().to_string()
+            ));
+        }
         format!(
             r#"
 [server]

@@ -25,6 +25,7 @@ impl Databases for DatabasesService {
         let ctx = RpcContext::begin(&self.state, "Databases/List", request.metadata());
         // Databases are introspected before the server listens, so listing works while the
         // models are still loading.
+        self.state.sync_databases().await;
         let databases = self
             .state
             .databases
@@ -42,8 +43,8 @@ impl Databases for DatabasesService {
         let ctx = RpcContext::begin(&self.state, "Databases/Describe", request.metadata());
         let result = self
             .state
-            .databases
-            .get(&request.get_ref().db_id)
+            .database(&request.get_ref().db_id)
+            .await
             .map(|db| convert::describe_response(&db));
         ctx.complete(result)
     }

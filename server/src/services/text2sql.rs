@@ -54,7 +54,7 @@ impl Text2SqlService {
         if req.db_id.is_empty() {
             return Err(ServiceError::invalid("db_id", "must not be empty"));
         }
-        let db = self.state.databases.get(&req.db_id)?;
+        let db = self.state.database(&req.db_id).await?;
         let runtime = self.state.pipeline_runtime()?;
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
         let permit = self
