@@ -18,75 +18,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if ! command -v nginx >/dev/null; then
-    echo "replicas test: installing nginx (Debian)" >&2
-    apt-get install -y -q nginx >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q nginx >/dev/null; }
-fi
 [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet grpcio grpcio-tools grpcio-health-checking
 mkdir -p "$work/stubs" "$work/nginx"
 "$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work/stubs" \
     --grpc_python_out="$work/stubs" "$repo"/proto/quorum/v1/*.proto
 
-models="${QUORUM_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/quorum/models}"
-spider="${QUORUM_SPIDER_DIR:-$repo/../shared/data/spider}"
 free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 (cd "$repo" && cargo build --quiet -p quorum-server)
-ports=()
-for i in 0 1 2; do
-    port="$(free_port)"
-    ports+=("$port")
-    cat > "$work/replica$i.toml" <<TOML
-[server]
-listen = "127.0.0.1:$port"
-metrics_listen = ""
-grace_period_secs = 60
-
-[[models]]
-name = "smol"
-source = "$models/smollm2-135m-instruct-q4_1.gguf"
-roles = ["generator"]
-
-[databases.entries]
-concert_singer = "$spider/database/concert_singer/concert_singer.sqlite"
-TOML
-    "$target/debug/quorum" serve --config "$work/replica$i.toml" 2>"$work/replica$i.log" &
-    pids+=("$!")
-done
-
-lb_port="$(free_port)"
-cat > "$work/nginx/nginx.conf" <<NGINX
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/error.log warn;
-events {}
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/body;
-    proxy_temp_path $work/nginx/proxy;
-    fastcgi_temp_path $work/nginx/fastcgi;
-    uwsgi_temp_path $work/nginx/uwsgi;
-    scgi_temp_path $work/nginx/scgi;
-    upstream quorum {
-        server 127.0.0.1:${ports[0]} max_fails=1 fail_timeout=30s;
-        server 127.0.0.1:${ports[1]} max_fails=1 fail_timeout=30s;
-        server 127.0.0.1:${ports[2]} max_fails=1 fail_timeout=30s;
-    }
-    server {
-        listen 127.0.0.1:$lb_port http2;
-        location / {
-            grpc_pass grpc://quorum;
-            # A replica that refuses the connection (killed) is skipped before anything was
-            # sent; a call that reached a replica is the client's to retry.
-            grpc_next_upstream error timeout;
-            grpc_read_timeout 300s;
-        }
-    }
-}
-NGINX
-nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-pids+=("$!")
+# shellcheck source=scripts/replicas_lib.sh
+. "$repo/scripts/replicas_lib.sh"
+start_replicas 3
+start_nginx
 
 PYTHONPATH="$work/stubs" "$venv/bin/python" - "$lb_port" "${ports[@]}" "${pids[0]}" "${pids[1]}" <<'PY'
 import json, os, signal, sys, threading, time
