@@ -58,7 +58,8 @@ async fn postgres_databases_are_served_registered_and_survive_outages() {
     let password_file = secrets.path().join("reader-password");
     std::fs::write(&password_file, format!("{READER_PASSWORD}\n")).expect("secret");
 
-    let raw = RawConfig::from_toml_str(&format!(
+    let registrations = secrets.path().join("registrations.jsonl");
+    let toml = format!(
         r#"
 [server]
 listen = "127.0.0.1:0"
@@ -77,6 +78,7 @@ format = "rep"
 [databases]
 dir = "/nonexistent"
 postgres_hosts = ["127.0.0.1"]
+registrations_file = {registrations:?}
 
 [databases.postgres.pets_pg]
 url = {reader_url:?}
@@ -93,8 +95,9 @@ max_new_tokens = 96
 "#,
         model = model_path(QWEN_05B).display().to_string(),
         password_file = password_file.display().to_string(),
-    ))
-    .expect("config parses");
+        registrations = registrations.display().to_string(),
+    );
+    let raw = RawConfig::from_toml_str(&toml).expect("config parses");
     let server = TestServer::start_raw(
         raw,
         std::path::Path::new("/nonexistent"),
@@ -198,6 +201,30 @@ max_new_tokens = 96
         .await
         .expect_err("unknown password name");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+
+    // The registration went to the shared file by its password's name, never the password;
+    // the refused ones did not. A second server on the same file serves it.
+    let recorded = std::fs::read_to_string(&registrations).expect("registrations file");
+    assert_eq!(recorded.lines().count(), 1, "{recorded}");
+    assert!(recorded.contains("concert_pg") && recorded.contains("\"password_name\":\"reader\""));
+    assert!(!recorded.contains(READER_PASSWORD));
+    let replica = TestServer::start_raw(
+        RawConfig::from_toml_str(&toml).expect("config parses"),
+        std::path::Path::new("/nonexistent"),
+        Duration::from_secs(300),
+    )
+    .await;
+    let seen = replica
+        .databases()
+        .describe(pb::DescribeDatabaseRequest {
+            db_id: "concert_pg".into(),
+        })
+        .await
+        .expect("the replica reads the registration")
+        .into_inner();
+    assert_eq!(seen.origin, pb::DatabaseOrigin::Registered as i32);
+    assert_eq!(seen.tables.len(), 4);
+    replica.stop().await;
 
     // A question answered on PostgreSQL, with its evidence.
     let mut text2sql = server.text2sql();
