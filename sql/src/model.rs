@@ -1,6 +1,7 @@
-//! The model-facing side of the pipeline: three small traits that the server implements with
-//! the engine (and tests with scripted fakes), so that this crate stays free of any model,
-//! tensor or async runtime code.
+//! The model-facing side of the crate: the small traits that the server implements with its
+//! models (a generator, a selector, a sentence embedder, and the masked-language-model encoder
+//! of relevance masking) and tests with scripted fakes, so that this crate stays free of any
+//! model, tensor or async runtime code.
 //!
 //! Calls take whole batches because the engine batches independent sequences: the pipeline
 //! submits all round-2 prompts (and all revisions of one round) in one call, and the server is
@@ -158,4 +159,20 @@ pub trait Embedder: Send + Sync {
 /// free text).
 pub trait Selector: Send + Sync {
     fn choose(&self, prompt: &str, labels: &[String]) -> Result<Vec<f32>, ModelCallError>;
+}
+
+/// Per group, per word, the word's contextual representation.
+pub type WordStates = Vec<Vec<Vec<f32>>>;
+
+/// A masked language model's encoder, as the probe needs it.
+pub trait ContextEncoder: Send + Sync {
+    /// For each entry of `masks`, encodes `[CLS] group0 [SEP] group1 [SEP] …` with every
+    /// sub-token of the word at `(group, word)` replaced by the mask token (`None`: nothing
+    /// masked), and returns each word's representation (the mean of its sub-tokens' last
+    /// hidden states). A word that does not fit the model's length gets an empty vector.
+    fn word_states(
+        &self,
+        groups: &[Vec<String>],
+        masks: &[Option<(usize, usize)>],
+    ) -> Result<Vec<WordStates>, ModelCallError>;
 }

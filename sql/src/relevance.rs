@@ -26,21 +26,7 @@ use crate::poincare;
 use crate::schema::Schema;
 use crate::value::Value;
 
-/// Per group, per word, the word's contextual representation.
-pub type WordStates = Vec<Vec<Vec<f32>>>;
-
-/// A masked language model's encoder, as the probe needs it.
-pub trait ContextEncoder: Send + Sync {
-    /// For each entry of `masks`, encodes `[CLS] group0 [SEP] group1 [SEP] …` with every
-    /// sub-token of the word at `(group, word)` replaced by the mask token (`None`: nothing
-    /// masked), and returns each word's representation (the mean of its sub-tokens' last
-    /// hidden states). A word that does not fit the model's length gets an empty vector.
-    fn word_states(
-        &self,
-        groups: &[Vec<String>],
-        masks: &[Option<(usize, usize)>],
-    ) -> Result<Vec<WordStates>, ModelCallError>;
-}
+pub use crate::model::{ContextEncoder, WordStates};
 
 /// The paper's settings (α = 0.9, β = 0.5, τ = 0.6).
 #[derive(Debug, Clone, Copy, PartialEq)]
