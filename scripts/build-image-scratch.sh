@@ -11,7 +11,10 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 tag="${1:-localhost/quorum:cpu-scratch}"
 archive="${2:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/quorum-target}"
-command -v buildah >/dev/null || apt-get install -y -q buildah >/dev/null
+if ! command -v buildah >/dev/null; then
+    echo "installing buildah (Debian)" >&2
+    apt-get install -y -q buildah >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q buildah >/dev/null; }
+fi
 store=(--storage-driver vfs)
 # Docker format: OCI image configs have no HEALTHCHECK.
 export BUILDAH_FORMAT=docker

@@ -8,9 +8,10 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${QUORUM_VENV:-$HOME/.cache/quorum-venv}"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 work="$(mktemp -d)"
-server_pid=""
+pids=()
 cleanup() {
-    if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -21,26 +22,13 @@ mkdir -p "$work/stubs"
 "$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work/stubs" \
     --grpc_python_out="$work/stubs" "$repo"/proto/quorum/v1/*.proto
 
-models="${QUORUM_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/quorum/models}"
-spider="${QUORUM_SPIDER_DIR:-$repo/../shared/data/spider}"
-port="$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-cat > "$work/quorum.toml" <<TOML
-[server]
-listen = "127.0.0.1:$port"
-metrics_listen = ""
-
-[[models]]
-name = "smol"
-source = "$models/smollm2-135m-instruct-q4_1.gguf"
-roles = ["generator"]
-
-[databases.entries]
-concert_singer = "$spider/database/concert_singer/concert_singer.sqlite"
-TOML
+free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 (cd "$repo" && cargo build --quiet -p quorum-server)
-"$target/debug/quorum" serve --config "$work/quorum.toml" 2>"$work/server.log" &
-server_pid=$!
+# shellcheck source=scripts/replicas_lib.sh
+. "$repo/scripts/replicas_lib.sh"
+start_replicas 1
+port="${ports[0]}"
 
 PYTHONPATH="$work/stubs" "$venv/bin/python" - "$port" <<'PY'
 import sys, time

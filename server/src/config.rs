@@ -951,5 +951,8 @@ max_new_tokens = 64
             "{err}"
         );
         assert!(toml::from_str::<RawPipeline>("voting = \"loud\"").is_err());
+        // A whole number where a real one is meant reads as that number.
+        let whole: RawPipeline = toml::from_str("revision_temperature = 1").unwrap();
+        assert_eq!(whole.knobs.revision_temperature, Some(1.0));
     }
 }

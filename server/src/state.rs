@@ -82,7 +82,9 @@ impl AppState {
     pub async fn sync_databases(self: &Arc<Self>) {
         if self.databases.is_shared() {
             let state = self.clone();
-            let _ = tokio::task::spawn_blocking(move || state.databases.sync()).await;
+            if let Err(e) = tokio::task::spawn_blocking(move || state.databases.sync()).await {
+                tracing::error!(error = %e, "reading the registrations file panicked");
+            }
         }
     }
 
