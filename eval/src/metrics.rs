@@ -29,6 +29,8 @@ use quorum_sql::backend::Session;
 use quorum_sql::compare::{bird_eq, order_matters, spider_eq};
 use quorum_sql::distinct::{DistinctMode, prepare_for_spider_ex};
 use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
+pub use quorum_sql::timing::clean_mean;
+use quorum_sql::timing::time_pair;
 
 /// Which benchmark's notion of "same result" EX uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -174,43 +176,9 @@ fn ves_ratio(
     pred: &str,
     options: &ScoreOptions,
 ) -> Option<f64> {
-    let mut ratios = Vec::with_capacity(options.ves_iterations);
-    for _ in 0..options.ves_iterations {
-        // A failed timing (a timeout under load) drops the pair rather than the question: the
-        // prediction has already been shown correct.
-        let (Ok(p), Ok(g)) = (session.execute(pred), session.execute(gold)) else {
-            continue;
-        };
-        ratios.push(time_ratio(g.elapsed, p.elapsed));
-    }
-    clean_mean(&ratios)
-}
-
-/// gold / pred, with both floored at one microsecond: a query that finishes within the clock's
-/// noise must not turn the ratio into infinity.
-fn time_ratio(gold: Duration, pred: Duration) -> f64 {
-    const FLOOR: f64 = 1e-6;
-    gold.as_secs_f64().max(FLOOR) / pred.as_secs_f64().max(FLOOR)
-}
-
-/// Mean of the values within mean ± 3σ (population σ, as BIRD's numpy code computes it).
-pub fn clean_mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
-    let kept: Vec<f64> = values
-        .iter()
-        .copied()
-        .filter(|v| (v - mean).abs() <= 3.0 * sd)
-        .collect();
-    // Within 3σ of the mean there is always at least one value, but guard anyway.
-    if kept.is_empty() {
-        return Some(mean);
-    }
-    Some(kept.iter().sum::<f64>() / kept.len() as f64)
+    // A failed timing (a timeout under load) drops the pair rather than the question: the
+    // prediction has already been shown correct.
+    time_pair(session, gold, pred, options.ves_iterations).map(|t| t.ratio)
 }
 
 /// The per-question VES reward for a correct prediction with the given time ratio.

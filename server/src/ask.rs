@@ -9,20 +9,40 @@ use quorum_proto::v1 as pb;
 use quorum_server::client::health_status;
 use tonic_health::pb::health_check_response::ServingStatus;
 
+/// Where the client subcommands (`ask`, `link`, `debug`, `optimize`, `explain`) find the
+/// server.
 #[derive(clap::Args, Debug)]
-pub struct AskArgs {
+pub struct ClientArgs {
     /// Server address.
     #[arg(long, default_value = "http://127.0.0.1:50051", env = "QUORUM_SERVER")]
     pub server: String,
-    /// Database id (see `Databases.List`).
-    #[arg(long, default_value = "concert_singer")]
-    pub db: String,
     /// PEM certificate to trust for an https:// server (e.g. a self-signed one).
     #[arg(long, env = "QUORUM_CA_CERT")]
     pub ca_cert: Option<std::path::PathBuf>,
     /// How long to wait for the server to become ready (models load at start-up).
     #[arg(long, default_value_t = 600)]
     pub wait_secs: u64,
+}
+
+impl ClientArgs {
+    /// A channel to the server once it reports SERVING.
+    pub async fn connect(&self) -> Result<tonic::transport::Channel> {
+        wait_ready(
+            &self.server,
+            self.ca_cert.as_deref(),
+            Duration::from_secs(self.wait_secs),
+        )
+        .await
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Database id (see `Databases.List`).
+    #[arg(long, default_value = "concert_singer")]
+    pub db: String,
     /// The question.
     pub question: String,
 }
@@ -52,7 +72,7 @@ pub(crate) async fn wait_ready(
     }
 }
 
-fn cell(v: &pb::Value) -> String {
+pub(crate) fn cell(v: &pb::Value) -> String {
     match &v.kind {
         Some(pb::value::Kind::Null(_)) | None => "NULL".into(),
         Some(pb::value::Kind::Integer(i)) => i.to_string(),
@@ -63,12 +83,7 @@ fn cell(v: &pb::Value) -> String {
 }
 
 pub async fn ask(args: AskArgs) -> Result<()> {
-    let channel = wait_ready(
-        &args.server,
-        args.ca_cert.as_deref(),
-        Duration::from_secs(args.wait_secs),
-    )
-    .await?;
+    let channel = args.client.connect().await?;
     let mut client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let started = Instant::now();
     let response = client

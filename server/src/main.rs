@@ -16,6 +16,7 @@ mod ask;
 mod eval;
 mod grammar_coverage;
 mod pg_load;
+mod subtask_cli;
 mod train;
 
 use quorum_server::model_source::ModelDirs;
@@ -51,6 +52,14 @@ struct Cli {
 enum Command {
     /// Ask a running server one question (Text2Sql.Generate); waits until it is ready.
     Ask(ask::AskArgs),
+    /// Links a question to the tables a query needs (Text2Sql.LinkSchema).
+    Link(subtask_cli::LinkArgs),
+    /// Fixes a failing or wrong SQL, round by round (Text2Sql.DebugStream).
+    Debug(subtask_cli::DebugArgs),
+    /// Rewrites a SQL to run faster, measured on the database (Text2Sql.OptimizeStream).
+    Optimize(subtask_cli::OptimizeArgs),
+    /// Says in words what a SQL asks, and checks it against a question (Text2Sql.Explain).
+    Explain(subtask_cli::ExplainArgs),
     /// Checks a running server's gRPC health once: exits 0 when SERVING, 1 otherwise (the
     /// container HEALTHCHECK).
     Health(HealthArgs),
@@ -201,11 +210,17 @@ fn run() -> Result<()> {
         Command::Train(args) => train::train(&dirs, &device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),
-        Command::Ask(args) => tokio::runtime::Runtime::new()
-            .context("starting the async runtime")?
-            .block_on(ask::ask(args)),
+        Command::Ask(args) => client_runtime()?.block_on(ask::ask(args)),
+        Command::Link(args) => client_runtime()?.block_on(subtask_cli::link(args)),
+        Command::Debug(args) => client_runtime()?.block_on(subtask_cli::debug(args)),
+        Command::Optimize(args) => client_runtime()?.block_on(subtask_cli::optimize(args)),
+        Command::Explain(args) => client_runtime()?.block_on(subtask_cli::explain(args)),
         Command::Health(args) => health(args),
     }
+}
+
+fn client_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
 }
 
 #[derive(clap::Args, Debug)]

@@ -136,16 +136,68 @@ impl PipelineRuntime {
             .into_iter()
             .map(|r| (r.config.name, r.target))
             .collect();
-        let runtime = Self {
+        let mut runtime = Self {
             base,
             demos,
             routes: Arc::new(routes),
         };
+        // The consistency check explains SQL in English: the generator sub-tasks use.
+        runtime.base.consistency.generator = Some(runtime.subtask_generator(None)?);
         // Fail at startup, not on the first request, when the settings cannot work.
         runtime
             .pipeline(runtime.base.clone(), models, scope_for_check())
             .map_err(|e| anyhow::anyhow!("pipeline settings: {e}"))?;
         Ok(runtime)
+    }
+
+    /// The configured generator a sub-task asks: `requested` when given, else the first
+    /// generator that runs a model without an adapter (the adapters are tuned for writing SQL
+    /// from the pipeline's prompts, not for ranking tables or explaining SQL), else the first.
+    pub fn subtask_generator(&self, requested: Option<&str>) -> Result<String, ServiceError> {
+        if let Some(name) = requested.filter(|n| !n.is_empty()) {
+            if !self.routes.contains_key(name) {
+                let mut known: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                return Err(ServiceError::invalid(
+                    "generator",
+                    format!(
+                        "no generator `{name}` is configured (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+            return Ok(name.to_owned());
+        }
+        let generators = &self.base.generators;
+        generators
+            .iter()
+            .find(|g| {
+                self.routes
+                    .get(&g.name)
+                    .is_some_and(|t| t.adapter.is_none())
+            })
+            .or_else(|| generators.first())
+            .map(|g| g.name.clone())
+            .ok_or_else(|| ServiceError::FailedPrecondition {
+                what: "a generator".into(),
+            })
+    }
+
+    /// The generators, as the sub-tasks call them, bound to one request's scope.
+    pub fn generator(&self, models: &Arc<ModelRegistry>, scope: CallScope) -> EngineGenerator {
+        EngineGenerator {
+            models: models.clone(),
+            routes: self.routes.clone(),
+            scope,
+        }
+    }
+
+    /// The selection model bound to one request's scope, when a model has that role.
+    pub fn selector(&self, models: &ModelRegistry, scope: CallScope) -> Option<EngineSelector> {
+        models.selector().map(|d| EngineSelector {
+            decoder: d.clone(),
+            scope,
+        })
     }
 
     /// A pipeline for one request.

@@ -6,6 +6,7 @@
 use quorum_engine::EngineError;
 use quorum_sql::pipeline::{ModelCallError, PipelineError};
 use quorum_sql::sandbox::ExecError;
+use quorum_sql::subtask::SubtaskError;
 use tonic::{Code, Status};
 
 /// gRPC's retry-pushback trailer: a client with a retry policy waits this long before it
@@ -179,6 +180,25 @@ impl From<ModelCallError> for ServiceError {
             ModelCallError::Failed { name, message } => {
                 Self::internal(format!("model {name}: {message}"))
             }
+        }
+    }
+}
+
+impl From<SubtaskError> for ServiceError {
+    fn from(err: SubtaskError) -> Self {
+        match err {
+            SubtaskError::Invalid { field, reason } => Self::invalid(field, reason),
+            SubtaskError::Model { source, .. } => source.into(),
+            SubtaskError::Database {
+                db_id,
+                source: source @ ExecError::Unavailable { .. },
+            } => Self::Unavailable {
+                reason: format!("database {db_id}: {source}"),
+            },
+            SubtaskError::Database { db_id, source } => {
+                Self::internal(format!("database {db_id}: {source}"))
+            }
+            e @ SubtaskError::BatchSize { .. } => Self::internal(e),
         }
     }
 }

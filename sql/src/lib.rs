@@ -7,10 +7,14 @@
 
 pub mod backend;
 pub mod compare;
+pub mod database;
 pub mod dataset;
 pub mod demo_index;
 pub mod dialect;
 pub mod distinct;
+pub mod error_hint;
+#[cfg(test)]
+mod fakes;
 mod fingerprint;
 pub mod grammar;
 pub mod hardness;
@@ -29,6 +33,8 @@ pub mod schema;
 pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
+pub mod subtask;
+pub mod timing;
 pub mod translate;
 pub mod value;
 pub mod vote;

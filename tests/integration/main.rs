@@ -20,6 +20,7 @@ mod server_lifecycle;
 mod server_postgres;
 mod server_registrations;
 mod server_smoke;
+mod server_subtasks;
 mod server_support;
 mod server_text2sql;
 mod server_tls;

@@ -75,6 +75,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         revision_temperature: o.revision_temperature,
         answer_prefix: o.answer_prefix,
         constrained: o.constrained,
+        consistency_check: o.consistency_check,
         voting,
         selector: o.selector,
         preview_rows: count(o.preview_rows),
@@ -100,6 +101,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         revision_temperature: knobs.revision_temperature,
         answer_prefix: knobs.answer_prefix,
         constrained: knobs.constrained,
+        consistency_check: knobs.consistency_check,
         voting: knobs
             .voting
             .map_or(pb::VotingMode::Unspecified, voting_mode) as i32,
@@ -247,6 +249,12 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
                 value,
             })
             .collect(),
+        consistency: a.consistency.as_ref().map(|c| pb::ConsistencyCheck {
+            explanation: c.explanation.clone(),
+            verdict: c.verdict.as_ref().map(super::consistency),
+            error: c.error.clone().unwrap_or_default(),
+            elapsed_ms: c.elapsed_ms,
+        }),
     }
 }
 

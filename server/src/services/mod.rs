@@ -3,6 +3,7 @@
 
 pub mod databases;
 pub mod inference;
+pub mod subtasks;
 pub mod text2sql;
 
 use std::pin::Pin;

@@ -15,6 +15,7 @@ use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
 use super::ResponseStream;
+use super::subtasks::Subtasks;
 use crate::convert;
 use crate::databases::Database;
 use crate::pipeline_models::CallScope;
@@ -41,6 +42,12 @@ struct Prepared {
 type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
 
 impl Text2SqlService {
+    fn subtasks(&self) -> Subtasks {
+        Subtasks {
+            state: self.state.clone(),
+        }
+    }
+
     /// Validates the request, then waits for a run slot.
     async fn prepare(
         &self,
@@ -211,6 +218,94 @@ impl Text2SqlService {
 #[tonic::async_trait]
 impl Text2Sql for Text2SqlService {
     type GenerateStreamStream = ResponseStream<pb::Text2SqlEvent>;
+    type DebugStreamStream = ResponseStream<pb::DebugEvent>;
+    type OptimizeStreamStream = ResponseStream<pb::OptimizeEvent>;
+
+    async fn link_schema(
+        &self,
+        request: Request<pb::LinkSchemaRequest>,
+    ) -> Result<Response<pb::LinkSchemaResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/LinkSchema", request.metadata());
+        let result = self
+            .subtasks()
+            .link_schema(&ctx, request.into_inner())
+            .instrument(ctx.span.clone())
+            .await;
+        ctx.complete(result)
+    }
+
+    async fn debug(
+        &self,
+        request: Request<pb::DebugRequest>,
+    ) -> Result<Response<pb::DebugResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Debug", request.metadata());
+        let result = self
+            .subtasks()
+            .debug(&ctx, request.into_inner())
+            .instrument(ctx.span.clone())
+            .await;
+        ctx.complete(result)
+    }
+
+    async fn debug_stream(
+        &self,
+        request: Request<pb::DebugRequest>,
+    ) -> Result<Response<Self::DebugStreamStream>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/DebugStream", request.metadata());
+        let span = ctx.span.clone();
+        let stream = self
+            .subtasks()
+            .debug_stream(ctx.clone(), request.into_inner())
+            .instrument(span)
+            .await;
+        match stream {
+            Ok(stream) => Ok(ctx.respond(stream)),
+            Err(e) => Err(ctx.fail(e)),
+        }
+    }
+
+    async fn optimize(
+        &self,
+        request: Request<pb::OptimizeRequest>,
+    ) -> Result<Response<pb::OptimizeResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Optimize", request.metadata());
+        let result = self
+            .subtasks()
+            .optimize(&ctx, request.into_inner())
+            .instrument(ctx.span.clone())
+            .await;
+        ctx.complete(result)
+    }
+
+    async fn optimize_stream(
+        &self,
+        request: Request<pb::OptimizeRequest>,
+    ) -> Result<Response<Self::OptimizeStreamStream>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/OptimizeStream", request.metadata());
+        let span = ctx.span.clone();
+        let stream = self
+            .subtasks()
+            .optimize_stream(ctx.clone(), request.into_inner())
+            .instrument(span)
+            .await;
+        match stream {
+            Ok(stream) => Ok(ctx.respond(stream)),
+            Err(e) => Err(ctx.fail(e)),
+        }
+    }
+
+    async fn explain(
+        &self,
+        request: Request<pb::ExplainRequest>,
+    ) -> Result<Response<pb::ExplainResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Explain", request.metadata());
+        let result = self
+            .subtasks()
+            .explain(&ctx, request.into_inner())
+            .instrument(ctx.span.clone())
+            .await;
+        ctx.complete(result)
+    }
 
     async fn generate(
         &self,

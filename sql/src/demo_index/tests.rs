@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::dataset::Example;
-use crate::pipeline::tests::fakes::BagOfWords;
+use crate::fakes::BagOfWords;
 use crate::spider_fixture::spider;
 
 /// The first `n` train examples (the first 400 span nine databases).
@@ -27,7 +27,7 @@ fn index(n: usize) -> DemoIndex {
 fn entries_hold_masked_questions_skeletons_and_table_counts() {
     let index = index(400);
     assert_eq!(index.len(), 400);
-    assert_eq!(index.dim(), crate::pipeline::tests::fakes::BAG_DIM);
+    assert_eq!(index.dim(), crate::fakes::BAG_DIM);
     let first = &index.entries()[0];
     assert_eq!(first.db_id, "department_management");
     assert!(

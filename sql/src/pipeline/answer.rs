@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hardness::Hardness;
 use crate::sandbox::{QueryResult, Value};
+use crate::subtask::explain::Consistency;
 
 /// The stage that produced a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +157,21 @@ pub struct PipelineAnswer {
     pub tokens_generated: usize,
     /// The settings the answer was produced with.
     pub settings: super::knobs::PipelineKnobs,
+    /// The consistency check of the final SQL, when it was asked for.
+    #[serde(default)]
+    pub consistency: Option<ConsistencyReport>,
+}
+
+/// What the consistency check found ([`crate::subtask::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsistencyReport {
+    /// The final SQL explained as a question; empty when the explanation failed.
+    pub explanation: String,
+    /// The judge's verdict; `None` when a model call failed (see `error`).
+    pub verdict: Option<Consistency>,
+    /// Why the check could not finish; the answer stands either way.
+    pub error: Option<String>,
+    pub elapsed_ms: f64,
 }
 
 /// Progress of a run, in order: `PreSql`, `LinkedTables` (with round 2), one `Candidate` per

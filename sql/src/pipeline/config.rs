@@ -237,6 +237,20 @@ pub struct PipelineConfig {
     /// clause out of place) are never chosen.
     #[serde(default)]
     pub constrained: bool,
+    /// The semantic consistency check of the final answer.
+    #[serde(default)]
+    pub consistency: ConsistencyConfig,
+}
+
+/// The benchmarking paper's consistency check as a last stage: the final SQL is explained in
+/// words by a generator and the selection model judges whether that asks the user's question.
+/// The answer is flagged, never changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConsistencyConfig {
+    pub enabled: bool,
+    /// The configured generator that explains the SQL; `None`: the first generator.
+    #[serde(default)]
+    pub generator: Option<String>,
 }
 
 impl PipelineConfig {
@@ -279,6 +293,7 @@ impl PipelineConfig {
             preview_rows: 20,
             answer_prefix: false,
             constrained: false,
+            consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()
             .apply(&mut config)

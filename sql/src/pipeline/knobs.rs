@@ -260,6 +260,12 @@ knobs! {
     constrained: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.constrained,
         write |c, v| c.constrained = v;
+    /// Explain the final SQL in words and ask the selection model whether that asks the user's
+    /// question (the benchmarking paper's consistency check); the answer is flagged, not
+    /// changed. Needs a model with the selector role.
+    consistency_check: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.consistency.enabled,
+        write |c, v| c.consistency.enabled = v;
     /// How the final SQL is chosen: `none` (the first generator's answer), `majority`
     /// (cross-consistency over execution results) or `difficulty_aware` (PET-SQL: the
     /// PreSQL's hardness picks the voters).

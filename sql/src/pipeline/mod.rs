@@ -12,9 +12,7 @@
 
 pub mod answer;
 pub mod config;
-pub mod database;
 pub mod error;
-pub mod error_hint;
 pub mod knobs;
 mod render;
 mod run;
@@ -26,20 +24,20 @@ mod voting;
 
 use std::sync::Arc;
 
+pub use crate::database::DatabaseHandle;
 pub use crate::model::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
     Selector,
 };
 pub use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
 pub use answer::{
-    Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
-    ResultPreview, SelectorReport, StageTimings, VoteReport,
+    Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
+    PipelineEvent, ResultPreview, SelectorReport, StageTimings, VoteReport,
 };
 pub use config::{
-    GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config, Round2Config,
-    SelectorConfig, SplitRule, VotingMode,
+    ConsistencyConfig, GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config,
+    Round2Config, SelectorConfig, SplitRule, VotingMode,
 };
-pub use database::DatabaseHandle;
 pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
@@ -115,6 +113,18 @@ impl Pipeline {
             return Err(PipelineError::MissingModel {
                 what: "selection (a model with the selector role)",
             });
+        }
+        if config.consistency.enabled && models.selector.is_none() {
+            return Err(PipelineError::MissingModel {
+                what: "the consistency check (a model with the selector role)",
+            });
+        }
+        if let Some(name) = &config.consistency.generator
+            && !config.generators.iter().any(|g| &g.name == name)
+        {
+            return invalid(&format!(
+                "the consistency check names generator `{name}`, which is not configured"
+            ));
         }
         if config.selector.enabled
             && !(2..=selection::MAX_LABELS).contains(&config.selector.max_groups)

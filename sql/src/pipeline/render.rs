@@ -7,7 +7,7 @@
 //! round 2: one revision format keeps the number of prompt formats a model must know small.
 
 use super::config::PromptFormat;
-use super::error_hint::explain_error;
+use crate::error_hint::explain_error;
 use crate::model::{PromptMessages, SQL_ANSWER_PREFIX};
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;

@@ -6,11 +6,10 @@ use std::time::Instant;
 
 use super::Pipeline;
 use super::answer::{
-    Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineEvent,
-    ResultPreview, StageTimings, VoteReport,
+    Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
+    PipelineEvent, ResultPreview, StageTimings, VoteReport,
 };
 use super::config::{GeneratorConfig, PromptFormat};
-use super::database::DatabaseHandle;
 use super::error::PipelineError;
 use super::knobs::PipelineKnobs;
 use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
@@ -18,6 +17,7 @@ use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use super::voting::{Ballot, Tally, tally};
 use crate::backend::Session;
+use crate::database::DatabaseHandle;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
@@ -29,6 +29,8 @@ use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
 use crate::skeleton::sql_skeleton;
+use crate::subtask::Asker;
+use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::translate::{complete_group_by, string_literals_for};
 use crate::vote::Voter;
 
@@ -504,6 +506,7 @@ impl<'r> Run<'r> {
             sql: sql.clone(),
             preview: preview.clone(),
         });
+        let consistency = self.check_consistency(&sql);
         self.timings.total_ms = elapsed_ms(self.started);
         PipelineAnswer {
             sql,
@@ -516,7 +519,50 @@ impl<'r> Run<'r> {
             timings: self.timings,
             tokens_generated: self.tokens,
             settings: PipelineKnobs::of(&self.pipeline.config),
+            consistency,
         }
+    }
+
+    /// Explains `sql` and asks the selection model whether that asks the question, when the
+    /// configuration wants it. A failed model call is reported, not raised: the answer is
+    /// already chosen.
+    fn check_consistency(&mut self, sql: &str) -> Option<ConsistencyReport> {
+        let pipeline = self.pipeline;
+        let config = &pipeline.config.consistency;
+        if !config.enabled {
+            return None;
+        }
+        let started = Instant::now();
+        let first = &pipeline.config.generators[0];
+        let asker = Asker {
+            generator: pipeline.models.generator.as_ref(),
+            name: config.generator.as_deref().unwrap_or(&first.name),
+            max_new_tokens: first.sampling.max_new_tokens,
+        };
+        let judge = pipeline
+            .models
+            .selector
+            .as_deref()
+            .expect("Pipeline::new checks that the check has a selector");
+        let mut report = ConsistencyReport {
+            explanation: String::new(),
+            verdict: None,
+            error: None,
+            elapsed_ms: 0.0,
+        };
+        match explain_sql(&asker, self.db.dialect(), sql) {
+            Ok(explanation) => {
+                self.tokens += explanation.tokens_generated;
+                report.explanation = explanation.text;
+                match check_consistency(judge, self.ask.question, &report.explanation) {
+                    Ok(verdict) => report.verdict = Some(verdict),
+                    Err(e) => report.error = Some(e.to_string()),
+                }
+            }
+            Err(e) => report.error = Some(e.to_string()),
+        }
+        report.elapsed_ms = elapsed_ms(started);
+        Some(report)
     }
 
     /// One batched generator call; the answer must have one result per request.

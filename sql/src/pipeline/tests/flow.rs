@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use super::fakes::{ScriptedGenerator, Stage, stage};
 use super::*;
+use super::{Stage, stage};
+use crate::fakes::ScriptedGenerator;
 use crate::pipeline::{
     CandidateOutcome, CandidateRound, LinkingReport, ModelCallError, PipelineEvent,
 };

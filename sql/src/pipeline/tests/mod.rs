@@ -1,13 +1,13 @@
 //! Pipeline tests with scripted models over the real concert_singer database.
 
-pub(crate) mod fakes;
 mod flow;
 mod switches;
 mod voting;
 
 use std::sync::Arc;
 
-use fakes::{FixedSelector, ScriptedGenerator};
+use crate::fakes::{FixedSelector, ScriptedGenerator};
+use crate::model::GenerationRequest;
 
 use super::{
     DatabaseHandle, GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, PromptFormat,
@@ -70,10 +70,30 @@ pub(crate) fn by_stage(
     finsql: impl Fn(&str) -> &'static str + Send + Sync + 'static,
 ) -> Arc<ScriptedGenerator> {
     Arc::new(ScriptedGenerator::new(move |r| {
-        Ok(match fakes::stage(r) {
-            fakes::Stage::Round1 => presql.to_owned(),
-            fakes::Stage::Round2 => finsql(&r.generator).to_owned(),
-            fakes::Stage::Revision => S6.to_owned(),
+        Ok(match stage(r) {
+            Stage::Round1 => presql.to_owned(),
+            Stage::Round2 => finsql(&r.generator).to_owned(),
+            Stage::Revision => S6.to_owned(),
         })
     }))
+}
+
+/// Which stage a prompt belongs to, recognised by its text (tests use concert_singer, whose
+/// full schema shows `stadium`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Round1,
+    Round2,
+    Revision,
+}
+
+pub(crate) fn stage(request: &GenerationRequest) -> Stage {
+    let text = &request.prompt.user;
+    if text.contains("【Execution result】") {
+        Stage::Revision
+    } else if text.contains("stadium") {
+        Stage::Round1
+    } else {
+        Stage::Round2
+    }
 }

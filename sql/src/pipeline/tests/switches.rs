@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use super::fakes::{BagOfWords, ScriptedGenerator, Stage, stage};
 use super::*;
+use super::{Stage, stage};
 use crate::demo_index::DemoIndex;
 use crate::demo_index::tests::train_subset;
+use crate::fakes::{BagOfWords, ScriptedGenerator};
 use crate::pipeline::{Sampling, VotingMode};
 use crate::prompt::Template;
 use crate::spider_fixture::spider;

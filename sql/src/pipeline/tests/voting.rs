@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::fakes::FixedSelector;
 use super::*;
+use crate::fakes::{FixedSelector, ScriptedGenerator};
 use crate::hardness::Hardness;
 use crate::pipeline::{ModelCallError, SplitRule, VotingMode};
 use crate::vote::VotingPolicy;
@@ -166,4 +166,52 @@ fn a_failing_selector_leaves_the_vote_standing() {
     assert_eq!(report.chosen, None);
     assert!(report.error.is_some());
     assert_eq!(answer.sql, S6);
+}
+
+#[test]
+fn the_consistency_check_flags_the_answer_without_changing_it() {
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(if r.prompt.answer_prefix.as_deref() == Some("Question:") {
+            "Question: How many singers are there?".to_owned()
+        } else {
+            S6.to_owned()
+        })
+    }));
+    let selector = Arc::new(FixedSelector::new(Ok(vec![-0.1, -2.5])));
+    let mut checked = config(&["a", "b"]);
+    checked.consistency.enabled = true;
+    checked.consistency.generator = Some("b".into());
+    let answer = pipeline(checked.clone(), &generator, Some(&selector))
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, S6);
+    let report = answer.consistency.expect("checked");
+    assert_eq!(report.explanation, "How many singers are there?");
+    let verdict = report.verdict.expect("judged");
+    assert!(verdict.consistent && verdict.p_same > 0.9, "{verdict:?}");
+    let explained: Vec<_> = generator
+        .batches()
+        .into_iter()
+        .flatten()
+        .filter(|r| r.prompt.answer_prefix.as_deref() == Some("Question:"))
+        .collect();
+    assert_eq!(explained.len(), 1);
+    assert_eq!(explained[0].generator, "b");
+    assert!(selector.prompts().iter().all(|p| p.contains(QUESTION)));
+    assert_eq!(answer.settings.consistency_check, Some(true));
+
+    // Off by default; on without a selector model it cannot be built.
+    let plain = pipeline(config(&["a"]), &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert!(plain.consistency.is_none());
+    let models = PipelineModels {
+        generator: generator.clone(),
+        embedder: None,
+        selector: None,
+        demos: None,
+        context_encoder: None,
+    };
+    let e = Pipeline::new(checked, models).expect_err("no judge");
+    assert!(e.to_string().contains("consistency check"), "{e}");
 }

@@ -1,4 +1,5 @@
-//! Scripted stand-ins for the models, for tests: a generator that maps each request to a fixed
+//! Scripted stand-ins for the models, for the tests of the pipeline, retrieval and the
+//! sub-tasks: a generator that maps each request to a fixed
 //! completion through a closure, a bag-of-words embedder, and a selector with fixed scores.
 //! Each records its calls so tests can check batching and when a model was asked at all.
 
@@ -8,26 +9,6 @@ use crate::fingerprint::Fnv64;
 use crate::model::{Embedder, Generation, GenerationRequest, Generator, ModelCallError, Selector};
 
 type Script = dyn Fn(&GenerationRequest) -> Result<String, ModelCallError> + Send + Sync;
-
-/// Which stage a prompt belongs to, recognised by its text (tests use concert_singer, whose
-/// full schema shows `stadium`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
-    Round1,
-    Round2,
-    Revision,
-}
-
-pub(crate) fn stage(request: &GenerationRequest) -> Stage {
-    let text = &request.prompt.user;
-    if text.contains("【Execution result】") {
-        Stage::Revision
-    } else if text.contains("stadium") {
-        Stage::Round1
-    } else {
-        Stage::Round2
-    }
-}
 
 pub(crate) struct ScriptedGenerator {
     script: Box<Script>,

@@ -1,4 +1,4 @@
-//! A database the pipeline answers over: where its rows are (a [`Backend`]) and its
+//! A database the pipeline and the sub-tasks answer over: where its rows are (a [`Backend`]) and its
 //! introspected schema. The server introspects each database once and reuses the handle across
 //! requests; each run opens its own session on the backend.
 
