@@ -111,6 +111,10 @@ pub struct ExplainArgs {
     /// The user's question, to check the explanation against.
     #[arg(long)]
     pub question: Option<String>,
+    /// The judge's p_same at and above which the two count as the same question (default:
+    /// the server's).
+    #[arg(long)]
+    pub threshold: Option<f64>,
     #[arg(long)]
     pub generator: Option<String>,
     /// The SQL to explain.
@@ -287,6 +291,7 @@ pub async fn explain(args: ExplainArgs) -> Result<()> {
             db_id: args.db,
             question: args.question,
             generator: args.generator,
+            threshold: args.threshold,
         })
         .await
         .context("Text2Sql.Explain")?
@@ -294,9 +299,10 @@ pub async fn explain(args: ExplainArgs) -> Result<()> {
     println!("explanation: {}", r.explanation);
     if let Some(c) = &r.consistency {
         println!(
-            "consistent:  {} (p_same {:.2}; by order {:.2} / {:.2})",
+            "consistent:  {} (p_same {:.2} against {:.2}; by order {:.2} / {:.2})",
             c.consistent,
             c.p_same,
+            c.threshold,
             c.p_same_by_order.first().copied().unwrap_or(f64::NAN),
             c.p_same_by_order.get(1).copied().unwrap_or(f64::NAN)
         );

@@ -187,6 +187,21 @@ fn word_tokens(sql: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `ON` condition of a join, whatever its kind.
+pub(crate) fn join_condition(op: &JoinOperator) -> Option<&Expr> {
+    match op {
+        JoinOperator::Join(JoinConstraint::On(on))
+        | JoinOperator::Inner(JoinConstraint::On(on))
+        | JoinOperator::Left(JoinConstraint::On(on))
+        | JoinOperator::LeftOuter(JoinConstraint::On(on))
+        | JoinOperator::Right(JoinConstraint::On(on))
+        | JoinOperator::RightOuter(JoinConstraint::On(on))
+        | JoinOperator::FullOuter(JoinConstraint::On(on))
+        | JoinOperator::CrossJoin(JoinConstraint::On(on)) => Some(on),
+        _ => None,
+    }
+}
+
 #[derive(Default)]
 struct Walk {
     tables: Vec<String>,
@@ -256,15 +271,7 @@ impl Walk {
         self.table_factor(&from.relation);
         for join in &from.joins {
             self.table_factor(&join.relation);
-            if let JoinOperator::Join(JoinConstraint::On(on))
-            | JoinOperator::Inner(JoinConstraint::On(on))
-            | JoinOperator::Left(JoinConstraint::On(on))
-            | JoinOperator::LeftOuter(JoinConstraint::On(on))
-            | JoinOperator::Right(JoinConstraint::On(on))
-            | JoinOperator::RightOuter(JoinConstraint::On(on))
-            | JoinOperator::FullOuter(JoinConstraint::On(on))
-            | JoinOperator::CrossJoin(JoinConstraint::On(on)) = &join.join_operator
-            {
+            if let Some(on) = join_condition(&join.join_operator) {
                 self.expr(on);
             }
         }

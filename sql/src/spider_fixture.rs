@@ -21,3 +21,13 @@ pub(crate) fn spider() -> SpiderDataset {
 pub(crate) fn spider_db(db_id: &str) -> PathBuf {
     spider().database_path(db_id)
 }
+
+/// concert_singer, opened and introspected: the database most unit tests run SQL on.
+pub(crate) fn concert() -> crate::database::DatabaseHandle {
+    crate::database::DatabaseHandle::open(
+        &spider_db("concert_singer"),
+        "concert_singer",
+        crate::schema::IntrospectOptions::default(),
+    )
+    .expect("concert_singer introspects")
+}

@@ -17,6 +17,8 @@ pub struct PairTiming {
     pub candidate_ms: f64,
     /// Pairs that ran (a pair where either query failed, a timeout under load, is dropped).
     pub pairs: usize,
+    /// Pairs in which the candidate ran faster than the baseline.
+    pub candidate_faster: usize,
 }
 
 /// Times `iterations` alternating (candidate, baseline) pairs in `session`; `None` when no pair
@@ -30,11 +32,13 @@ pub fn time_pair(
     let mut ratios = Vec::with_capacity(iterations);
     let mut base_ms = Vec::with_capacity(iterations);
     let mut cand_ms = Vec::with_capacity(iterations);
+    let mut candidate_faster = 0;
     for _ in 0..iterations {
         let (Ok(c), Ok(b)) = (session.execute(candidate), session.execute(baseline)) else {
             continue;
         };
         ratios.push(time_ratio(b.elapsed, c.elapsed));
+        candidate_faster += usize::from(c.elapsed < b.elapsed);
         base_ms.push(b.elapsed.as_secs_f64() * 1e3);
         cand_ms.push(c.elapsed.as_secs_f64() * 1e3);
     }
@@ -43,6 +47,7 @@ pub fn time_pair(
         baseline_ms: median(&mut base_ms)?,
         candidate_ms: median(&mut cand_ms)?,
         pairs: ratios.len(),
+        candidate_faster,
     })
 }
 

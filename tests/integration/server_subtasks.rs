@@ -238,6 +238,7 @@ async fn subtasks_answer_with_evidence_over_grpc() {
             db_id: "concert_singer".into(),
             question: Some("How many singers do we have?".into()),
             generator: None,
+            threshold: None,
         })
         .await
         .expect("explain")
@@ -247,13 +248,18 @@ async fn subtasks_answer_with_evidence_over_grpc() {
     let c = answer.consistency.expect("checked against the question");
     assert!((0.0..=1.0).contains(&c.p_same), "{c:?}");
     assert_eq!(c.p_same_by_order.len(), 2);
-    assert_eq!(c.consistent, c.p_same >= 0.5);
+    assert_eq!(
+        c.threshold,
+        f64::from(quorum_sql::subtask::explain::DEFAULT_THRESHOLD)
+    );
+    assert_eq!(c.consistent, c.p_same >= c.threshold);
     let answer = client
         .explain(pb::ExplainRequest {
             sql: "SELECT count(*) FROM singer".into(),
             db_id: "concert_singer".into(),
             question: None,
             generator: Some("smol".into()),
+            threshold: None,
         })
         .await
         .expect("explain alone")
@@ -428,11 +434,24 @@ async fn subtasks_reject_bad_requests() {
             db_id: "concert_singer".into(),
             question: None,
             generator: None,
+            threshold: None,
         })
         .await
         .expect_err("empty sql");
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("`sql`"));
+    let e = client
+        .explain(pb::ExplainRequest {
+            sql: "SELECT 1".into(),
+            db_id: "concert_singer".into(),
+            question: Some("One?".into()),
+            generator: None,
+            threshold: Some(1.5),
+        })
+        .await
+        .expect_err("not a probability");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("`threshold`"));
     server.wait_engine_idle().await;
     server.stop().await;
 }

@@ -158,6 +158,7 @@ pub fn rewrite(r: &Rewrite) -> pb::Rewrite {
         original_ms: r.original_ms,
         rewrite_ms: r.rewrite_ms,
         timing_pairs: r.timing_pairs as u32,
+        faster_pairs: r.faster_pairs as u32,
         tokens_generated: r.tokens_generated as u32,
     }
 }
@@ -184,5 +185,6 @@ pub fn consistency(c: &Consistency) -> pb::Consistency {
         p_same: c.p_same,
         p_same_by_order: c.p_same_by_order.to_vec(),
         consistent: c.consistent,
+        threshold: c.threshold,
     }
 }

@@ -76,6 +76,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         answer_prefix: o.answer_prefix,
         constrained: o.constrained,
         consistency_check: o.consistency_check,
+        consistency_threshold: o.consistency_threshold,
         voting,
         selector: o.selector,
         preview_rows: count(o.preview_rows),
@@ -102,6 +103,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         answer_prefix: knobs.answer_prefix,
         constrained: knobs.constrained,
         consistency_check: knobs.consistency_check,
+        consistency_threshold: knobs.consistency_threshold,
         voting: knobs
             .voting
             .map_or(pb::VotingMode::Unspecified, voting_mode) as i32,

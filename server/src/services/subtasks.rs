@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 use tracing::Instrument;
 
-use super::ResponseStream;
+use super::{ResponseStream, join_run};
 use crate::convert;
 use crate::databases::Database;
 use crate::pipeline_models::{CallScope, EngineGenerator, EngineSelector};
@@ -130,39 +130,21 @@ impl Subtasks {
         (handle, cancel)
     }
 
-    fn interrupted(&self, ctx: &RpcContext) -> ServiceError {
-        if self.state.cancel_all.is_cancelled() {
-            ServiceError::Unavailable {
-                reason: "the server shut down before the request finished".into(),
-            }
-        } else if Instant::now() >= ctx.deadline {
-            ServiceError::DeadlineExceeded
-        } else {
-            ServiceError::Cancelled {
-                reason: "the run was cancelled".into(),
-            }
-        }
-    }
-
     async fn finish<T>(
         &self,
         ctx: &RpcContext,
         handle: JoinHandle<Result<T, SubtaskError>>,
     ) -> Result<T, ServiceError> {
-        let outcome = tokio::select! {
-            joined = handle => joined,
-            _ = tokio::time::sleep_until(ctx.deadline.into()) => return Err(ServiceError::DeadlineExceeded),
-            _ = self.state.cancel_all.cancelled() => return Err(self.interrupted(ctx)),
-        };
-        match outcome {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(SubtaskError::Model {
-                source: quorum_sql::model::ModelCallError::Cancelled,
-                ..
-            })) => Err(self.interrupted(ctx)),
-            Ok(Err(e)) => Err(e.into()),
-            Err(join) => Err(ServiceError::internal(format!("sub-task: {join}"))),
-        }
+        join_run(&self.state, ctx, handle, |e| {
+            matches!(
+                e,
+                SubtaskError::Model {
+                    source: quorum_sql::model::ModelCallError::Cancelled,
+                    ..
+                }
+            )
+        })
+        .await
     }
 
     /// A unary sub-task: prepare, run, answer.
@@ -381,6 +363,16 @@ impl Subtasks {
         require_text("sql", &req.sql)?;
         let (db_id, generator) = (req.db_id.clone(), req.generator.clone());
         let question = req.question.clone().filter(|q| !q.trim().is_empty());
+        let threshold = match req.threshold {
+            Some(t) if !(0.0..=1.0).contains(&t) => {
+                return Err(ServiceError::invalid(
+                    "threshold",
+                    "must be between 0 and 1",
+                ));
+            }
+            Some(t) => t,
+            None => f64::from(self.state.pipeline_runtime()?.base.consistency.threshold),
+        };
         let work: Work<_> = Box::new(move |c: &SubtaskContext| {
             let started = Instant::now();
             let explanation = explain_sql(&c.asker(), c.db.handle.dialect(), &req.sql)?;
@@ -390,7 +382,12 @@ impl Subtasks {
                         field: "question",
                         reason: "the consistency check needs a model with the selector role, and this server has none".into(),
                     })?;
-                    Some(check_consistency(judge, question, &explanation.text)?)
+                    Some(check_consistency(
+                        judge,
+                        question,
+                        &explanation.text,
+                        threshold,
+                    )?)
                 }
                 None => None,
             };

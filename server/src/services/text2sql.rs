@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
-use super::ResponseStream;
 use super::subtasks::Subtasks;
+use super::{ResponseStream, join_run};
 use crate::convert;
 use crate::databases::Database;
 use crate::pipeline_models::CallScope;
@@ -116,40 +116,21 @@ impl Text2SqlService {
         (handle, cancel)
     }
 
-    /// Why a run ended early, from the caller's point of view.
-    fn interrupted(&self, ctx: &RpcContext) -> ServiceError {
-        if self.state.cancel_all.is_cancelled() {
-            ServiceError::Unavailable {
-                reason: "the server shut down before the request finished".into(),
-            }
-        } else if std::time::Instant::now() >= ctx.deadline {
-            ServiceError::DeadlineExceeded
-        } else {
-            ServiceError::Cancelled {
-                reason: "the run was cancelled".into(),
-            }
-        }
-    }
-
     async fn finish(
         &self,
         ctx: &RpcContext,
         handle: RunHandle,
     ) -> Result<PipelineAnswer, ServiceError> {
-        let outcome = tokio::select! {
-            joined = handle => joined,
-            _ = tokio::time::sleep_until(ctx.deadline.into()) => return Err(ServiceError::DeadlineExceeded),
-            _ = self.state.cancel_all.cancelled() => return Err(self.interrupted(ctx)),
-        };
-        match outcome {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(PipelineError::Model {
-                source: quorum_sql::pipeline::ModelCallError::Cancelled,
-                ..
-            })) => Err(self.interrupted(ctx)),
-            Ok(Err(e)) => Err(e.into()),
-            Err(join) => Err(ServiceError::internal(format!("pipeline task: {join}"))),
-        }
+        join_run(&self.state, ctx, handle, |e| {
+            matches!(
+                e,
+                PipelineError::Model {
+                    source: quorum_sql::pipeline::ModelCallError::Cancelled,
+                    ..
+                }
+            )
+        })
+        .await
     }
 
     async fn stream(

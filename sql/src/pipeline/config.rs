@@ -1,6 +1,7 @@
 //! The pipeline's configuration: plain data (serde) with every stage switchable, so that an
 //! ablation is a config file rather than a code change.
 
+use crate::subtask::explain::DEFAULT_THRESHOLD;
 use serde::{Deserialize, Serialize};
 
 use super::knobs::PipelineKnobs;
@@ -245,12 +246,25 @@ pub struct PipelineConfig {
 /// The benchmarking paper's consistency check as a last stage: the final SQL is explained in
 /// words by a generator and the selection model judges whether that asks the user's question.
 /// The answer is flagged, never changed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConsistencyConfig {
     pub enabled: bool,
     /// The configured generator that explains the SQL; `None`: the first generator.
     #[serde(default)]
     pub generator: Option<String>,
+    /// The judge's `p_same` at and above which the answer counts as consistent.
+    pub threshold: f32,
+}
+
+impl Default for ConsistencyConfig {
+    /// Off, explained by the first generator, judged against the default judge's threshold.
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            generator: None,
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
 }
 
 impl PipelineConfig {

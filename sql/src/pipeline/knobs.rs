@@ -12,6 +12,7 @@ use std::ops::RangeInclusive;
 use serde::{Deserialize, Serialize};
 
 use super::config::{PipelineConfig, PromptFormat, VotingMode};
+use crate::subtask::explain::DEFAULT_THRESHOLD;
 
 /// What a knob's value may be.
 #[derive(Debug, Clone, PartialEq)]
@@ -266,6 +267,12 @@ knobs! {
     consistency_check: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.consistency.enabled,
         write |c, v| c.consistency.enabled = v;
+    /// The judge's P(True), averaged over both sentence orders, at and above which the
+    /// consistency check calls the answer consistent (calibrated for the default judge on
+    /// Spider train pairs).
+    consistency_threshold: f32 = Some(DEFAULT_THRESHOLD), Bounds::Real(0.0..=1.0), aliases [],
+        read |c| c.consistency.threshold,
+        write |c, v| c.consistency.threshold = v;
     /// How the final SQL is chosen: `none` (the first generator's answer), `majority`
     /// (cross-consistency over execution results) or `difficulty_aware` (PET-SQL: the
     /// PreSQL's hardness picks the voters).

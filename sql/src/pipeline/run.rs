@@ -554,7 +554,12 @@ impl<'r> Run<'r> {
             Ok(explanation) => {
                 self.tokens += explanation.tokens_generated;
                 report.explanation = explanation.text;
-                match check_consistency(judge, self.ask.question, &report.explanation) {
+                match check_consistency(
+                    judge,
+                    self.ask.question,
+                    &report.explanation,
+                    f64::from(config.threshold),
+                ) {
                     Ok(verdict) => report.verdict = Some(verdict),
                     Err(e) => report.error = Some(e.to_string()),
                 }

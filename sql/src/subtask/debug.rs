@@ -345,18 +345,8 @@ fn error_information(strategy: DebugStrategy, diagnosis: &Diagnosis) -> String {
 mod tests {
     use super::*;
     use crate::fakes::ScriptedGenerator;
-    use crate::schema::IntrospectOptions;
-    use crate::spider_fixture::spider_db;
+    use crate::spider_fixture::concert;
     use crate::subtask::taxonomy::Mismatch;
-
-    fn concert() -> DatabaseHandle {
-        DatabaseHandle::open(
-            &spider_db("concert_singer"),
-            "concert_singer",
-            IntrospectOptions::default(),
-        )
-        .unwrap()
-    }
 
     fn question<'a>(
         sql: &'a str,

@@ -15,13 +15,12 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, Select, SelectItem, SetExpr,
-    Statement, Visit, Visitor,
+    BinaryOperator, Expr, Query, Select, SelectItem, SetExpr, Statement, Visit, Visitor,
 };
 use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
-use crate::linking::referenced_tables_in;
+use crate::linking::{join_condition, referenced_tables_in};
 
 /// How a wrong set of tables or columns differs from the right one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -218,20 +217,6 @@ fn outer_select(query: &Query) -> Option<&Select> {
             SetExpr::SetOperation { left, .. } => body = left.as_ref(),
             _ => return None,
         }
-    }
-}
-
-fn join_condition(op: &JoinOperator) -> Option<&Expr> {
-    match op {
-        JoinOperator::Join(JoinConstraint::On(on))
-        | JoinOperator::Inner(JoinConstraint::On(on))
-        | JoinOperator::Left(JoinConstraint::On(on))
-        | JoinOperator::LeftOuter(JoinConstraint::On(on))
-        | JoinOperator::Right(JoinConstraint::On(on))
-        | JoinOperator::RightOuter(JoinConstraint::On(on))
-        | JoinOperator::FullOuter(JoinConstraint::On(on))
-        | JoinOperator::CrossJoin(JoinConstraint::On(on)) => Some(on),
-        _ => None,
     }
 }
 

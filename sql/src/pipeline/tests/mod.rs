@@ -9,11 +9,8 @@ use std::sync::Arc;
 use crate::fakes::{FixedSelector, ScriptedGenerator};
 use crate::model::GenerationRequest;
 
-use super::{
-    DatabaseHandle, GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, PromptFormat,
-};
-use crate::schema::IntrospectOptions;
-use crate::spider_fixture::spider_db;
+use super::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels, PromptFormat};
+pub(crate) use crate::spider_fixture::concert;
 
 pub(crate) const QUESTION: &str = "How many singers do we have?";
 /// 6 rows in singer.
@@ -24,15 +21,6 @@ pub(crate) const S9: &str = "SELECT count(*) FROM stadium";
 pub(crate) const S10: &str = "SELECT count(*) FROM singer_in_concert";
 /// Fails: no such column.
 pub(crate) const BAD: &str = "SELECT nme FROM singer";
-
-pub(crate) fn concert() -> DatabaseHandle {
-    DatabaseHandle::open(
-        &spider_db("concert_singer"),
-        "concert_singer",
-        IntrospectOptions::default(),
-    )
-    .expect("concert_singer introspects")
-}
 
 /// The two rounds without demos or revision, over RE_p generators with these names, with
 /// one greedy fix per failure and no answer prefix when a test turns revision on.
