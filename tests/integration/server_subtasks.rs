@@ -455,3 +455,50 @@ async fn subtasks_reject_bad_requests() {
     server.wait_engine_idle().await;
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consistency_check_needs_a_judge() {
+    let toml = TestConfig::default().toml().replace(
+        r#"roles = ["generator", "selector"]"#,
+        r#"roles = ["generator"]"#,
+    );
+    let raw = quorum_server::RawConfig::from_toml_str(&toml).expect("parses");
+    let no_scan = std::path::Path::new("/nonexistent-quorum-test-dir");
+    let server = TestServer::start_raw(raw, no_scan, std::time::Duration::from_secs(120)).await;
+    let mut client = server.text2sql();
+    let request = |question: Option<&str>| pb::ExplainRequest {
+        sql: "SELECT count(*) FROM singer".into(),
+        db_id: "concert_singer".into(),
+        question: question.map(Into::into),
+        generator: None,
+        threshold: None,
+    };
+    let e = client
+        .explain(request(Some("How many singers?")))
+        .await
+        .expect_err("no selector model");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("selector"), "{}", e.message());
+    // Explaining alone needs no judge.
+    let answer = client
+        .explain(request(None))
+        .await
+        .expect("explains")
+        .into_inner();
+    assert!(answer.consistency.is_none());
+    let e = client
+        .generate(pb::Text2SqlRequest {
+            question: "How many singers?".into(),
+            db_id: "concert_singer".into(),
+            evidence: None,
+            options: Some(pb::PipelineOptions {
+                consistency_check: Some(true),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect_err("the stage has no judge");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    server.wait_engine_idle().await;
+    server.stop().await;
+}

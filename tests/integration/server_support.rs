@@ -54,7 +54,7 @@ impl Default for TestConfig {
 }
 
 impl TestConfig {
-    fn toml(&self) -> String {
+    pub fn toml(&self) -> String {
         let model = model_path(SMOLLM2);
         let db = |id: &str| spider_dir().join(format!("database/{id}/{id}.sqlite"));
         let auth = if self.auth {

@@ -363,6 +363,17 @@ impl Subtasks {
         require_text("sql", &req.sql)?;
         let (db_id, generator) = (req.db_id.clone(), req.generator.clone());
         let question = req.question.clone().filter(|q| !q.trim().is_empty());
+        // Models still loading are UNAVAILABLE (from `prepare`); loaded without a judge, the
+        // check cannot be made here at all.
+        let no_judge = self
+            .state
+            .loaded_models()
+            .is_some_and(|m| m.selector().is_none());
+        if question.is_some() && no_judge {
+            return Err(ServiceError::FailedPrecondition {
+                what: "the consistency check (a model with the selector role)".into(),
+            });
+        }
         let threshold = match req.threshold {
             Some(t) if !(0.0..=1.0).contains(&t) => {
                 return Err(ServiceError::invalid(
@@ -380,7 +391,7 @@ impl Subtasks {
                 Some(question) => {
                     let judge = c.selector.as_ref().ok_or_else(|| SubtaskError::Invalid {
                         field: "question",
-                        reason: "the consistency check needs a model with the selector role, and this server has none".into(),
+                        reason: "the consistency check needs a model with the selector role".into(),
                     })?;
                     Some(check_consistency(
                         judge,
