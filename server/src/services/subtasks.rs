@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use quorum_proto::v1 as pb;
+use quorum_sql::model::Sampling;
 use quorum_sql::sandbox::Limits;
 use quorum_sql::subtask::debug::{DebugQuestion, DebugRound, debug_sql};
 use quorum_sql::subtask::explain::{check_consistency, explain_sql};
@@ -93,11 +94,15 @@ impl Subtasks {
             cancel: cancel.clone(),
             deadline: ctx.deadline,
         };
+        // The server's answer budget (`[pipeline] max_new_tokens`), which every configured
+        // generator carries.
         let max_new_tokens = runtime
             .base
             .generators
             .first()
-            .map_or(256, |g| g.sampling.max_new_tokens);
+            .map_or(Sampling::default().max_new_tokens, |g| {
+                g.sampling.max_new_tokens
+            });
         let context = SubtaskContext {
             generator: runtime.generator(&models, scope.clone()),
             generator_name,

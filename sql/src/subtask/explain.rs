@@ -118,7 +118,7 @@ pub fn check_consistency(
             stage: "consistency",
             source: ModelCallError::Failed {
                 name: "judge".into(),
-                message: format!("expected scores for True and False, got {scores:?}"),
+                message: format!("no usable scores for True and False: {scores:?}"),
             },
         })?;
     }
@@ -131,12 +131,14 @@ pub fn check_consistency(
     })
 }
 
-/// P(True) from the two labels' log-probabilities, renormalized over the two.
+/// P(True) from the two labels' log-probabilities, renormalized over the two; `None` when the
+/// judge gave neither label any probability (nothing to renormalize: a failed judgement, not an
+/// even one).
 fn p_true(scores: &[f32]) -> Option<f64> {
     let [t, f] = scores else { return None };
     let (t, f) = (f64::from(*t), f64::from(*f));
-    if t == f64::NEG_INFINITY && f == f64::NEG_INFINITY {
-        return Some(0.5);
+    if !(t.is_finite() || f.is_finite()) {
+        return None;
     }
     let m = t.max(f);
     let (et, ef) = ((t - m).exp(), (f - m).exp());
@@ -189,7 +191,8 @@ mod tests {
         assert_eq!(prompts.len(), 4);
         assert!(prompts[0].contains("Sentence 1: How many singers?"));
         assert!(prompts[1].contains("Sentence 1: Count the singers."));
-        assert_eq!(p_true(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), Some(0.5));
+        assert_eq!(p_true(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), None);
+        assert_eq!(p_true(&[0.0, f32::NEG_INFINITY]), Some(1.0));
         assert_eq!(p_true(&[0.0]), None);
     }
 }

@@ -280,19 +280,20 @@ fn conjuncts(expr: &Expr) -> Vec<&Expr> {
     }
 }
 
-/// A condition's text for comparison: lower case, table qualifiers dropped, one kind of quote,
-/// no blanks.
+/// A condition's text for comparison: names and keywords in lower case, table qualifiers
+/// dropped, one kind of quote, no blanks. String literals keep their case: SQLite compares
+/// strings case-sensitively, so `'France'` and `'france'` are different conditions.
 fn normalized(text: &str) -> String {
-    let lower = text.to_lowercase().replace('"', "'");
-    let mut out = String::with_capacity(lower.len());
+    let text = text.replace('"', "'");
+    let mut out = String::with_capacity(text.len());
     let mut word = String::new();
     let mut in_string = false;
-    for c in lower.chars() {
+    for c in text.chars() {
         if c == '\'' {
             in_string = !in_string;
         }
         if !in_string && (c.is_alphanumeric() || c == '_') {
-            word.push(c);
+            word.extend(c.to_lowercase());
             continue;
         }
         // A word followed by `.` outside a string is a qualifier: drop both.
@@ -395,7 +396,15 @@ mod tests {
 
     #[test]
     fn normalization_keeps_strings_and_numbers() {
-        assert_eq!(normalized("T1.Name = 'A. Smith'"), "name='a. smith'");
+        assert_eq!(normalized("T1.Name = 'A. Smith'"), "name='A. Smith'");
+        assert_ne!(
+            normalized("country = 'France'"),
+            normalized("COUNTRY = 'france'")
+        );
+        assert_eq!(
+            normalized("Country = \"France\""),
+            normalized("country = 'France'")
+        );
         assert_eq!(normalized("price > 1.5"), "price>1.5");
     }
 }
