@@ -53,6 +53,9 @@ pub struct Record {
     /// The pipeline's voting details, opaque to the harness.
     #[serde(default)]
     pub votes: serde_json::Value,
+    /// Wall time per pipeline stage as the server reported it, opaque to the harness.
+    #[serde(default)]
+    pub stage_ms: serde_json::Value,
     pub latency_ms: f64,
     pub tokens_generated: u64,
 }

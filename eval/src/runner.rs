@@ -35,6 +35,8 @@ pub struct Prediction {
     /// Pipeline details kept verbatim in the record.
     pub candidates: serde_json::Value,
     pub votes: serde_json::Value,
+    /// Wall time per pipeline stage, kept verbatim in the record.
+    pub stage_ms: serde_json::Value,
     pub latency_ms: f64,
     pub tokens: u64,
 }
@@ -175,6 +177,7 @@ fn score_question(
         gold_tables,
         candidates: prediction.candidates,
         votes: prediction.votes,
+        stage_ms: prediction.stage_ms,
         latency_ms: prediction.latency_ms,
         tokens_generated: prediction.tokens,
     })

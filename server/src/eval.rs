@@ -369,14 +369,33 @@ fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Inst
     };
     let candidates: Vec<serde_json::Value> = response.candidates.iter().map(candidate).collect();
     let votes = response.vote.as_ref().map_or(serde_json::Value::Null, vote);
+    let stage_ms = response
+        .timings
+        .as_ref()
+        .map_or(serde_json::Value::Null, stage_ms);
     Prediction {
         sql: response.sql.clone(),
         linked_tables: response.linked_tables.as_ref().map(|l| l.tables.clone()),
         candidates: serde_json::Value::Array(candidates),
         votes,
+        stage_ms,
         latency_ms,
         tokens: u64::from(response.tokens_generated),
     }
+}
+
+fn stage_ms(t: &pb::StageTimings) -> serde_json::Value {
+    json!({
+        "retrieval": t.retrieval_ms,
+        "round1": t.round1_ms,
+        "linking": t.linking_ms,
+        "round2": t.round2_ms,
+        "revision": t.revision_ms,
+        "execution": t.execution_ms,
+        "vote": t.vote_ms,
+        "selection": t.selection_ms,
+        "total": t.total_ms,
+    })
 }
 
 fn candidate(c: &pb::Candidate) -> serde_json::Value {
@@ -398,6 +417,8 @@ fn candidate(c: &pb::Candidate) -> serde_json::Value {
         "revised_from": c.revised_from,
         "repaired_from": c.repaired_from,
         "tokens": c.tokens_generated,
+        "prompt_tokens": c.prompt_tokens,
+        "cached_tokens": c.cached_tokens,
         "constrained": c.constrained,
     })
 }

@@ -122,6 +122,8 @@ async fn collect(
                     FinishReason::Stop | FinishReason::Length => Ok(Generation {
                         text,
                         tokens_generated: f.completion_tokens,
+                        prompt_tokens: f.prompt_tokens,
+                        cached_tokens: f.cached_tokens,
                         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
                         constrained: f.constrained == Some(true),
                     }),

@@ -47,6 +47,8 @@ impl Generator for ScriptedGenerator {
                     tokens_generated: text.split_whitespace().count(),
                     constrained: r.grammar.is_some(),
                     text,
+                    prompt_tokens: 0,
+                    cached_tokens: 0,
                     elapsed_ms: 0.0,
                 })
             })

@@ -94,6 +94,11 @@ impl GenerationRequest {
 pub struct Generation {
     pub text: String,
     pub tokens_generated: usize,
+    /// Prompt tokens, and how many of them the prefix cache served: what the prefill cost.
+    #[serde(default)]
+    pub prompt_tokens: usize,
+    #[serde(default)]
+    pub cached_tokens: usize,
     pub elapsed_ms: f64,
     /// The request's grammar held for every token (false without one, or when the grammar
     /// engine gave up mid-answer and the rest was decoded freely).

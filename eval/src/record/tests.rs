@@ -26,6 +26,7 @@ pub(crate) fn sample(index: usize, hardness: Hardness, ex: bool) -> Record {
         gold_tables: vec!["pets".to_owned()],
         candidates: serde_json::json!([]),
         votes: serde_json::Value::Null,
+        stage_ms: serde_json::Value::Null,
         latency_ms: 10.0,
         tokens_generated: 5,
     }

@@ -71,6 +71,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         revision: o.revision,
         revision_rounds: count(o.revision_rounds),
         revise_empty: o.revise_empty,
+        revise_settled: o.revise_settled,
         revision_samples: count(o.revision_samples),
         revision_temperature: o.revision_temperature,
         answer_prefix: o.answer_prefix,
@@ -98,6 +99,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         revision: knobs.revision,
         revision_rounds: count(knobs.revision_rounds),
         revise_empty: knobs.revise_empty,
+        revise_settled: knobs.revise_settled,
         revision_samples: count(knobs.revision_samples),
         revision_temperature: knobs.revision_temperature,
         answer_prefix: knobs.answer_prefix,
@@ -158,6 +160,8 @@ fn candidate(c: &Candidate) -> pb::Candidate {
         tokens_generated: c.tokens_generated as u32,
         repaired_from: c.repaired_from.clone(),
         constrained: c.constrained,
+        prompt_tokens: c.prompt_tokens as u32,
+        cached_tokens: c.cached_tokens as u32,
     }
 }
 
@@ -257,6 +261,7 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
             error: c.error.clone().unwrap_or_default(),
             elapsed_ms: c.elapsed_ms,
         }),
+        unrevised_candidates: a.unrevised.iter().map(|&id| id as u32).collect(),
     }
 }
 

@@ -52,6 +52,11 @@ pub struct Candidate {
     /// The candidate this one revises.
     pub revised_from: Option<usize>,
     pub tokens_generated: usize,
+    /// The prompt's tokens and those of them the prefix cache served (0 without a model call).
+    #[serde(default)]
+    pub prompt_tokens: usize,
+    #[serde(default)]
+    pub cached_tokens: usize,
     /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
@@ -160,6 +165,9 @@ pub struct PipelineAnswer {
     /// The consistency check of the final SQL, when it was asked for.
     #[serde(default)]
     pub consistency: Option<ConsistencyReport>,
+    /// Failed candidates left unrevised because the majority vote was settled without them.
+    #[serde(default)]
+    pub unrevised: Vec<usize>,
 }
 
 /// What the consistency check found ([`crate::subtask::explain`]).

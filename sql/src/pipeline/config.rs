@@ -141,6 +141,11 @@ pub struct RevisionConfig {
     pub samples: usize,
     #[serde(default = "revision_temperature")]
     pub temperature: f32,
+    /// Also revise when the majority vote is settled without the failed candidates: the
+    /// leading result outnumbers any group they could join and comes first in voter order, so
+    /// their fixes cannot change the answer.
+    #[serde(default)]
+    pub revise_settled: bool,
 }
 
 fn one() -> usize {
@@ -294,6 +299,7 @@ impl PipelineConfig {
                 revise_empty: false,
                 samples: 1,
                 temperature: revision_temperature(),
+                revise_settled: false,
             },
             voting: VotingMode::Majority,
             voting_policy: VotingPolicy::default(),

@@ -242,6 +242,12 @@ knobs! {
     revise_empty: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.revision.revise_empty,
         write |c, v| c.revision.revise_empty = v;
+    /// Also revise failed candidates when the majority vote is settled without them (the
+    /// leading result outnumbers any group they could join): their fixes cannot change the
+    /// answer, only add evidence, and cost a third of a question's decoding.
+    revise_settled: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.revision.revise_settled,
+        write |c, v| c.revision.revise_settled = v;
     /// Fixes sampled per failed candidate and round (1 = one greedy fix). With 4, a query that
     /// runs is found for most failures that a greedy fix repeats (docs/RESULTS.md).
     revision_samples: usize = Some(4), Bounds::Count(1..=16), aliases [],

@@ -9,7 +9,7 @@ use super::answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
     PipelineEvent, ResultPreview, StageTimings, VoteReport,
 };
-use super::config::{GeneratorConfig, PromptFormat};
+use super::config::{GeneratorConfig, PromptFormat, VotingMode};
 use super::error::PipelineError;
 use super::knobs::PipelineKnobs;
 use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
@@ -32,7 +32,7 @@ use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::translate::{complete_group_by, string_literals_for};
-use crate::vote::Voter;
+use crate::vote::{VoteOutcome, Voter, vote};
 
 /// The question of a run.
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +67,8 @@ pub(super) struct Run<'r> {
     linking: Option<LinkingReport>,
     timings: StageTimings,
     tokens: usize,
+    /// Failed heads left unrevised because the vote was settled without them.
+    unrevised: Vec<usize>,
     started: Instant,
     /// Set when the database could not be reached: the run stops at the next stage boundary.
     unavailable: Option<ExecError>,
@@ -108,6 +110,7 @@ impl<'r> Run<'r> {
             linking: None,
             timings: StageTimings::default(),
             tokens: 0,
+            unrevised: Vec::new(),
             started: Instant::now(),
             unavailable: None,
         })
@@ -326,6 +329,12 @@ impl<'r> Run<'r> {
             if targets.is_empty() {
                 break;
             }
+            let pending: Vec<usize> = targets.iter().flat_map(|(c, _)| c.clone()).collect();
+            if self.vote_is_settled_without(&pending) {
+                self.unrevised = pending.iter().map(|&chain| self.heads[chain]).collect();
+                self.unrevised.sort_unstable();
+                break;
+            }
             let full = &self.db.schema;
             let prompts: Vec<Prompt> = targets
                 .iter()
@@ -381,6 +390,46 @@ impl<'r> Run<'r> {
             }
         }
         Ok(())
+    }
+
+    /// Whether revising the `pending` chains cannot change the answer: majority voting, and
+    /// among the other chains the leading result outnumbers the runner-up even if every pending
+    /// chain joined the runner-up, and its first voter precedes every pending chain (a pending
+    /// chain that joined it would otherwise become the cluster's representative, changing the
+    /// answer's text). With the selector on, the vote must also be beyond a split.
+    fn vote_is_settled_without(&self, pending: &[usize]) -> bool {
+        let config = &self.pipeline.config;
+        if config.revision.revise_settled || config.voting != VotingMode::Majority {
+            return false;
+        }
+        let settled: Vec<usize> = (0..self.heads.len())
+            .filter(|chain| !pending.contains(chain))
+            .collect();
+        let outcomes: Vec<Option<&QueryResult>> = settled
+            .iter()
+            .map(|&chain| self.results[self.heads[chain]].as_ref())
+            .collect();
+        let VoteOutcome::Winner {
+            clusters,
+            winning_cluster,
+            ..
+        } = vote(&outcomes)
+        else {
+            return false;
+        };
+        let leading = clusters[winning_cluster].len();
+        let runner_up = clusters
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != winning_cluster)
+            .map(|(_, c)| c.len())
+            .max()
+            .unwrap_or(0);
+        let first_voter = settled[clusters[winning_cluster][0]];
+        let beyond_split = leading * 2 > self.heads.len();
+        leading > runner_up + pending.len()
+            && pending.iter().all(|&chain| chain > first_voter)
+            && (!config.selector.enabled || beyond_split)
     }
 
     /// Among `ids`, the first candidate of the most common result (ties to the earliest);
@@ -520,6 +569,7 @@ impl<'r> Run<'r> {
             tokens_generated: self.tokens,
             settings: PipelineKnobs::of(&self.pipeline.config),
             consistency,
+            unrevised: self.unrevised,
         }
     }
 
@@ -622,8 +672,11 @@ impl<'r> Run<'r> {
         let id = self.candidates.len();
         let mut repaired_from = None;
         let mut constrained = false;
+        let (mut prompt_tokens, mut cached_tokens) = (0, 0);
         let (sql, tokens_generated, outcome, result) = match generation {
             Ok(generation) => {
+                (prompt_tokens, cached_tokens) =
+                    (generation.prompt_tokens, generation.cached_tokens);
                 constrained = generation.constrained;
                 let mut sql = postprocess_for(prompt, &generation.text);
                 let (mut outcome, mut result) = self.execute(&sql);
@@ -650,6 +703,8 @@ impl<'r> Run<'r> {
             outcome,
             revised_from: draft.revised_from,
             tokens_generated,
+            prompt_tokens,
+            cached_tokens,
             repaired_from,
             constrained,
         });

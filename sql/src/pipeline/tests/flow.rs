@@ -6,7 +6,7 @@ use super::*;
 use super::{Stage, stage};
 use crate::fakes::ScriptedGenerator;
 use crate::pipeline::{
-    CandidateOutcome, CandidateRound, LinkingReport, ModelCallError, PipelineEvent,
+    CandidateOutcome, CandidateRound, LinkingReport, ModelCallError, PipelineEvent, VotingMode,
 };
 use crate::sandbox::Value;
 
@@ -106,6 +106,8 @@ fn revision_fixes_an_erroring_candidate_with_full_schema_and_error() {
     let mut config = config(&["a", "b"]);
     config.revision.enabled = true;
     config.revision.max_rounds = 2;
+    // Two agreeing voters against one failure settle the vote; revise anyway.
+    config.revision.revise_settled = true;
     let answer = pipeline(config, &generator, None)
         .run(QUESTION, None, &concert())
         .expect("answers");
@@ -382,4 +384,76 @@ fn constrained_runs_send_every_stage_the_grammar_of_the_whole_schema() {
             .all(|r| r.grammar.is_none())
     );
     assert!(answer.candidates.iter().all(|c| !c.constrained));
+}
+
+/// Revision under the default rule when round 1 writes `presql` and the round-2 generators
+/// `failing` write BAD, the others S6: the generators revision asked, and the unrevised ids.
+fn revised_when(
+    presql: &'static str,
+    names: &[&str],
+    failing: &'static [&'static str],
+) -> (Vec<String>, Vec<usize>) {
+    let generator = by_stage(
+        presql,
+        move |name| if failing.contains(&name) { BAD } else { S6 },
+    );
+    let mut config = config(names);
+    config.revision.enabled = true;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, S6);
+    let revised = generator
+        .batches()
+        .iter()
+        .flatten()
+        .filter(|r| stage(r) == Stage::Revision)
+        .map(|r| r.generator.clone())
+        .collect();
+    (revised, answer.unrevised)
+}
+
+#[test]
+fn a_failure_that_cannot_change_the_majority_is_not_revised() {
+    // Three agreeing voters (PreSQL, a, b) against one failure: no group it joins can win.
+    assert_eq!(
+        revised_when(S6, &["a", "b", "c"], &["c"]),
+        (vec![], vec![3])
+    );
+    assert_eq!(revised_when(S6, &["a", "b"], &["a"]), (vec![], vec![1]));
+    // Two against two failures could tie or lose: both are revised.
+    assert_eq!(
+        revised_when(S6, &["a", "b", "c"], &["b", "c"]),
+        (vec!["b".to_owned(), "c".to_owned()], vec![])
+    );
+    // Three against a failed PreSQL: its fix would join the leading group ahead of its first
+    // voter and become the answer's text, so it is revised.
+    assert_eq!(
+        revised_when(BAD, &["a", "b", "c"], &[]),
+        (vec!["a".to_owned()], vec![])
+    );
+}
+
+#[test]
+fn a_settled_vote_is_revised_when_asked_or_when_voting_is_not_majority() {
+    let generator = by_stage(S6, |name| if name == "c" { BAD } else { S6 });
+    for (revise_settled, voting) in [
+        (true, VotingMode::Majority),
+        (false, VotingMode::None),
+        (false, VotingMode::DifficultyAware),
+    ] {
+        let mut config = config(&["a", "b", "c"]);
+        config.revision.enabled = true;
+        config.revision.revise_settled = revise_settled;
+        config.voting = voting;
+        let answer = pipeline(config, &generator, None)
+            .run(QUESTION, None, &concert())
+            .expect("answers");
+        assert!(answer.unrevised.is_empty(), "{voting:?}");
+        assert_eq!(
+            answer.candidates.last().map(|c| c.round),
+            Some(CandidateRound::Revision { attempt: 1 }),
+            "{voting:?}"
+        );
+    }
 }
