@@ -23,6 +23,10 @@ pub enum EngineError {
     Grammar(#[from] GrammarError),
     #[error("unknown adapter `{adapter}`")]
     UnknownAdapter { adapter: String },
+    #[error("an adapter named `{adapter}` is already loaded")]
+    AdapterExists { adapter: String },
+    #[error("adapter `{adapter}` is used by {requests} request(s) in flight; retry when they end")]
+    AdapterInUse { adapter: String, requests: usize },
     #[error("engine is shutting down")]
     ShuttingDown,
     #[error("engine configuration: {detail}")]
@@ -41,6 +45,8 @@ impl EngineError {
             Self::Grammar(GrammarError::Invalid(_)) => "invalid_grammar",
             Self::Grammar(GrammarError::Unsupported(_)) => "grammar_unsupported",
             Self::UnknownAdapter { .. } => "unknown_adapter",
+            Self::AdapterExists { .. } => "adapter_exists",
+            Self::AdapterInUse { .. } => "adapter_in_use",
             Self::ShuttingDown => "shutting_down",
             Self::Config { .. } => "config",
             Self::Model(e) => e.kind(),

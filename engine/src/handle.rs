@@ -32,8 +32,6 @@ pub struct ModelInfo {
     pub vocab_size: usize,
     pub max_model_len: usize,
     pub eos_token_ids: Vec<u32>,
-    /// LoRA adapters requests may name.
-    pub adapters: Vec<String>,
     /// The CPU kernel path its matmuls run with (`Candle` when the int8 GEMM is off); `None`
     /// off the CPU.
     pub cpu_path: Option<quorum_models::CpuPath>,
@@ -76,7 +74,7 @@ impl EngineHandle {
             return Err(EngineError::EmptyPrompt);
         }
         if let Some(adapter) = &req.adapter
-            && !self.info.adapters.contains(adapter)
+            && !self.shared.adapters().contains(adapter)
         {
             return Err(EngineError::UnknownAdapter {
                 adapter: adapter.clone(),
@@ -138,6 +136,55 @@ impl EngineHandle {
             }
         }
         Ok(rx)
+    }
+
+    /// The LoRA adapters requests may name now, in load order.
+    pub fn adapters(&self) -> Vec<String> {
+        self.shared.adapters()
+    }
+
+    /// Reads the PEFT adapter in `dir` and makes it available to requests as `name`, between
+    /// two engine steps. Blocks while the files are read and until the engine thread took it
+    /// (at most one step): call it off async workers. Requests with the name that were refused
+    /// before it is loaded stay refused; the prefix cache never serves KV computed under an
+    /// earlier adapter of the same name (cache keys name the load, not only the name).
+    pub fn load_adapter(&self, name: &str, dir: &Path) -> Result<(), EngineError> {
+        if self.shared.adapters().iter().any(|a| a == name) {
+            return Err(EngineError::AdapterExists {
+                adapter: name.to_owned(),
+            });
+        }
+        let adapter =
+            quorum_weights::load_lora_adapter(dir, name, &Device::Cpu, candle_core::DType::F32)
+                .map_err(quorum_models::ModelError::from)?;
+        self.ask(|reply| Command::LoadAdapter {
+            adapter: Box::new(adapter),
+            reply,
+        })
+    }
+
+    /// Removes adapter `name` once no request in flight uses it (else `AdapterInUse`).
+    pub fn unload_adapter(&self, name: &str) -> Result<(), EngineError> {
+        self.ask(|reply| Command::UnloadAdapter {
+            name: name.to_owned(),
+            reply,
+        })
+    }
+
+    /// Sends a command that the engine thread answers, and waits for the answer.
+    fn ask(
+        &self,
+        command: impl FnOnce(SyncSender<Result<(), EngineError>>) -> Command,
+    ) -> Result<(), EngineError> {
+        if self.shared.shutting_down.load(Ordering::Acquire) {
+            return Err(EngineError::ShuttingDown);
+        }
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        // Blocking send: an administrative command may wait for room behind queued requests.
+        self.commands
+            .send(command(reply))
+            .map_err(|_| EngineError::ShuttingDown)?;
+        answer.recv().map_err(|_| EngineError::ShuttingDown)?
     }
 
     /// The grammar compiler for this model's tokenizer, built on first use.
@@ -267,6 +314,13 @@ pub fn spawn_engine(
         limit,
         shutting_down: AtomicBool::new(false),
         next_id: AtomicU64::new(1),
+        adapters: std::sync::RwLock::new(
+            model
+                .adapters()
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect(),
+        ),
     });
     let tokenizer = Arc::new(ckpt.tokenizer);
     let info = Arc::new(ModelInfo {
@@ -275,11 +329,6 @@ pub fn spawn_engine(
         vocab_size: mc.vocab_size,
         max_model_len,
         eos_token_ids: ckpt.eos_token_ids.clone(),
-        adapters: model
-            .adapters()
-            .iter()
-            .map(|a| a.name().to_string())
-            .collect(),
         cpu_path: device.is_cpu().then(|| {
             config
                 .matmul_policy

@@ -15,6 +15,7 @@ use quorum_models::{BatchLayout, DecoderModel};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::detokenizer::Detokenizer;
+use crate::engine_error::EngineError;
 use crate::ids::RequestId;
 use crate::logits_constraint::LogitsConstraint;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
@@ -58,6 +59,11 @@ pub(crate) struct Runner {
     active: HashMap<RequestId, Active>,
     draining: bool,
     pacer: StepPacer,
+    /// Prefix-cache identity of each hot-loaded adapter (`name#load`): KV computed under an
+    /// unloaded adapter must never be served to a later adapter of the same name. Adapters
+    /// loaded at start-up are keyed by their name alone.
+    adapter_cache_keys: HashMap<String, String>,
+    adapter_loads: u64,
 }
 
 impl Runner {
@@ -80,6 +86,8 @@ impl Runner {
             active: HashMap::new(),
             draining: false,
             pacer,
+            adapter_cache_keys: HashMap::new(),
+            adapter_loads: 0,
         }
     }
 
@@ -124,6 +132,12 @@ impl Runner {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Shutdown => self.draining = true,
+            Command::LoadAdapter { adapter, reply } => {
+                let _ = reply.send(self.load_adapter(&adapter));
+            }
+            Command::UnloadAdapter { name, reply } => {
+                let _ = reply.send(self.unload_adapter(&name));
+            }
             Command::Add {
                 id,
                 choice,
@@ -146,7 +160,14 @@ impl Runner {
             id,
             prompt: req.prompt_tokens.clone(),
             max_new_tokens: req.params.max_new_tokens as usize,
-            cache_key: CacheKey::new(&self.model_name, req.adapter.as_deref()),
+            cache_key: CacheKey::new(
+                &self.model_name,
+                req.adapter.as_deref().map(|name| {
+                    self.adapter_cache_keys
+                        .get(name)
+                        .map_or(name, String::as_str)
+                }),
+            ),
         };
         let now = Instant::now();
         let adapter = match &req.adapter {
@@ -211,6 +232,71 @@ impl Runner {
 
     /// Cancels requests whose receiver is gone or whose deadline passed, freeing their blocks
     /// before the next plan.
+    fn load_adapter(&mut self, adapter: &quorum_weights::LoraAdapter) -> Result<(), EngineError> {
+        if self
+            .model
+            .adapters()
+            .iter()
+            .any(|a| a.name() == adapter.name)
+        {
+            return Err(EngineError::AdapterExists {
+                adapter: adapter.name.clone(),
+            });
+        }
+        self.model.add_adapter(adapter)?;
+        self.adapter_loads += 1;
+        self.adapter_cache_keys.insert(
+            adapter.name.clone(),
+            format!("{}#{}", adapter.name, self.adapter_loads),
+        );
+        self.publish_adapters();
+        tracing::info!(model = %self.model_name, adapter = %adapter.name, "adapter loaded");
+        Ok(())
+    }
+
+    /// Refuses while any request (running or waiting) uses the adapter: its sequences hold the
+    /// adapter's index, and a request cut off mid-answer would be worse than a retry.
+    fn unload_adapter(&mut self, name: &str) -> Result<(), EngineError> {
+        let Some(index) = self.model.adapters().iter().position(|a| a.name() == name) else {
+            return Err(EngineError::UnknownAdapter {
+                adapter: name.to_owned(),
+            });
+        };
+        let users = self
+            .active
+            .values()
+            .filter(|a| a.adapter == Some(index))
+            .count();
+        if users > 0 {
+            return Err(EngineError::AdapterInUse {
+                adapter: name.to_owned(),
+                requests: users,
+            });
+        }
+        self.model.remove_adapter(name);
+        for a in self.active.values_mut() {
+            if let Some(i) = a.adapter.as_mut()
+                && *i > index
+            {
+                *i -= 1;
+            }
+        }
+        self.adapter_cache_keys.remove(name);
+        self.publish_adapters();
+        tracing::info!(model = %self.model_name, adapter = %name, "adapter unloaded");
+        Ok(())
+    }
+
+    fn publish_adapters(&self) {
+        self.shared.set_adapters(
+            self.model
+                .adapters()
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect(),
+        );
+    }
+
     fn reap(&mut self) {
         let now = Instant::now();
         let doomed: Vec<(RequestId, bool)> = self

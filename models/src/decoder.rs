@@ -202,6 +202,14 @@ impl DecoderModel {
         Ok(self.adapters.len() - 1)
     }
 
+    /// Removes the adapter called `name`; returns the index it had. Later adapters move down one
+    /// index, so callers holding indices must shift theirs.
+    pub fn remove_adapter(&mut self, name: &str) -> Option<usize> {
+        let index = self.adapters.iter().position(|a| a.name() == name)?;
+        self.adapters.remove(index);
+        Some(index)
+    }
+
     /// The loaded adapters, by index.
     pub fn adapters(&self) -> &[LoraWeights] {
         &self.adapters

@@ -58,6 +58,9 @@ pub struct RawServer {
     pub grace_period_secs: Option<f64>,
     /// Device for models that name none: cpu, cuda or cuda:N.
     pub device: Option<String>,
+    /// `Inference.LoadAdapter` reads adapters from under this directory only (default: the
+    /// shipped adapters' directory, `QUORUM_ADAPTERS_DIR` or `adapters`).
+    pub adapter_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -412,6 +415,8 @@ pub struct ServerConfig {
     pub postgres_policy: PostgresPolicy,
     pub registrations_file: Option<PathBuf>,
     pub pipeline: PipelineSettings,
+    /// Where `Inference.LoadAdapter` may read adapters from.
+    pub adapter_dir: PathBuf,
     /// The CPU kernel path every CPU model runs with.
     pub cpu_path: CpuPath,
 }
@@ -575,6 +580,10 @@ pub fn resolve(
         allowed_dir,
         postgres_policy: resolve_postgres_policy(&raw.databases)?,
         registrations_file: raw.databases.registrations_file.clone(),
+        adapter_dir: server
+            .adapter_dir
+            .clone()
+            .unwrap_or_else(|| dirs.adapters_dir.clone()),
         pipeline: PipelineSettings {
             demos_cache: raw
                 .pipeline

@@ -2,6 +2,7 @@
 //! the engines and the text-to-SQL pipeline, health, metrics and the server lifecycle. A
 //! library so that integration tests can run the real server in-process.
 
+pub mod adapter_admin;
 pub mod auth;
 pub mod client;
 pub mod config;

@@ -12,6 +12,7 @@ use quorum_models::{
 };
 use quorum_weights::{ChatMessage, load_checkpoint};
 
+mod adapter_cli;
 mod ask;
 mod eval;
 mod grammar_coverage;
@@ -60,6 +61,9 @@ enum Command {
     Optimize(subtask_cli::OptimizeArgs),
     /// Says in words what a SQL asks, and checks it against a question (Text2Sql.Explain).
     Explain(subtask_cli::ExplainArgs),
+    /// Lists, loads or unloads a running server's LoRA adapters (Inference.LoadAdapter /
+    /// UnloadAdapter; needs the server's auth token).
+    Adapter(adapter_cli::AdapterArgs),
     /// Checks a running server's gRPC health once: exits 0 when SERVING, 1 otherwise (the
     /// container HEALTHCHECK).
     Health(HealthArgs),
@@ -211,6 +215,7 @@ fn run() -> Result<()> {
         Command::PgLoad(args) => pg_load::pg_load(*args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),
         Command::Ask(args) => client_runtime()?.block_on(ask::ask(args)),
+        Command::Adapter(args) => client_runtime()?.block_on(adapter_cli::adapter(args)),
         Command::Link(args) => client_runtime()?.block_on(subtask_cli::link(args)),
         Command::Debug(args) => client_runtime()?.block_on(subtask_cli::debug(args)),
         Command::Optimize(args) => client_runtime()?.block_on(subtask_cli::optimize(args)),

@@ -74,7 +74,11 @@ fn submit_error(decoder: &LoadedDecoder, err: EngineError) -> ModelCallError {
         },
         EngineError::UnknownAdapter { adapter } => ModelCallError::UnknownAdapter { name, adapter },
         EngineError::ShuttingDown => ModelCallError::ShuttingDown { name },
-        EngineError::Config { .. } | EngineError::Model(_) => ModelCallError::Failed {
+        // Administrative answers; a submit never gets them.
+        EngineError::Config { .. }
+        | EngineError::Model(_)
+        | EngineError::AdapterExists { .. }
+        | EngineError::AdapterInUse { .. } => ModelCallError::Failed {
             name,
             message: err.to_string(),
         },

@@ -93,6 +93,18 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
 }
 
 impl PipelineRuntime {
+    /// The generators that run `model` with `adapter`, by name, sorted.
+    pub fn generators_using(&self, model: &str, adapter: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, t)| t.model == model && t.adapter.as_deref() == Some(adapter))
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Builds the base configuration; embeds the demonstrations when configured (blocking).
     pub fn build(settings: &PipelineSettings, models: &Arc<ModelRegistry>) -> anyhow::Result<Self> {
         let raw = &settings.raw.setup;

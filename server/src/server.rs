@@ -78,6 +78,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         databases,
         config.pipeline.clone(),
         config.limits,
+        config
+            .auth_token
+            .is_some()
+            .then(|| config.adapter_dir.clone()),
     ));
     let listener = TcpListener::bind(config.listen)
         .await

@@ -39,6 +39,9 @@ pub struct AppState {
     pub pipeline: PipelineSettings,
     pub limits: Limits,
     pub metrics: Metrics,
+    /// The directory `Inference.LoadAdapter` reads from; `None` when the server has no auth
+    /// token, which turns adapter administration off.
+    pub adapter_admin: Option<std::path::PathBuf>,
     in_flight: AtomicUsize,
     idle: Notify,
     /// Cancelled when the grace period ends: every request still running stops.
@@ -93,6 +96,7 @@ impl AppState {
         databases: DatabaseRegistry,
         pipeline: PipelineSettings,
         limits: Limits,
+        adapter_admin: Option<std::path::PathBuf>,
     ) -> Self {
         let boot_id = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -110,6 +114,7 @@ impl AppState {
             ),
             limits,
             metrics: Metrics::default(),
+            adapter_admin,
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             cancel_all: CancellationToken::new(),

@@ -42,6 +42,12 @@ pub enum ServiceError {
     Unauthenticated,
     #[error("{what} is not configured on this server")]
     FailedPrecondition { what: String },
+    #[error("{what} `{id}` is in use: {reason}")]
+    InUse {
+        what: &'static str,
+        id: String,
+        reason: String,
+    },
     /// The detail is logged, never sent.
     #[error("internal error: {detail}")]
     Internal { detail: String },
@@ -72,7 +78,7 @@ impl ServiceError {
             Self::Cancelled { .. } => Code::Cancelled,
             Self::Unavailable { .. } => Code::Unavailable,
             Self::Unauthenticated => Code::Unauthenticated,
-            Self::FailedPrecondition { .. } => Code::FailedPrecondition,
+            Self::FailedPrecondition { .. } | Self::InUse { .. } => Code::FailedPrecondition,
             Self::Internal { .. } => Code::Internal,
         }
     }
@@ -134,6 +140,15 @@ impl From<EngineError> for ServiceError {
             EngineError::UnknownAdapter { adapter } => Self::NotFound {
                 what: "adapter",
                 id: adapter,
+            },
+            EngineError::AdapterExists { adapter } => Self::AlreadyExists {
+                what: "adapter",
+                id: adapter,
+            },
+            EngineError::AdapterInUse { adapter, requests } => Self::InUse {
+                what: "adapter",
+                id: adapter,
+                reason: format!("{requests} request(s) in flight; retry when they end"),
             },
             EngineError::Grammar(e @ quorum_engine::GrammarError::Invalid(_)) => {
                 Self::invalid("sampling.constraint", e.to_string())

@@ -203,10 +203,7 @@ fn engine_applies_adapters_per_request_and_stays_batch_invariant() {
     write_adapter(zero.path(), 2, true);
     write_adapter(rand.path(), 3, false);
     let h = engine(&[("zero", zero.path()), ("rand", rand.path())]);
-    assert_eq!(
-        h.info().adapters,
-        vec!["rand".to_string(), "zero".to_string()]
-    );
+    assert_eq!(h.adapters(), vec!["rand".to_string(), "zero".to_string()]);
 
     let cases = [
         ("How many singers do we have?", None),
@@ -238,5 +235,63 @@ fn engine_applies_adapters_per_request_and_stays_batch_invariant() {
     assert!(
         matches!(&err, EngineError::UnknownAdapter { adapter } if adapter == "missing"),
         "{err}"
+    );
+}
+
+#[test]
+fn adapters_load_and_unload_while_the_engine_serves() {
+    let (zero, rand) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_adapter(zero.path(), 2, true);
+    write_adapter(rand.path(), 3, false);
+    let question = "How many singers do we have?";
+    let at_start = engine(&[("rand", rand.path())]);
+    let want = tokens(
+        at_start
+            .submit(request(&at_start, question, Some("rand")))
+            .unwrap(),
+    );
+    at_start.shutdown();
+
+    let h = engine(&[]);
+    let base = tokens(h.submit(request(&h, question, None)).unwrap());
+    h.load_adapter("rand", rand.path()).expect("loads");
+    assert_eq!(h.adapters(), ["rand"]);
+    let loaded = tokens(h.submit(request(&h, question, Some("rand"))).unwrap());
+    assert_eq!(
+        loaded, want,
+        "loaded at run time, the adapter answers as at start-up"
+    );
+    assert!(matches!(
+        h.load_adapter("rand", zero.path()),
+        Err(EngineError::AdapterExists { .. })
+    ));
+
+    // A request in flight holds its adapter.
+    let mut long = request(&h, question, Some("rand"));
+    long.params.max_new_tokens = 400;
+    let in_flight = h.submit(long).unwrap();
+    assert!(matches!(
+        h.unload_adapter("rand"),
+        Err(EngineError::AdapterInUse { requests: 1, .. })
+    ));
+    assert_eq!(tokens(in_flight).len(), 400);
+    h.unload_adapter("rand")
+        .expect("unloads once the request ended");
+    assert!(h.adapters().is_empty());
+    assert!(matches!(
+        h.submit(request(&h, question, Some("rand"))),
+        Err(EngineError::UnknownAdapter { .. })
+    ));
+    assert!(matches!(
+        h.unload_adapter("rand"),
+        Err(EngineError::UnknownAdapter { .. })
+    ));
+
+    // The name again, with the zero adapter: base answers, so no KV cached under the first
+    // `rand` (its prompt was computed three times above) is served.
+    h.load_adapter("rand", zero.path()).expect("loads again");
+    assert_eq!(
+        tokens(h.submit(request(&h, question, Some("rand"))).unwrap()),
+        base
     );
 }

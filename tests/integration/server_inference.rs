@@ -189,6 +189,18 @@ async fn inference_errors_name_the_field_and_code() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("chat.messages[0].role"));
 
+    // No auth token on this server: adapter administration is off.
+    let e = client
+        .load_adapter(pb::LoadAdapterRequest {
+            model: "smol".into(),
+            name: "x".into(),
+            path: "x".into(),
+        })
+        .await
+        .expect_err("no token, no administration");
+    assert_eq!(e.code(), Code::PermissionDenied);
+    assert!(e.message().contains("auth_token"), "{}", e.message());
+
     let e = client
         .tokenize(pb::TokenizeRequest {
             model: "nope".into(),
@@ -427,5 +439,159 @@ async fn structured_output_follows_the_constraint_or_is_refused() {
             e.message()
         );
     }
+    server.stop().await;
+}
+
+/// Greedy text of `prompt` under `adapter`, or the gRPC error.
+async fn complete(
+    client: &mut quorum_proto::v1::inference_client::InferenceClient<tonic::transport::Channel>,
+    prompt: &str,
+    adapter: Option<&str>,
+) -> Result<String, tonic::Status> {
+    let mut request = prompt_request(prompt, 12);
+    request.adapter = adapter.map(str::to_owned);
+    request.sampling = Some(pb::SamplingOptions {
+        max_tokens: Some(12),
+        ignore_eos: true,
+        ..Default::default()
+    });
+    let stream = client.generate(authed(request)).await?.into_inner();
+    let (text, _, status) = collect(stream).await;
+    match status {
+        Some(status) => Err(status),
+        None => Ok(text),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapters_load_and_unload_over_grpc_behind_the_token() {
+    let adapters = tempfile::tempdir().unwrap();
+    for (dir, seed, zero_b) in [("zero", 2, true), ("rand", 3, false)] {
+        let dir = adapters.path().join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        super::lora::write_adapter(&dir, seed, zero_b);
+    }
+    let broken = adapters.path().join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("adapter_config.json"), "{}").unwrap();
+    let server = TestServer::start(TestConfig {
+        auth: true,
+        adapter_dir: Some(adapters.path().to_path_buf()),
+        startup_adapter: Some(("tuned".into(), adapters.path().join("zero"))),
+        ..TestConfig::default()
+    })
+    .await;
+    let mut client = server.inference();
+    let load = |name: &str, path: &str| pb::LoadAdapterRequest {
+        model: "smol".into(),
+        name: name.into(),
+        path: path.into(),
+    };
+    let unload = |name: &str| pb::UnloadAdapterRequest {
+        model: "smol".into(),
+        name: name.into(),
+    };
+
+    let e = client
+        .load_adapter(load("rand", "rand"))
+        .await
+        .expect_err("no token");
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    let prompt = "-- The singers of the concert database with their names, countries and ages, \
+                  for a report on the season in every stadium, oldest first.\n\
+                  SELECT name, country, age FROM singer WHERE";
+    let base = complete(&mut client, prompt, None).await.expect("base");
+    let e = complete(&mut client, prompt, Some("rand"))
+        .await
+        .expect_err("not loaded yet");
+    assert_eq!(e.code(), Code::NotFound);
+
+    let listed = client
+        .load_adapter(authed(load("rand", "rand")))
+        .await
+        .expect("loads")
+        .into_inner();
+    assert_eq!(
+        (listed.model.as_str(), listed.adapters.as_slice()),
+        ("smol", &["tuned".to_owned(), "rand".to_owned()][..])
+    );
+    let models = client
+        .list_models(authed(pb::ListModelsRequest {}))
+        .await
+        .expect("list")
+        .into_inner()
+        .models;
+    assert_eq!(models[0].adapters, ["tuned", "rand"]);
+    let adapted = complete(&mut client, prompt, Some("rand"))
+        .await
+        .expect("adapted");
+    assert_ne!(adapted, base, "the loaded adapter changes the answer");
+    // A zero B computes the base model exactly.
+    assert_eq!(
+        complete(&mut client, prompt, Some("tuned"))
+            .await
+            .expect("tuned"),
+        base
+    );
+
+    let cases: [(pb::LoadAdapterRequest, Code, &str); 6] = [
+        (load("rand", "rand"), Code::AlreadyExists, "rand"),
+        (load("other", "../zero"), Code::InvalidArgument, "`path`"),
+        (load("other", "missing"), Code::NotFound, "missing"),
+        (load("other", "broken"), Code::InvalidArgument, "`path`"),
+        (load("a b", "rand"), Code::InvalidArgument, "`name`"),
+        (
+            pb::LoadAdapterRequest {
+                model: "gpt-17".into(),
+                ..load("other", "rand")
+            },
+            Code::NotFound,
+            "gpt-17",
+        ),
+    ];
+    for (request, code, says) in cases {
+        let e = client
+            .load_adapter(authed(request.clone()))
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code(), code, "{request:?}: {}", e.message());
+        assert!(e.message().contains(says), "{request:?}: {}", e.message());
+    }
+
+    let e = client
+        .unload_adapter(authed(unload("tuned")))
+        .await
+        .expect_err("a pipeline generator runs with it");
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(e.message().contains("smol-tuned"), "{}", e.message());
+    let listed = client
+        .unload_adapter(authed(unload("rand")))
+        .await
+        .expect("unloads")
+        .into_inner();
+    assert_eq!(listed.adapters, ["tuned"]);
+    let e = complete(&mut client, prompt, Some("rand"))
+        .await
+        .expect_err("unloaded");
+    assert_eq!(e.code(), Code::NotFound);
+    let e = client
+        .unload_adapter(authed(unload("rand")))
+        .await
+        .expect_err("already gone");
+    assert_eq!(e.code(), Code::NotFound);
+
+    // The same name again, now the zero adapter, answers as the base model does (that no KV of
+    // the first `rand` is served is the engine test `lora::adapters_load_and_unload_…`).
+    client
+        .load_adapter(authed(load("rand", "zero")))
+        .await
+        .expect("loads again");
+    assert_eq!(
+        complete(&mut client, prompt, Some("rand"))
+            .await
+            .expect("reloaded"),
+        base
+    );
     server.stop().await;
 }

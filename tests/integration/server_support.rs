@@ -33,6 +33,11 @@ pub struct TestConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// The CA the client trusts for TLS.
     pub tls_ca: Option<PathBuf>,
+    /// Where `Inference.LoadAdapter` reads adapters from.
+    pub adapter_dir: Option<PathBuf>,
+    /// An adapter of the model loaded at start-up (name, PEFT directory), which a second
+    /// pipeline generator, `smol-tuned`, runs with.
+    pub startup_adapter: Option<(String, PathBuf)>,
 }
 
 impl Default for TestConfig {
@@ -49,6 +54,8 @@ impl Default for TestConfig {
             registrations_file: None,
             tls: None,
             tls_ca: None,
+            adapter_dir: None,
+            startup_adapter: None,
         }
     }
 }
@@ -78,6 +85,25 @@ impl TestConfig {
             .as_ref()
             .map(|d| format!("allowed_dir = {:?}\n", d.display().to_string()))
             .unwrap_or_default();
+        let adapter_dir = self
+            .adapter_dir
+            .as_ref()
+            .map(|d| format!("adapter_dir = {:?}", d.display().to_string()))
+            .unwrap_or_default();
+        let (model_adapters, generators) = match &self.startup_adapter {
+            Some((name, dir)) => (
+                format!(
+                    "[models.adapters]\n{name} = {:?}\n",
+                    dir.display().to_string()
+                ),
+                format!(
+                    "[[pipeline.generators]]\nname = \"smol\"\nmodel = \"smol\"\n\
+                     [[pipeline.generators]]\nname = \"smol-tuned\"\nmodel = \"smol\"\n\
+                     adapter = {name:?}\n"
+                ),
+            ),
+            None => (String::new(), String::new()),
+        };
         if let Some(file) = &self.registrations_file {
             allowed.push_str(&format!(
                 "registrations_file = {:?}\n",
@@ -92,6 +118,7 @@ metrics_listen = "127.0.0.1:0"
 grace_period_secs = {grace}
 {auth}
 {tls}
+{adapter_dir}
 
 [limits]
 max_queue = {queue}
@@ -108,7 +135,7 @@ name = "smol"
 source = {model:?}
 roles = ["generator", "selector"]
 format = "simple_ddl"
-
+{model_adapters}
 [databases]
 {allowed}
 [databases.entries]
@@ -119,7 +146,8 @@ pets_1 = {pets:?}
 round1_shots = 0
 round2_shots = 0
 max_new_tokens = 48
-"#,
+
+{generators}"#,
             grace = self.grace_secs,
             queue = self.max_queue,
             running = self.max_running,

@@ -56,7 +56,7 @@ impl InferenceService {
         let (admission, models) = self.state.admit()?;
         let decoder = models.decoder(&req.model)?;
         if let Some(adapter) = &req.adapter
-            && !decoder.spec.adapters.contains_key(adapter)
+            && !decoder.engine.adapters().contains(adapter)
         {
             return Err(ServiceError::NotFound {
                 what: "adapter",
@@ -238,7 +238,10 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
                 device: decoder.map_or_else(|| spec.device.clone(), |d| d.engine.device()),
                 state: model_state.into(),
                 source: spec.source.clone(),
-                adapters: spec.adapters.keys().cloned().collect(),
+                adapters: decoder.map_or_else(
+                    || spec.adapters.keys().cloned().collect(),
+                    |d| d.engine.adapters(),
+                ),
                 max_model_len: decoder.map_or(0, |d| d.engine.info().max_model_len as u32),
                 cpu_path: decoder
                     .and_then(|d| d.engine.info().cpu_path)
@@ -291,5 +294,33 @@ impl Inference for InferenceService {
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
         let ctx = RpcContext::begin(&self.state, "Inference/ListModels", request.metadata());
         ctx.complete(Ok(list_models(&self.state)))
+    }
+
+    async fn load_adapter(
+        &self,
+        request: Request<pb::LoadAdapterRequest>,
+    ) -> Result<Response<pb::AdapterList>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Inference/LoadAdapter", request.metadata());
+        let state = self.state.clone();
+        let request = request.into_inner();
+        let result =
+            tokio::task::spawn_blocking(move || crate::adapter_admin::load(&state, &request))
+                .await
+                .unwrap_or_else(|e| Err(ServiceError::internal(e)));
+        ctx.complete(result)
+    }
+
+    async fn unload_adapter(
+        &self,
+        request: Request<pb::UnloadAdapterRequest>,
+    ) -> Result<Response<pb::AdapterList>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Inference/UnloadAdapter", request.metadata());
+        let state = self.state.clone();
+        let request = request.into_inner();
+        let result =
+            tokio::task::spawn_blocking(move || crate::adapter_admin::unload(&state, &request))
+                .await
+                .unwrap_or_else(|e| Err(ServiceError::internal(e)));
+        ctx.complete(result)
     }
 }
