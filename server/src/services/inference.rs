@@ -259,6 +259,19 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
     pb::ListModelsResponse { models }
 }
 
+/// Runs an adapter administration call off the async workers: it reads files and waits for the
+/// engine's next step.
+async fn off_workers<R: Send + 'static, T: Send + 'static>(
+    state: &Arc<AppState>,
+    request: R,
+    call: fn(&Arc<AppState>, &R) -> Result<T, ServiceError>,
+) -> Result<T, ServiceError> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || call(&state, &request))
+        .await
+        .unwrap_or_else(|e| Err(ServiceError::internal(e)))
+}
+
 #[tonic::async_trait]
 impl Inference for InferenceService {
     type GenerateStream = ResponseStream<pb::InferenceResponse>;
@@ -301,13 +314,14 @@ impl Inference for InferenceService {
         request: Request<pb::LoadAdapterRequest>,
     ) -> Result<Response<pb::AdapterList>, Status> {
         let ctx = RpcContext::begin(&self.state, "Inference/LoadAdapter", request.metadata());
-        let state = self.state.clone();
-        let request = request.into_inner();
-        let result =
-            tokio::task::spawn_blocking(move || crate::adapter_admin::load(&state, &request))
-                .await
-                .unwrap_or_else(|e| Err(ServiceError::internal(e)));
-        ctx.complete(result)
+        ctx.complete(
+            off_workers(
+                &self.state,
+                request.into_inner(),
+                crate::adapter_admin::load,
+            )
+            .await,
+        )
     }
 
     async fn unload_adapter(
@@ -315,12 +329,13 @@ impl Inference for InferenceService {
         request: Request<pb::UnloadAdapterRequest>,
     ) -> Result<Response<pb::AdapterList>, Status> {
         let ctx = RpcContext::begin(&self.state, "Inference/UnloadAdapter", request.metadata());
-        let state = self.state.clone();
-        let request = request.into_inner();
-        let result =
-            tokio::task::spawn_blocking(move || crate::adapter_admin::unload(&state, &request))
-                .await
-                .unwrap_or_else(|e| Err(ServiceError::internal(e)));
-        ctx.complete(result)
+        ctx.complete(
+            off_workers(
+                &self.state,
+                request.into_inner(),
+                crate::adapter_admin::unload,
+            )
+            .await,
+        )
     }
 }
