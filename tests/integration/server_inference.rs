@@ -559,6 +559,26 @@ async fn adapters_load_and_unload_over_grpc_behind_the_token() {
         assert!(e.message().contains(says), "{request:?}: {}", e.message());
     }
 
+    // A question answered by the adapted generator alone (a subset of the configured voters;
+    // the sub-task explainer, `smol`, is not among them).
+    let answer = server
+        .text2sql()
+        .generate(authed(pb::Text2SqlRequest {
+            question: "How many singers do we have?".into(),
+            db_id: "concert_singer".into(),
+            evidence: None,
+            options: Some(pb::PipelineOptions {
+                generators: vec!["smol-tuned".into()],
+                round2: Some(false),
+                revision: Some(false),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .expect("a subset of the generators answers")
+        .into_inner();
+    assert!(answer.candidates.iter().all(|c| c.model == "smol-tuned"));
+
     let e = client
         .unload_adapter(authed(unload("tuned")))
         .await

@@ -254,7 +254,9 @@ pub struct PipelineConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConsistencyConfig {
     pub enabled: bool,
-    /// The configured generator that explains the SQL; `None`: the first generator.
+    /// The generator that explains the SQL, by the name the pipeline's model answers to; it need
+    /// not be one of this run's voters (a request may vote with a subset and still be
+    /// explained by the server's sub-task generator). `None`: the first voter.
     #[serde(default)]
     pub generator: Option<String>,
     /// The judge's `p_same` at and above which the answer counts as consistent.

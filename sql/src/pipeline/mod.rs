@@ -119,13 +119,6 @@ impl Pipeline {
                 what: "the consistency check (a model with the selector role)",
             });
         }
-        if let Some(name) = &config.consistency.generator
-            && !config.generators.iter().any(|g| &g.name == name)
-        {
-            return invalid(&format!(
-                "the consistency check names generator `{name}`, which is not configured"
-            ));
-        }
         if config.selector.enabled
             && !(2..=selection::MAX_LABELS).contains(&config.selector.max_groups)
         {

@@ -215,3 +215,31 @@ fn the_consistency_check_flags_the_answer_without_changing_it() {
     let e = Pipeline::new(checked, models).expect_err("no judge");
     assert!(e.to_string().contains("consistency check"), "{e}");
 }
+
+#[test]
+fn the_explainer_need_not_be_a_voter() {
+    // A request voting with a subset of the server's generators keeps the server's explainer.
+    let generator = Arc::new(ScriptedGenerator::new(|r| {
+        Ok(if r.prompt.answer_prefix.as_deref() == Some("Question:") {
+            "Question: How many singers are there?".to_owned()
+        } else {
+            S6.to_owned()
+        })
+    }));
+    let selector = Arc::new(FixedSelector::new(Ok(vec![-0.1, -2.5])));
+    let mut checked = config(&["a"]);
+    checked.consistency.enabled = true;
+    checked.consistency.generator = Some("explainer".into());
+    let answer = pipeline(checked, &generator, Some(&selector))
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert!(answer.consistency.expect("checked").verdict.is_some());
+    let explainers: Vec<String> = generator
+        .batches()
+        .into_iter()
+        .flatten()
+        .filter(|r| r.prompt.answer_prefix.as_deref() == Some("Question:"))
+        .map(|r| r.generator)
+        .collect();
+    assert_eq!(explainers, ["explainer"]);
+}
