@@ -168,15 +168,20 @@ fn a_failing_selector_leaves_the_vote_standing() {
     assert_eq!(answer.sql, S6);
 }
 
-#[test]
-fn the_consistency_check_flags_the_answer_without_changing_it() {
-    let generator = Arc::new(ScriptedGenerator::new(|r| {
+/// Answers S6, and explains any SQL as "How many singers are there?".
+fn explaining_generator() -> Arc<ScriptedGenerator> {
+    Arc::new(ScriptedGenerator::new(|r| {
         Ok(if r.prompt.answer_prefix.as_deref() == Some("Question:") {
             "Question: How many singers are there?".to_owned()
         } else {
             S6.to_owned()
         })
-    }));
+    }))
+}
+
+#[test]
+fn the_consistency_check_flags_the_answer_without_changing_it() {
+    let generator = explaining_generator();
     let selector = Arc::new(FixedSelector::new(Ok(vec![-0.1, -2.5])));
     let mut checked = config(&["a", "b"]);
     checked.consistency.enabled = true;
@@ -219,13 +224,7 @@ fn the_consistency_check_flags_the_answer_without_changing_it() {
 #[test]
 fn the_explainer_need_not_be_a_voter() {
     // A request voting with a subset of the server's generators keeps the server's explainer.
-    let generator = Arc::new(ScriptedGenerator::new(|r| {
-        Ok(if r.prompt.answer_prefix.as_deref() == Some("Question:") {
-            "Question: How many singers are there?".to_owned()
-        } else {
-            S6.to_owned()
-        })
-    }));
+    let generator = explaining_generator();
     let selector = Arc::new(FixedSelector::new(Ok(vec![-0.1, -2.5])));
     let mut checked = config(&["a"]);
     checked.consistency.enabled = true;
