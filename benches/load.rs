@@ -18,6 +18,9 @@ use tokio::sync::Mutex;
 struct Args {
     #[arg(long, default_value = "http://127.0.0.1:50051")]
     server: String,
+    /// The model to ask (a configured model's name); empty: the server's default.
+    #[arg(long, default_value = "")]
+    model: String,
     #[arg(long, default_value_t = 200)]
     requests: usize,
     #[arg(long, default_value_t = 32)]
@@ -58,7 +61,7 @@ async fn one(
 ) -> Outcome {
     let start = Instant::now();
     let mut req = tonic::Request::new(pb::InferenceRequest {
-        model: String::new(),
+        model: args.model.clone(),
         input: Some(pb::inference_request::Input::Chat(pb::ChatMessages {
             messages: vec![pb::ChatMessage {
                 role: "user".into(),

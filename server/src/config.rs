@@ -864,6 +864,30 @@ mod tests {
         }
     }
 
+    /// The GPU check's server configuration (scripts/gpu/quorum-gpu.toml) parses once its
+    /// placeholders are filled, places every model on cuda:0, and names an adapter that ships.
+    #[test]
+    fn the_gpu_check_config_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let text = std::fs::read_to_string(root.join("scripts/gpu/quorum-gpu.toml")).unwrap();
+        let text = text
+            .replace("@SYN@", "/tmp/synthetic")
+            .replace("@REPO@", &root.display().to_string());
+        let raw = RawConfig::from_toml_str(&text).unwrap();
+        resolve_limits(&raw.limits).unwrap();
+        assert_eq!(raw.server.device.as_deref(), Some("cuda:0"));
+        assert_eq!(raw.pipeline.setup.generators.len(), 3);
+        for model in &raw.models {
+            for path in model.adapters.values() {
+                assert!(
+                    path.join("adapter_config.json").is_file(),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
     /// The shipped RE_p adapter is in the checkout, and the default configuration puts it on
     /// the RE_p voter only when it is there.
     #[test]

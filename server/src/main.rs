@@ -89,6 +89,26 @@ enum Command {
         /// Print prefill and decode speed to stderr.
         #[arg(long)]
         stats: bool,
+        /// Write the logits after the prompt (f32, little-endian, one per vocabulary entry) to
+        /// this file: for comparing devices and kernel paths on the same checkpoint.
+        #[arg(long)]
+        logits_out: Option<PathBuf>,
+    },
+    /// Writes a Hugging Face model directory with the exact tensor shapes of a released model
+    /// and seeded random values, with a byte-level tokenizer: for speed and device-agreement
+    /// checks where the real weights cannot be copied.
+    SynthCheckpoint {
+        /// qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, qwen2.5-coder-7b or smollm2-135m.
+        #[arg(long)]
+        arch: String,
+        /// Directory to write (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// How the weights are stored: bf16 or f32.
+        #[arg(long, default_value = "bf16")]
+        dtype: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Serves the gRPC API (Text2Sql, Inference, Databases, health, reflection) and
     /// Prometheus metrics. With no config: the default models over Spider's dev databases.
@@ -192,6 +212,7 @@ fn run() -> Result<()> {
             max_tokens,
             no_int8_prefill,
             stats,
+            logits_out,
         } => {
             let args = GenerateArgs {
                 model,
@@ -201,9 +222,16 @@ fn run() -> Result<()> {
                 max_tokens,
                 no_int8_prefill,
                 stats,
+                logits_out,
             };
             generate(&dirs, &device, &args)
         }
+        Command::SynthCheckpoint {
+            arch,
+            out,
+            dtype,
+            seed,
+        } => synth_checkpoint(&arch, &out, &dtype, seed),
         Command::Embed {
             model,
             similarity,
@@ -330,10 +358,30 @@ struct GenerateArgs {
     max_tokens: usize,
     no_int8_prefill: bool,
     stats: bool,
+    logits_out: Option<PathBuf>,
 }
 
-fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
-    let device = parse_device(device)?;
+fn synth_checkpoint(arch: &str, out: &std::path::Path, dtype: &str, seed: u64) -> Result<()> {
+    let arch = quorum_weights::synthetic_arch(arch)?;
+    let dtype = match dtype {
+        "bf16" => quorum_weights::SyntheticDtype::Bf16,
+        "f32" => quorum_weights::SyntheticDtype::F32,
+        other => anyhow::bail!("--dtype: `{other}` is not bf16 or f32"),
+    };
+    let start = std::time::Instant::now();
+    quorum_weights::write_synthetic_checkpoint(&arch, out, dtype, seed)
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "wrote a synthetic {} checkpoint to {} in {:.1} s",
+        arch.name,
+        out.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn generate(dirs: &ModelDirs, device_name: &str, args: &GenerateArgs) -> Result<()> {
+    let device = parse_device(device_name)?;
     let path = dirs.resolve(&args.model)?;
     let ckpt = load_checkpoint(&path, &device, candle_core::DType::F32)
         .with_context(|| format!("loading {}", path.display()))?;
@@ -392,8 +440,18 @@ fn generate(dirs: &ModelDirs, device: &str, args: &GenerateArgs) -> Result<()> {
         stdout.write_all(&text.as_bytes()[printed..])?;
     }
     writeln!(stdout)?;
+    if let Some(path) = &args.logits_out {
+        let logits: Vec<f32> = out
+            .prompt_logits
+            .to_device(&candle_core::Device::Cpu)?
+            .flatten_all()?
+            .to_vec1()?;
+        let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
     if args.stats {
         let kernels = match policy.int8_path() {
+            _ if !device.is_cpu() => format!("device {device_name}"),
             Some(path) => format!("int8 GEMM path {path}"),
             None => "candle's quantized kernels only".to_owned(),
         };

@@ -51,13 +51,23 @@ impl Reference {
 fn check(arch: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_checkpoint(dir.path(), arch, 7);
-    let ckpt =
-        load_checkpoint(dir.path(), &Device::Cpu, DType::F32).expect("load dense checkpoint");
-    let ours = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
-    let mut reference = Reference::load(dir.path(), arch);
     let prompt: Vec<u32> = (0..23).map(|i| (i * 37 % VOCAB) as u32).collect();
-    let out = greedy_generate(&ours, &prompt, 12, &[], |_| {}).expect("generate");
-    let ref_logits = reference.forward(&prompt, 0);
+    check_dir(dir.path(), arch, &prompt);
+}
+
+/// Our decoder on the checkpoint in `dir` against candle-transformers' reading of the same files:
+/// the prompt's logits, then 12 greedy tokens.
+pub(crate) fn check_dir(dir: &Path, arch: &str, prompt: &[u32]) {
+    let ckpt = load_checkpoint(dir, &Device::Cpu, DType::F32).expect("load dense checkpoint");
+    let ours = DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
+    let mut reference = Reference::load(dir, arch);
+    let out = greedy_generate(&ours, prompt, 12, &[], |_| {}).expect("generate");
+    let logits: Vec<f32> = out.prompt_logits.to_vec1().unwrap();
+    assert!(
+        logits.iter().all(|v| v.is_finite()),
+        "{arch}: non-finite logits"
+    );
+    let ref_logits = reference.forward(prompt, 0);
     let (diff, scale) = max_abs_diff(&out.prompt_logits, &ref_logits).unwrap();
     assert!(
         diff <= 1e-4 * scale.max(1.0),

@@ -24,6 +24,7 @@ mod server_subtasks;
 mod server_support;
 mod server_text2sql;
 mod server_tls;
+mod synthetic;
 mod tokenizer;
 mod training;
 mod weights_errors;

@@ -19,6 +19,7 @@ mod hf_dir;
 mod hub;
 mod lora_adapter;
 mod store;
+mod synthetic;
 
 pub use chat_template::{ChatMessage, ChatTemplate, render_turn};
 pub use checkpoint::{Checkpoint, CheckpointFormat, ModelConfigSource};
@@ -32,6 +33,9 @@ pub use hub::{
 };
 pub use lora_adapter::{LoraAdapter, LoraAdapterConfig, load_lora_adapter};
 pub use store::{StoredTensor, TensorStore};
+pub use synthetic::{
+    SYNTHETIC_ARCHS, SyntheticArch, SyntheticDtype, synthetic_arch, write_synthetic_checkpoint,
+};
 
 /// Loads a checkpoint from a GGUF file or a Hugging Face model directory, chosen by what `path` is.
 pub fn load_checkpoint(
