@@ -421,16 +421,39 @@ pub struct ServerConfig {
     pub cpu_path: CpuPath,
 }
 
-/// The LoRA adapter the default RE_p generator runs with: its directory under the shipped
-/// adapters (`ModelDirs::adapters_dir`) and the name the default configuration gives it.
-pub const DEFAULT_REP_ADAPTER_DIR: &str = "coder-rep-s0";
-pub const DEFAULT_REP_ADAPTER: &str = "rep-s0";
+/// The shipped LoRA adapters the default configuration runs, one per prompt format: the
+/// format whose default generator runs it, the name the configuration gives it, and its
+/// directory under the shipped adapters (`ModelDirs::adapters_dir`). Each has its card in that
+/// directory; docs/RESULTS.md has the dev100 figures that made them defaults.
+pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
+    (PromptFormat::Rep, "rep-s0", "coder-rep-s0"),
+    (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
+];
+
+/// The default adapters found under `adapters_dir`, by name; a missing one is logged and left
+/// out (its generator then runs the base model).
+fn shipped_default_adapters(adapters_dir: &Path) -> BTreeMap<String, PathBuf> {
+    let mut found = BTreeMap::new();
+    for &(_, name, dir) in DEFAULT_ADAPTERS {
+        let path = adapters_dir.join(dir);
+        if path.join("adapter_config.json").is_file() {
+            found.insert(name.to_owned(), path);
+        } else {
+            tracing::warn!(
+                "the default adapter {name} is not at {} (set QUORUM_ADAPTERS_DIR to the \
+                 checkout's adapters/): its generator runs the base model",
+                path.display()
+            );
+        }
+    }
+    found
+}
 
 /// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
 /// loaded for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
-/// fails, so it is not a default voter); MiniLM embeds questions. `rep_adapter` is the shipped
-/// RE_p adapter when it is in place.
-fn default_models(rep_adapter: Option<&Path>) -> Vec<RawModel> {
+/// fails, so it is not a default voter); MiniLM embeds questions. `adapters` are the shipped
+/// default adapters in place, loaded on Qwen2.5-Coder.
+fn default_models(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawModel> {
     let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
         name: None,
         source: source.to_owned(),
@@ -446,11 +469,7 @@ fn default_models(rep_adapter: Option<&Path>) -> Vec<RawModel> {
         vec![Role::Generator, Role::Selector],
         Some(PromptFormat::Rep),
     );
-    if let Some(dir) = rep_adapter {
-        coder
-            .adapters
-            .insert(DEFAULT_REP_ADAPTER.to_owned(), dir.to_path_buf());
-    }
+    coder.adapters = adapters.clone();
     vec![
         coder,
         model(
@@ -463,9 +482,9 @@ fn default_models(rep_adapter: Option<&Path>) -> Vec<RawModel> {
 }
 
 /// The default pipeline's voters: one base model with three prompt formats ("generators with
-/// different preferences"), so cross-consistency has diverse votes from the models at hand; the
-/// RE_p voter runs with the shipped fine-tuned adapter when it is in place.
-fn default_generators(rep_adapter: bool) -> Vec<RawGenerator> {
+/// different preferences"), so cross-consistency has diverse votes from the models at hand; a
+/// voter runs its format's fine-tuned adapter when that is among `adapters`.
+fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator> {
     let generator = |name: &str, format: PromptFormat| RawGenerator {
         name: name.to_owned(),
         model: "qwen2.5-coder-0.5b".to_owned(),
@@ -473,14 +492,13 @@ fn default_generators(rep_adapter: bool) -> Vec<RawGenerator> {
         temperature: None,
         top_p: None,
         seed: None,
-        adapter: None,
+        adapter: DEFAULT_ADAPTERS
+            .iter()
+            .find(|(f, name, _)| *f == format && adapters.contains_key(*name))
+            .map(|(_, name, _)| (*name).to_owned()),
     };
-    let mut rep = generator("qwen-rep", PromptFormat::Rep);
-    if rep_adapter {
-        rep.adapter = Some(DEFAULT_REP_ADAPTER.to_owned());
-    }
     vec![
-        rep,
+        generator("qwen-rep", PromptFormat::Rep),
         generator("qwen-mschema", PromptFormat::MSchema),
         generator("qwen-ddl", PromptFormat::SimpleDdl),
     ]
@@ -508,20 +526,11 @@ pub fn resolve(
     let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
     let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
-        let rep_adapter = dirs.adapters_dir.join(DEFAULT_REP_ADAPTER_DIR);
-        let rep_adapter =
-            (rep_adapter.join("adapter_config.json").is_file()).then_some(rep_adapter);
-        if rep_adapter.is_none() {
-            tracing::warn!(
-                "the default RE_p adapter is not at {} (set QUORUM_ADAPTERS_DIR to the \
-                 checkout's adapters/): its generator runs the base model",
-                dirs.adapters_dir.join(DEFAULT_REP_ADAPTER_DIR).display()
-            );
-        }
+        let adapters = shipped_default_adapters(&dirs.adapters_dir);
         if raw.pipeline.setup.generators.is_empty() {
-            raw.pipeline.setup.generators = default_generators(rep_adapter.is_some());
+            raw.pipeline.setup.generators = default_generators(&adapters);
         }
-        default_models(rep_adapter.as_deref())
+        default_models(&adapters)
     } else {
         raw.models.clone()
     };
@@ -888,26 +897,42 @@ mod tests {
         }
     }
 
-    /// The shipped RE_p adapter is in the checkout, and the default configuration puts it on
-    /// the RE_p voter only when it is there.
+    /// The shipped default adapters are in the checkout, and the default configuration puts
+    /// each on its format's voter only when it is there.
     #[test]
-    fn the_default_rep_voter_runs_the_shipped_adapter_when_present() {
-        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../adapters")
-            .join(DEFAULT_REP_ADAPTER_DIR);
-        assert!(shipped.join("adapter_config.json").is_file());
-        let models = default_models(Some(&shipped));
-        assert_eq!(models[0].adapters[DEFAULT_REP_ADAPTER], shipped);
-        let generators = default_generators(true);
-        assert_eq!(generators[0].name, "qwen-rep");
-        assert_eq!(generators[0].adapter.as_deref(), Some(DEFAULT_REP_ADAPTER));
-        assert!(generators[1..].iter().all(|g| g.adapter.is_none()));
-        assert!(default_models(None)[0].adapters.is_empty());
+    fn the_default_voters_run_the_shipped_adapters_when_present() {
+        let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+        let shipped = shipped_default_adapters(&adapters_dir);
+        assert_eq!(
+            shipped.len(),
+            DEFAULT_ADAPTERS.len(),
+            "every default adapter ships"
+        );
+        let models = default_models(&shipped);
+        assert_eq!(models[0].adapters, shipped);
+        let generators = default_generators(&shipped);
+        let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
+        let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
+        assert_eq!(adapters, [Some("rep-s0"), Some("mschema-s1"), None]);
+        // None in place: every voter runs the base model.
+        let none = BTreeMap::new();
+        assert!(default_models(&none)[0].adapters.is_empty());
         assert!(
-            default_generators(false)
+            default_generators(&none)
                 .iter()
                 .all(|g| g.adapter.is_none())
         );
+        // Only the RE_p adapter in place: the M-Schema voter runs the base model.
+        let mut rep = BTreeMap::new();
+        rep.insert("rep-s0".to_owned(), adapters_dir.join("coder-rep-s0"));
+        let adapters: Vec<_> = default_generators(&rep)
+            .iter()
+            .map(|g| g.adapter.clone())
+            .collect();
+        assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
+        // Nothing in place: the directory is not there.
+        assert!(shipped_default_adapters(&adapters_dir.join("missing")).is_empty());
     }
 
     #[test]

@@ -35,7 +35,7 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
     raw.limits.request_timeout_secs = Some(1800.0);
     raw.limits.max_concurrent_text2sql = Some(10);
     let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
-    // The default RE_p voter runs the shipped fine-tuned adapter.
+    // The default RE_p and M-Schema voters run the shipped fine-tuned adapters.
     let models = server
         .inference()
         .list_models(pb::ListModelsRequest {})
@@ -47,7 +47,9 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
         .iter()
         .find(|m| m.name == "qwen2.5-coder-0.5b")
         .expect("the default generator");
-    assert_eq!(coder.adapters, ["rep-s0"]);
+    let mut adapters = coder.adapters.clone();
+    adapters.sort();
+    assert_eq!(adapters, ["mschema-s1", "rep-s0"]);
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");
     let smoke: Vec<_> = slices
