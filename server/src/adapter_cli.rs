@@ -1,5 +1,5 @@
 //! `quorum adapter list | load | unload`: the adapter administration RPCs of `Inference` from
-//! the command line, with the server's bearer token.
+//! the command line; loads and unloads need the server's bearer token (`--token`).
 
 use anyhow::{Context, Result};
 use quorum_proto::v1 as pb;
@@ -11,10 +11,6 @@ use crate::ask::ClientArgs;
 pub struct AdapterArgs {
     #[command(flatten)]
     pub client: ClientArgs,
-    /// The server's auth token (sent as `authorization: Bearer <token>`); loading and unloading
-    /// need it.
-    #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
     #[command(subcommand)]
     pub action: AdapterAction,
 }
@@ -45,7 +41,7 @@ pub async fn adapter(args: AdapterArgs) -> Result<()> {
     let list = match args.action {
         AdapterAction::List => {
             let models = client
-                .list_models(authorized(pb::ListModelsRequest {}, args.token.as_deref())?)
+                .list_models(pb::ListModelsRequest {})
                 .await
                 .context("Inference.ListModels")?
                 .into_inner()
@@ -56,35 +52,15 @@ pub async fn adapter(args: AdapterArgs) -> Result<()> {
             return Ok(());
         }
         AdapterAction::Load { model, name, path } => client
-            .load_adapter(authorized(
-                pb::LoadAdapterRequest { model, name, path },
-                args.token.as_deref(),
-            )?)
+            .load_adapter(pb::LoadAdapterRequest { model, name, path })
             .await
             .context("Inference.LoadAdapter")?,
         AdapterAction::Unload { model, name } => client
-            .unload_adapter(authorized(
-                pb::UnloadAdapterRequest { model, name },
-                args.token.as_deref(),
-            )?)
+            .unload_adapter(pb::UnloadAdapterRequest { model, name })
             .await
             .context("Inference.UnloadAdapter")?,
     }
     .into_inner();
     println!("{}: {}", list.model, list.adapters.join(", "));
     Ok(())
-}
-
-/// `body` as a request carrying the bearer token, when there is one.
-fn authorized<T>(body: T, token: Option<&str>) -> Result<tonic::Request<T>> {
-    let mut request = tonic::Request::new(body);
-    if let Some(token) = token {
-        request.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {token}")
-                .parse()
-                .context("the token must be printable ASCII")?,
-        );
-    }
-    Ok(request)
 }

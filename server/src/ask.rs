@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use quorum_proto::v1 as pb;
-use quorum_server::client::health_status;
+use quorum_server::client::{AuthChannel, BearerToken, health_status};
 use tonic_health::pb::health_check_response::ServingStatus;
 
 /// Where the client subcommands (`ask`, `link`, `debug`, `optimize`, `explain`) find the
@@ -22,17 +22,23 @@ pub struct ClientArgs {
     /// How long to wait for the server to become ready (models load at start-up).
     #[arg(long, default_value_t = 600)]
     pub wait_secs: u64,
+    /// The server's auth token, sent as `authorization: Bearer <token>` on every request; needed
+    /// when the server has one (`auth_token`), as are adapter loads and unloads.
+    #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 impl ClientArgs {
-    /// A channel to the server once it reports SERVING.
-    pub async fn connect(&self) -> Result<tonic::transport::Channel> {
-        wait_ready(
+    /// A channel to the server once it reports SERVING, sending the token with every request.
+    pub async fn connect(&self) -> Result<AuthChannel> {
+        let token = BearerToken::new(self.token.as_deref())?;
+        let channel = wait_ready(
             &self.server,
             self.ca_cert.as_deref(),
             Duration::from_secs(self.wait_secs),
         )
-        .await
+        .await?;
+        Ok(AuthChannel::new(channel, token))
     }
 }
 

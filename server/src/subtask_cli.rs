@@ -123,7 +123,7 @@ pub struct ExplainArgs {
 
 async fn client(
     args: &ClientArgs,
-) -> Result<pb::text2_sql_client::Text2SqlClient<tonic::transport::Channel>> {
+) -> Result<pb::text2_sql_client::Text2SqlClient<quorum_server::client::AuthChannel>> {
     Ok(pb::text2_sql_client::Text2SqlClient::new(
         args.connect().await?,
     ))
