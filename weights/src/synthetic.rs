@@ -248,54 +248,31 @@ fn tensors(arch: &SyntheticArch, dtype: SyntheticDtype, seed: u64) -> Vec<(Strin
             Fill::Random,
         ));
     }
-    for l in 0..arch.num_layers {
-        let p = format!("model.layers.{l}");
-        specs.extend([
-            (format!("{p}.input_layernorm.weight"), vec![h], Fill::Ones),
-            (
-                format!("{p}.post_attention_layernorm.weight"),
-                vec![h],
-                Fill::Ones,
-            ),
-            (
-                format!("{p}.self_attn.q_proj.weight"),
-                vec![q, h],
-                Fill::Random,
-            ),
-            (
-                format!("{p}.self_attn.k_proj.weight"),
-                vec![kv, h],
-                Fill::Random,
-            ),
-            (
-                format!("{p}.self_attn.v_proj.weight"),
-                vec![kv, h],
-                Fill::Random,
-            ),
-            (
-                format!("{p}.self_attn.o_proj.weight"),
-                vec![h, q],
-                Fill::Random,
-            ),
-            (
-                format!("{p}.mlp.gate_proj.weight"),
-                vec![i, h],
-                Fill::Random,
-            ),
-            (format!("{p}.mlp.up_proj.weight"), vec![i, h], Fill::Random),
-            (
-                format!("{p}.mlp.down_proj.weight"),
-                vec![h, i],
-                Fill::Random,
-            ),
+    // Each layer's tensors, by name under `model.layers.{l}`.
+    let mut layer: Vec<(&str, Vec<usize>, Fill)> = vec![
+        ("input_layernorm.weight", vec![h], Fill::Ones),
+        ("post_attention_layernorm.weight", vec![h], Fill::Ones),
+        ("self_attn.q_proj.weight", vec![q, h], Fill::Random),
+        ("self_attn.k_proj.weight", vec![kv, h], Fill::Random),
+        ("self_attn.v_proj.weight", vec![kv, h], Fill::Random),
+        ("self_attn.o_proj.weight", vec![h, q], Fill::Random),
+        ("mlp.gate_proj.weight", vec![i, h], Fill::Random),
+        ("mlp.up_proj.weight", vec![i, h], Fill::Random),
+        ("mlp.down_proj.weight", vec![h, i], Fill::Random),
+    ];
+    if arch.qkv_bias {
+        layer.extend([
+            ("self_attn.q_proj.bias", vec![q], Fill::Random),
+            ("self_attn.k_proj.bias", vec![kv], Fill::Random),
+            ("self_attn.v_proj.bias", vec![kv], Fill::Random),
         ]);
-        if arch.qkv_bias {
-            specs.extend([
-                (format!("{p}.self_attn.q_proj.bias"), vec![q], Fill::Random),
-                (format!("{p}.self_attn.k_proj.bias"), vec![kv], Fill::Random),
-                (format!("{p}.self_attn.v_proj.bias"), vec![kv], Fill::Random),
-            ]);
-        }
+    }
+    for l in 0..arch.num_layers {
+        specs.extend(
+            layer.iter().map(|(name, shape, fill)| {
+                (format!("model.layers.{l}.{name}"), shape.clone(), *fill)
+            }),
+        );
     }
     specs
         .into_iter()
