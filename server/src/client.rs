@@ -106,7 +106,9 @@ mod tests {
         let mut without = BearerToken::new(None).unwrap();
         let request = without.call(tonic::Request::new(())).unwrap();
         assert!(request.metadata().get("authorization").is_none());
-        let err = BearerToken::new(Some("caf\u{e9}")).unwrap_err().to_string();
+        let err = BearerToken::new(Some("two\nlines"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("printable ASCII"), "{err}");
     }
 }
