@@ -2,8 +2,9 @@
 # The whole device side of the GPU check, in one command on a lent GPU machine (docs/GPU.md).
 # Needs: gpu-bundle/ made by scripts/gpu/bundle.sh on a build machine (the CUDA `quorum`, the
 # `quorum-load` client, one Spider database), PyTorch + transformers + peft on the machine, $OUT
-# for the results. Each step has its own time bound and logs to $OUT; a failed step is reported
-# and the next one runs, so one call gives every figure it can.
+# for the results. Each step has its own time bound and its own log; a failed step is reported
+# and the next one runs, so one call gives every figure it can. A device call returns at most 8
+# files, so $OUT holds only summary.txt and logs.tar.gz (every log, refreshed after each step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -13,16 +14,18 @@ SYN=$WORK/synthetic
 # For a dry run of the script's plumbing on a machine without a GPU: DEVICE=cpu BIG=smollm2-135m.
 DEVICE=${DEVICE:-cuda:0}
 BIG=${BIG:-qwen2.5-coder-7b}
-mkdir -p "$OUT" "$WORK" "$SYN"
+LOGS=$WORK/logs
+mkdir -p "$OUT" "$WORK" "$SYN" "$LOGS"
 LOG=$OUT/summary.txt
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$LOG"; }
-# step NAME SECONDS CMD...: runs CMD with a time bound, output to $OUT/NAME.log.
+# step NAME SECONDS CMD...: runs CMD with a time bound, output to $LOGS/NAME.log.
 step() {
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
-  timeout "$secs" "$@" >"$OUT/$name.log" 2>&1
+  timeout "$secs" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
   say "step $name: rc=$rc in $((SECONDS - t0)) s"
+  tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
   return $rc
 }
 
@@ -74,7 +77,7 @@ for i in "${!PROMPTS[@]}"; do
       --prompt "${PROMPTS[$i]}" --max-tokens 64 --stats --logits-out "$WORK/logits-$i-$tag.f32"
   done
 done
-python3 - "$WORK" "$OUT" "${DEVICE%%:*}" <<'PY' 2>&1 | tee -a "$LOG"
+python3 - "$WORK" "$LOGS" "${DEVICE%%:*}" <<'PY' 2>&1 | tee -a "$LOG"
 import array, sys
 work, out, dev = sys.argv[1], sys.argv[2], sys.argv[3]
 def floats(path):
@@ -110,7 +113,7 @@ cp gpu-bundle/concert_singer.sqlite "$WORK/db/concert_singer/"
 sed -e "s#@SYN@#$SYN#g" -e "s#@REPO@#$REPO#g" -e "s#qwen2.5-coder-7b\"#$BIG\"#" \
   -e "s#\"cuda:0\"#\"$DEVICE\"#" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
 "$Q" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
-  >"$OUT/serve.log" 2>&1 &
+  >"$LOGS/serve.log" 2>&1 &
 SERVER=$!
 step ask 180 "$Q" ask --server http://127.0.0.1:50070 --wait-secs 150 --db concert_singer \
   "How many singers do we have?"
@@ -120,11 +123,11 @@ step load-7b-64 120 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model 
   --clients 64 --requests 64 --max-tokens 64
 step load-0.5b-64 90 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder \
   --clients 64 --requests 128 --max-tokens 64
-tail -n 3 "$OUT"/load-*.log | tee -a "$LOG"
+tail -n 3 "$LOGS"/load-*.log | tee -a "$LOG"
 kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
 # 5. PyTorch + transformers on the same files, same prompts, same call.
-step torch-7b 200 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$OUT/torch-7b.json"
-cat "$OUT/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
+step torch-7b 200 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json"
+cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 
 # 6. The 7B shapes through `quorum generate`: the greedy loop's batch-1 decode and a 2k prefill.
 LONG=$(python3 -c "print(('SELECT name, capacity FROM stadium WHERE capacity > 5000 ORDER BY capacity DESC; ' * 40)[:2000])")
@@ -132,6 +135,7 @@ step gen-7b-decode 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
   --prompt "How many singers do we have?" --max-tokens 128 --stats
 step gen-7b-prefill2k 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
   --prompt "$LONG" --max-tokens 2 --stats
-grep -h 'tok/s' "$OUT"/gen-7b-*.log | tee -a "$LOG"
+grep -h 'tok/s' "$LOGS"/gen-7b-*.log | tee -a "$LOG"
 
+tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 say "done"
