@@ -102,6 +102,10 @@ pub const SYNTHETIC_ARCHS: &[SyntheticArch] = &[
     },
 ];
 
+/// The names of [`SYNTHETIC_ARCHS`], for error messages (a test keeps the two in step).
+const SYNTHETIC_ARCH_NAMES: &str =
+    "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, qwen2.5-coder-7b, smollm2-135m";
+
 /// The architecture named `name`, or an error listing the known names.
 pub fn synthetic_arch(name: &str) -> WeightsResult<SyntheticArch> {
     SYNTHETIC_ARCHS
@@ -110,7 +114,7 @@ pub fn synthetic_arch(name: &str) -> WeightsResult<SyntheticArch> {
         .copied()
         .ok_or_else(|| WeightsError::UnknownArchitecture {
             architecture: name.to_string(),
-            supported: "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, qwen2.5-coder-7b, smollm2-135m",
+            supported: SYNTHETIC_ARCH_NAMES,
         })
 }
 
@@ -423,6 +427,12 @@ mod tests {
     fn unknown_names_are_refused_with_the_known_ones() {
         let err = synthetic_arch("gpt-5").unwrap_err().to_string();
         assert!(err.contains("qwen2.5-coder-7b"), "{err}");
+        let listed: Vec<&str> = SYNTHETIC_ARCH_NAMES.split(", ").collect();
+        let known: Vec<&str> = SYNTHETIC_ARCHS.iter().map(|a| a.name).collect();
+        assert_eq!(
+            listed, known,
+            "the error lists exactly the known architectures"
+        );
     }
 
     #[test]
