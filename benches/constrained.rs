@@ -87,6 +87,7 @@ fn run(h: &EngineHandle, asks: &[Ask], new_tokens: u32, constrained: bool) -> Re
         .iter()
         .map(|a| {
             h.submit(GenerateRequest {
+                draft_hint: Vec::new(),
                 prompt_tokens: a.tokens.clone(),
                 params: SamplingParams {
                     max_new_tokens: new_tokens,

@@ -173,6 +173,7 @@ fn engine_speed(engine: &quorum_engine::EngineHandle, ids: &[u32], n: usize) -> 
         ..quorum_engine::SamplingParams::greedy()
     };
     let req = quorum_engine::GenerateRequest {
+        draft_hint: Vec::new(),
         prompt_tokens: ids.to_vec(),
         params,
         adapter: None,

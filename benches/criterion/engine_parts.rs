@@ -89,6 +89,7 @@ fn step(sched: &mut Scheduler) -> (usize, usize) {
         .map(|s| StepResult {
             request_id: s.request_id,
             token: s.samples.then_some(7),
+            accepted: 0,
             stop: false,
         })
         .collect();
@@ -116,6 +117,7 @@ fn prefilled_scheduler() -> Scheduler {
                 prompt,
                 max_new_tokens: 1024,
                 cache_key: CacheKey::new("bench", None),
+                drafts: None,
             })
             .expect("add");
     }

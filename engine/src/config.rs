@@ -33,12 +33,19 @@ pub struct EngineConfig {
     /// LoRA adapters requests may name: name → PEFT directory (adapter_config.json and
     /// adapter_model.safetensors), loaded at start-up.
     pub adapters: BTreeMap<String, PathBuf>,
+    /// Draft tokens a greedy, unconstrained decode checks per step (speculative decoding by
+    /// prompt lookup, [`crate::prompt_lookup`]); 0 turns it off. Outputs are the same either
+    /// way; only the number of steps changes.
+    pub max_draft_tokens: usize,
 }
 
 /// Two seconds: a short request waits at most about that long behind a long prompt, and an
 /// abandoned request stops costing compute within about that long. Shorter steps cost prefill
 /// speed on slow CPUs (smaller chunks; at 1 s about 10% on a two-core AVX2 host, docs/RESULTS.md).
 pub const DEFAULT_TARGET_STEP: Duration = Duration::from_secs(2);
+
+/// Draft tokens per decode step by default. Placeholder until measured.
+pub const DEFAULT_MAX_DRAFT_TOKENS: usize = 8;
 
 impl EngineConfig {
     /// Defaults sized for a small model on a CPU host.
@@ -56,6 +63,7 @@ impl EngineConfig {
             matmul_policy: MatmulPolicy::engine(CpuPath::detect()),
             reencode: Reencode::Slow,
             adapters: BTreeMap::new(),
+            max_draft_tokens: DEFAULT_MAX_DRAFT_TOKENS,
         }
     }
 }

@@ -353,6 +353,7 @@ pub fn spawn_engine(
             config.max_running_seqs,
             config.max_batched_tokens,
         ),
+        config.max_draft_tokens,
     );
     std::thread::Builder::new()
         .name(format!("engine-{}", config.model_name))

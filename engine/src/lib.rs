@@ -18,6 +18,7 @@ pub mod kv_cache;
 mod logits_constraint;
 mod paged_attention;
 pub mod prefix_cache;
+pub mod prompt_lookup;
 mod request;
 mod runner;
 mod sampler;
@@ -31,7 +32,7 @@ mod stop;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
-pub use config::{DEFAULT_TARGET_STEP, EngineConfig};
+pub use config::{DEFAULT_MAX_DRAFT_TOKENS, DEFAULT_TARGET_STEP, EngineConfig};
 pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use engine_error::EngineError;
 pub use grammar::{Grammar, GrammarCompiler, GrammarConstraint, GrammarError, GrammarSpec};
@@ -43,6 +44,7 @@ pub use paged_attention::{PagedAttention, SeqBlocks};
 pub use prefix_cache::{
     BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
 };
+pub use prompt_lookup::DraftSource;
 pub use request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 pub use sampler::{SampleOutcome, Sampler, SamplerError};
 pub use sampling_params::{

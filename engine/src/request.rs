@@ -18,6 +18,10 @@ pub struct GenerateRequest {
     /// Every generated token must keep the output inside this grammar (structured output,
     /// schema-constrained SQL). Compiled at submit: a bad grammar is refused there.
     pub grammar: Option<Grammar>,
+    /// Tokens the output is likely to repeat (an earlier answer to the same question, say):
+    /// speculative decoding drafts from them first, then from the prompt. Never changes the
+    /// output, only how many tokens one step can produce.
+    pub draft_hint: Vec<u32>,
 }
 
 /// A streamed event. Every request ends with exactly one `Finished` per choice (unless the

@@ -20,6 +20,7 @@ use crate::ids::RequestId;
 use crate::logits_constraint::LogitsConstraint;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
 use crate::prefix_cache::CacheKey;
+use crate::prompt_lookup::DraftSource;
 use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
 use crate::sampler::Sampler;
 use crate::scheduler::{NewRequest, Scheduler};
@@ -64,6 +65,8 @@ pub(crate) struct Runner {
     /// loaded at start-up are keyed by their name alone.
     adapter_cache_keys: HashMap<String, String>,
     adapter_loads: u64,
+    /// Draft tokens a greedy decode checks per step (0: no speculative decoding).
+    max_draft_tokens: usize,
 }
 
 impl Runner {
@@ -74,6 +77,7 @@ impl Runner {
         shared: Arc<Shared>,
         meta: (String, Vec<u32>, Arc<tokenizers::Tokenizer>),
         pacer: StepPacer,
+        max_draft_tokens: usize,
     ) -> Self {
         Self {
             model,
@@ -88,6 +92,7 @@ impl Runner {
             pacer,
             adapter_cache_keys: HashMap::new(),
             adapter_loads: 0,
+            max_draft_tokens,
         }
     }
 
@@ -156,10 +161,19 @@ impl Runner {
         constraint: Option<Box<dyn LogitsConstraint>>,
         tx: UnboundedSender<EngineEvent>,
     ) {
+        // Drafts are checked by sampling each position as a plain decode would, so any sampler
+        // gives the same output with them; but a greedy one keeps many more of them than a
+        // random one, and a grammar's mask per drafted token costs more than it saves.
+        let drafts = (self.max_draft_tokens > 0 && req.params.is_greedy() && constraint.is_none())
+            .then(|| DraftSource {
+                hint: req.draft_hint.clone(),
+                max_draft: self.max_draft_tokens,
+            });
         let new = NewRequest {
             id,
             prompt: req.prompt_tokens.clone(),
             max_new_tokens: req.params.max_new_tokens as usize,
+            drafts,
             cache_key: CacheKey::new(
                 &self.model_name,
                 req.adapter.as_deref().map(|name| {
@@ -396,7 +410,9 @@ impl Runner {
             .seqs
             .iter()
             .map(|s| self.active.get(&s.request_id).and_then(|a| a.adapter));
-        let layout = BatchLayout::from_chunks(chunks).with_adapters(adapters);
+        let layout = BatchLayout::from_chunks(chunks)
+            .with_adapters(adapters)
+            .with_drafts(plan.seqs.iter().map(|s| s.drafts));
         let mut attn = PagedAttention {
             store: &mut self.store,
             seqs: &seqs,
@@ -427,7 +443,12 @@ impl Runner {
             .seqs
             .iter()
             .map(|s| {
-                let row = if s.samples { rows.next() } else { None };
+                // One row per draft token and one before them.
+                let job_rows = if s.samples {
+                    rows.by_ref().take(s.drafts + 1).collect()
+                } else {
+                    Vec::new()
+                };
                 SampleJob {
                     request_id: s.request_id,
                     samples: s.samples,
@@ -436,7 +457,8 @@ impl Runner {
                     } else {
                         None
                     },
-                    row,
+                    rows: job_rows,
+                    drafts: s.draft_tokens(),
                     outcome: None,
                 }
             })
@@ -460,25 +482,31 @@ impl Runner {
 
         let mut results = Vec::with_capacity(jobs.len());
         let mut latencies = Vec::new();
+        let (mut drafted, mut accepted_total) = (0u64, 0u64);
         for j in jobs {
-            let (token, stop) = match (j.samples, j.outcome) {
+            drafted += j.drafts.len() as u64;
+            let (token, accepted, stop) = match (j.samples, j.outcome) {
                 // Nothing to sample yet (a prefill chunk that does not end the prompt).
-                (false, _) => (None, false),
+                (false, _) => (None, 0, false),
                 (true, Some(o)) => {
-                    latencies.push(o.latency);
-                    (Some(o.token), o.stop)
+                    latencies.extend(o.latencies);
+                    accepted_total += o.accepted as u64;
+                    (Some(o.token), o.accepted, o.stop)
                 }
                 // Cancelled between plan and commit: the scheduler ignores its result.
-                (true, None) => (Some(0), true),
+                (true, None) => (Some(0), 0, true),
             };
             results.push(StepResult {
                 request_id: j.request_id,
                 token,
+                accepted,
                 stop,
             });
         }
         let mut stats = self.shared.stats();
-        for latency in latencies.into_iter().flatten() {
+        stats.draft_tokens += drafted;
+        stats.draft_tokens_accepted += accepted_total;
+        for latency in latencies {
             match latency {
                 (true, d) => stats.ttft.observe_duration(d),
                 (false, d) => stats.inter_token_latency.observe_duration(d),
@@ -538,33 +566,55 @@ struct SampleJob<'a> {
     request_id: RequestId,
     samples: bool,
     active: Option<&'a mut Active>,
-    row: Option<Vec<f32>>,
+    /// Logits: one row per draft token and one before them.
+    rows: Vec<Vec<f32>>,
+    /// The draft tokens the step checked.
+    drafts: &'a [u32],
     outcome: Option<SampleDone>,
 }
 
 struct SampleDone {
+    /// The last token sampled.
     token: u32,
+    /// Draft tokens sampled before it.
+    accepted: usize,
     stop: bool,
-    /// (is the first token, time since submit or since the previous token), when known.
-    latency: Option<(bool, std::time::Duration)>,
+    /// (is the first token, time since submit or since the previous token) per token, when
+    /// known.
+    latencies: Vec<(bool, std::time::Duration)>,
 }
 
 impl SampleJob<'_> {
+    /// Samples row after row as one decode step after another would: each row saw the drafts
+    /// before it as context, so it is the row a plain decode would have computed as long as
+    /// those drafts are the tokens sampled. The first token that differs from its draft (or
+    /// ends the sequence) is the last one taken.
     fn run(&mut self, now: Instant) {
         let Some(a) = self.active.as_deref_mut() else {
             return;
         };
-        let latency = match (a.first_token, a.last_token) {
-            (None, _) => Some((true, now - a.submitted)),
-            (Some(_), Some(p)) => Some((false, now - p)),
-            (Some(_), None) => None,
-        };
-        let (token, stop) = sample_one(a, self.row.take(), now);
-        self.outcome = Some(SampleDone {
-            token,
-            stop,
-            latency,
-        });
+        let mut latencies = Vec::new();
+        let mut rows = std::mem::take(&mut self.rows).into_iter();
+        let mut accepted = 0;
+        loop {
+            match (a.first_token, a.last_token) {
+                (None, _) => latencies.push((true, now - a.submitted)),
+                (Some(_), Some(p)) => latencies.push((false, now - p)),
+                (Some(_), None) => {}
+            }
+            let (token, stop) = sample_one(a, rows.next(), now);
+            let drafted = self.drafts.get(accepted);
+            if stop || drafted != Some(&token) {
+                self.outcome = Some(SampleDone {
+                    token,
+                    accepted,
+                    stop,
+                    latencies,
+                });
+                return;
+            }
+            accepted += 1;
+        }
     }
 }
 

@@ -24,6 +24,7 @@ use crate::block_table::BlockCopy;
 use crate::ids::{RequestId, SeqId};
 use crate::kv_cache::{KvCache, KvCacheError};
 use crate::prefix_cache::{CacheKey, PrefixCacheStats};
+use crate::prompt_lookup::DraftSource;
 use crate::step::{FinishReason, Finished, ScheduledSeq, StepPlan, StepResult};
 
 #[cfg(test)]
@@ -48,6 +49,11 @@ pub struct SchedulerConfig {
     pub enable_prefix_caching: bool,
 }
 
+/// Steps of at most this many tokens get drafts (speculative decoding). On two AVX-512 cores
+/// the int8 GEMM of 16 rows takes about 5x the time of one row (`q8_gemm_throughput`), so up
+/// to here an extra row costs a fraction of a decode step.
+pub const DRAFT_STEP_TOKENS: usize = 16;
+
 /// A request as the engine submits it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRequest {
@@ -55,6 +61,9 @@ pub struct NewRequest {
     pub prompt: Vec<u32>,
     pub max_new_tokens: usize,
     pub cache_key: CacheKey,
+    /// Speculative decoding by prompt lookup for this request, if its output may be guessed
+    /// at (the engine asks it only where checking a guess cannot change the output).
+    pub drafts: Option<DraftSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,6 +98,12 @@ pub enum SchedulerError {
     },
     #[error("{request_id} has no result in the commit")]
     MissingResult { request_id: RequestId },
+    #[error("{request_id}: {accepted} draft tokens accepted of {drafts}")]
+    AcceptedBeyondDrafts {
+        request_id: RequestId,
+        accepted: usize,
+        drafts: usize,
+    },
     #[error(transparent)]
     Kv(#[from] KvCacheError),
 }
@@ -110,6 +125,7 @@ impl SchedulerError {
             Self::NotInPlan { .. } => "not_in_plan",
             Self::TokenMismatch { .. } => "token_mismatch",
             Self::MissingResult { .. } => "missing_result",
+            Self::AcceptedBeyondDrafts { .. } => "accepted_beyond_drafts",
             Self::Kv(e) => e.kind(),
         }
     }
@@ -138,6 +154,9 @@ struct Request {
     max_new_tokens: usize,
     /// Leading tokens whose KV is computed (or scheduled in the plan in flight).
     num_computed: usize,
+    drafts: Option<DraftSource>,
+    /// Draft tokens to ask for next (adapted to what the last drafts achieved).
+    draft_len: usize,
 }
 
 impl Request {
@@ -147,10 +166,12 @@ impl Request {
 }
 
 /// A plan entry awaiting its commit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct InFlight {
     request_id: RequestId,
     samples: bool,
+    /// The draft tokens the plan asks the runner to check.
+    drafts: Vec<u32>,
 }
 
 /// The running set, the waiting queue, and the KV cache they share.
@@ -268,6 +289,8 @@ impl Scheduler {
                 tokens: request.prompt,
                 max_new_tokens: request.max_new_tokens,
                 num_computed: 0,
+                draft_len: request.drafts.as_ref().map_or(0, |d| d.max_draft),
+                drafts: request.drafts,
             },
         );
         self.waiting.push_back(request_id);
@@ -309,6 +332,7 @@ impl Scheduler {
         // After a preemption memory is short: admitting more would only preempt again.
         if step.plan.preempted.is_empty() {
             self.schedule_waiting(&mut step)?;
+            self.add_drafts(&mut step)?;
         }
         let in_flight = step
             .plan
@@ -317,6 +341,7 @@ impl Scheduler {
             .map(|s| InFlight {
                 request_id: s.request_id,
                 samples: s.samples,
+                drafts: s.draft_tokens().to_vec(),
             })
             .collect();
         self.in_flight = Some(in_flight);
@@ -349,6 +374,60 @@ impl Scheduler {
                 // The request preempted itself: it was the last running one.
                 None => break,
             }
+        }
+        Ok(())
+    }
+
+    /// Gives decodes draft tokens to check while the step is small (speculative decoding,
+    /// [`crate::prompt_lookup`]). A small step's time goes mostly to reading the weights, so a
+    /// few more rows cost little; in a full step each row costs as much as any other, and a
+    /// rejected draft is pure loss. Each request's draft length adapts: after a draft kept
+    /// whole it may double, otherwise it drops to one more than the tokens kept. Drafts never
+    /// preempt anyone: they are a bet.
+    fn add_drafts(&mut self, step: &mut Builder) -> Result<(), SchedulerError> {
+        for i in 0..step.plan.seqs.len() {
+            let rows = step.plan.num_tokens();
+            let room = DRAFT_STEP_TOKENS.saturating_sub(rows).min(step.budget);
+            if room == 0 {
+                break;
+            }
+            let s = &step.plan.seqs[i];
+            let id = s.request_id;
+            let request = self.request(id)?;
+            let Some(source) = &request.drafts else {
+                continue;
+            };
+            // A decode of a sequence that has output: its one token is its last one.
+            let decode = s.samples && s.num_tokens() == 1 && request.num_output() > 0;
+            // Output left after the token this decode samples in any case.
+            let left = request
+                .max_new_tokens
+                .saturating_sub(request.num_output() + 1);
+            if !decode || left == 0 {
+                continue;
+            }
+            let drafts = source.propose(&request.tokens, room.min(left).min(request.draft_len));
+            if drafts.is_empty() {
+                continue;
+            }
+            let (seq, start) = (request.seq, request.num_computed);
+            let written = start + drafts.len();
+            let copies = match self.kv.grow(seq, start, written) {
+                Ok(copies) => copies,
+                Err(e) if e.is_exhausted() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let s = &mut step.plan.seqs[i];
+            s.slots = self.kv.slots(seq, s.start_position, written)?;
+            s.block_table = self.kv.blocks(seq)?.to_vec();
+            s.token_ids.extend_from_slice(&drafts);
+            s.drafts = drafts.len();
+            step.plan.copies.extend(copies);
+            step.budget -= drafts.len();
+            self.requests
+                .get_mut(&id)
+                .ok_or(SchedulerError::UnknownRequest { request_id: id })?
+                .num_computed = written;
         }
         Ok(())
     }
@@ -504,6 +583,7 @@ impl Scheduler {
             slots: self.kv.slots(request.seq, start, end)?,
             block_table: self.kv.blocks(request.seq)?.to_vec(),
             samples: end == request.tokens.len(),
+            drafts: 0,
         });
         step.plan.copies.extend(copies);
         step.budget -= n;
@@ -537,6 +617,13 @@ impl Scheduler {
                     got,
                 });
             }
+            if result.accepted > entry.drafts.len() {
+                return Err(SchedulerError::AcceptedBeyondDrafts {
+                    request_id: result.request_id,
+                    accepted: result.accepted,
+                    drafts: entry.drafts.len(),
+                });
+            }
         }
         // Cancelled requests need no result; every live one does.
         if let Some(missing) = in_flight.iter().find(|f| {
@@ -550,20 +637,36 @@ impl Scheduler {
         let mut finished = Vec::new();
         for entry in in_flight {
             if let Some(result) = by_id.get(&entry.request_id) {
-                finished.extend(self.apply(result)?);
+                finished.extend(self.apply(result, &entry.drafts)?);
             }
         }
         Ok(finished)
     }
 
-    fn apply(&mut self, result: &StepResult) -> Result<Option<Finished>, SchedulerError> {
+    fn apply(
+        &mut self,
+        result: &StepResult,
+        drafts: &[u32],
+    ) -> Result<Option<Finished>, SchedulerError> {
         let id = result.request_id;
         let Some(request) = self.requests.get_mut(&id) else {
             // Cancelled after the plan went out.
             return Ok(None);
         };
         if let Some(token) = result.token {
+            request.tokens.extend_from_slice(&drafts[..result.accepted]);
             request.tokens.push(token);
+        }
+        if !drafts.is_empty() {
+            // KV stands for the decoded token and the accepted drafts; the rejected drafts'
+            // slots are written over by the next step.
+            request.num_computed = request.tokens.len() - 1;
+            let max = request.drafts.as_ref().map_or(0, |d| d.max_draft);
+            request.draft_len = if result.accepted == drafts.len() {
+                (2 * drafts.len()).max(request.draft_len).min(max)
+            } else {
+                result.accepted + 1
+            };
         }
         self.kv
             .cache_full_blocks(request.seq, &request.tokens, request.num_computed)?;

@@ -62,6 +62,9 @@ pub struct EngineStats {
     pub preemptions: u64,
     pub steps: u64,
     pub requests_finished: u64,
+    /// Draft tokens checked by speculative decoding, and those the sampler kept.
+    pub draft_tokens: u64,
+    pub draft_tokens_accepted: u64,
     pub ttft: Histogram,
     pub inter_token_latency: Histogram,
 }
@@ -80,6 +83,8 @@ impl Default for EngineStats {
             preemptions: 0,
             steps: 0,
             requests_finished: 0,
+            draft_tokens: 0,
+            draft_tokens_accepted: 0,
             ttft: Histogram::latency(),
             inter_token_latency: Histogram::latency(),
         }

@@ -25,11 +25,20 @@ pub struct ScheduledSeq {
     /// Whether this chunk reaches the sequence's last known token, so the runner samples
     /// the next token from its logits. A non-final prefill chunk produces no token.
     pub samples: bool,
+    /// How many of `token_ids`, at the end, are draft tokens (speculative decoding): guesses
+    /// at the next tokens, kept only as far as the runner samples the same ones from the
+    /// logits before each. Only a decode has drafts.
+    pub drafts: usize,
 }
 
 impl ScheduledSeq {
     pub fn num_tokens(&self) -> usize {
         self.token_ids.len()
+    }
+
+    /// The draft tokens, in order.
+    pub fn draft_tokens(&self) -> &[u32] {
+        &self.token_ids[self.token_ids.len() - self.drafts..]
     }
 }
 
@@ -60,8 +69,12 @@ impl StepPlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepResult {
     pub request_id: RequestId,
-    /// The sampled token: `Some` exactly when the plan said `samples`.
+    /// The sampled token: `Some` exactly when the plan said `samples`. With drafts, the last
+    /// token sampled.
     pub token: Option<u32>,
+    /// Draft tokens the runner sampled itself, in order, before `token`: the sequence grows
+    /// by these and then `token`.
+    pub accepted: usize,
     /// The sampler saw a stop condition (EOS, stop string, constraint complete). The scheduler
     /// itself ends requests that reach `max_new_tokens`.
     pub stop: bool,

@@ -13,6 +13,10 @@ pub struct ChunkLayout {
     pub len: usize,
     /// Whether the caller wants logits for the chunk's last token.
     pub wants_logits: bool,
+    /// Draft tokens at the end of the chunk (speculative decoding): when logits are wanted,
+    /// they are wanted for each draft token and for the token before the drafts, so one pass
+    /// checks every draft.
+    pub drafts: usize,
     /// The model's LoRA adapter (its index in [`crate::DecoderModel::adapters`]) applied to
     /// this chunk's rows, if any.
     pub adapter: Option<usize>,
@@ -44,6 +48,7 @@ impl BatchLayout {
                     start_position,
                     len,
                     wants_logits,
+                    drafts: 0,
                     adapter: None,
                 };
                 offset += len;
@@ -61,6 +66,14 @@ impl BatchLayout {
         self
     }
 
+    /// Sets each chunk's number of trailing draft tokens, in chunk order.
+    pub fn with_drafts(mut self, drafts: impl IntoIterator<Item = usize>) -> Self {
+        for (c, d) in self.chunks.iter_mut().zip(drafts) {
+            c.drafts = d;
+        }
+        self
+    }
+
     pub fn n_tokens(&self) -> usize {
         self.chunks.iter().map(|c| c.len).sum()
     }
@@ -73,12 +86,13 @@ impl BatchLayout {
             .collect()
     }
 
-    /// Packed indices of the tokens whose logits are wanted, in chunk order.
+    /// Packed indices of the tokens whose logits are wanted, in chunk order: a chunk's last
+    /// token, preceded by one row per draft token.
     pub fn logit_rows(&self) -> Vec<u32> {
         self.chunks
             .iter()
             .filter(|c| c.wants_logits)
-            .map(|c| (c.offset + c.len - 1) as u32)
+            .flat_map(|c| (c.offset + c.len - 1 - c.drafts..c.offset + c.len).map(|r| r as u32))
             .collect()
     }
 
@@ -88,6 +102,11 @@ impl BatchLayout {
             if c.offset != expected || c.len == 0 {
                 return Err(ModelError::Batch {
                     detail: format!("chunk {c:?} is empty or not contiguous with the previous one"),
+                });
+            }
+            if c.drafts >= c.len {
+                return Err(ModelError::Batch {
+                    detail: format!("chunk {c:?} has no token before its drafts"),
                 });
             }
             expected += c.len;
@@ -112,5 +131,15 @@ mod tests {
         assert_eq!(b.logit_rows(), vec![2, 3]);
         assert!(b.validate(6).is_ok());
         assert!(b.validate(7).is_err());
+    }
+
+    #[test]
+    fn drafts_ask_for_a_row_per_draft_and_one_before() {
+        let b = BatchLayout::from_chunks([(0, 0, 3, true), (1, 9, 4, true), (2, 2, 2, false)])
+            .with_drafts([0, 3, 1]);
+        assert_eq!(b.logit_rows(), vec![2, 3, 4, 5, 6]);
+        assert!(b.validate(9).is_ok());
+        let all_drafts = BatchLayout::from_chunks([(0, 4, 2, true)]).with_drafts([2]);
+        assert!(all_drafts.validate(2).is_err());
     }
 }

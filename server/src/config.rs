@@ -72,6 +72,7 @@ pub struct RawLimits {
     pub max_queue: Option<usize>,
     pub max_running: Option<usize>,
     pub max_batched_tokens: Option<usize>,
+    pub max_draft_tokens: Option<usize>,
     pub kv_cache_mib: Option<u64>,
     pub request_timeout_secs: Option<f64>,
     pub max_concurrent_text2sql: Option<usize>,
@@ -279,6 +280,9 @@ pub struct Limits {
     pub max_queue: usize,
     pub max_running: usize,
     pub max_batched_tokens: usize,
+    /// Draft tokens a greedy decode checks per step (speculative decoding by prompt lookup;
+    /// 0 turns it off). Answers are the same either way.
+    pub max_draft_tokens: usize,
     pub kv_cache_bytes: u64,
     pub request_timeout: Duration,
     /// Text-to-SQL runs each hold a blocking thread and several engine sequences: at most
@@ -621,6 +625,9 @@ fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         max_queue: raw.max_queue.unwrap_or(64),
         max_running: raw.max_running.unwrap_or(16),
         max_batched_tokens: raw.max_batched_tokens.unwrap_or(2048),
+        max_draft_tokens: raw
+            .max_draft_tokens
+            .unwrap_or(quorum_engine::DEFAULT_MAX_DRAFT_TOKENS),
         // Sized by arithmetic, not measured: a text-to-SQL run of the 0.5B model holds several
         // sequences of a few thousand tokens (24 KiB each in f32), so 512 MiB (about 21k
         // tokens) fits only two or three runs at once before the scheduler must preempt.

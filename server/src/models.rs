@@ -227,6 +227,27 @@ impl ModelRegistry {
             "Sequences preempted for lack of KV blocks.",
             &|s| s.preemptions as f64,
         );
+        family(
+            out,
+            "quorum_engine_draft_tokens_total",
+            "counter",
+            "Draft tokens checked by speculative decoding.",
+            &|s| s.draft_tokens as f64,
+        );
+        family(
+            out,
+            "quorum_engine_draft_tokens_accepted_total",
+            "counter",
+            "Draft tokens kept: tokens produced without a step of their own.",
+            &|s| s.draft_tokens_accepted as f64,
+        );
+        family(
+            out,
+            "quorum_engine_steps_total",
+            "counter",
+            "Engine steps.",
+            &|s| s.steps as f64,
+        );
         self.render_latency(out, &stats);
     }
 
@@ -267,5 +288,6 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         matmul_policy: MatmulPolicy::engine(cpu_path),
         reencode: spec.reencode,
         adapters: spec.adapters.clone(),
+        max_draft_tokens: limits.max_draft_tokens,
     }
 }

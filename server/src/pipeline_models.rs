@@ -91,18 +91,25 @@ fn submit(
     params: SamplingParams,
     adapter: Option<String>,
     deadline: Instant,
-    grammar: Option<Grammar>,
+    (grammar, draft_hint): (Option<Grammar>, Option<&str>),
 ) -> Result<UnboundedReceiver<EngineEvent>, ModelCallError> {
     let text = render(decoder, prompt)?;
     let prompt_tokens = decoder
         .encode(&text, false)
         .map_err(|e| failed(decoder, e.to_string()))?;
+    let draft_hint = match draft_hint {
+        Some(hint) => decoder
+            .encode(hint, false)
+            .map_err(|e| failed(decoder, e.to_string()))?,
+        None => Vec::new(),
+    };
     let request = GenerateRequest {
         prompt_tokens,
         params,
         adapter,
         deadline: Some(deadline),
         grammar,
+        draft_hint,
     };
     decoder
         .engine
@@ -198,7 +205,7 @@ impl Generator for EngineGenerator {
                         params,
                         target.adapter.clone(),
                         self.scope.deadline,
-                        grammar,
+                        (grammar, r.draft_hint.as_deref()),
                     )?;
                     Ok((decoder.spec.name.clone(), rx))
                 })
@@ -259,7 +266,7 @@ impl Selector for EngineSelector {
             params,
             None,
             self.scope.deadline,
-            None,
+            (None, None),
         )?;
         let first = self.scope.wait(async {
             while let Some(event) = rx.recv().await {

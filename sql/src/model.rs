@@ -78,6 +78,11 @@ pub struct GenerationRequest {
     /// stay inside, the answer prefix included; `None` decodes freely.
     #[serde(default)]
     pub grammar: Option<String>,
+    /// Text the answer is likely to repeat (the PreSQL for a FinSQL, the failing query for a
+    /// revision): the server's speculative decoding drafts from it. It never changes the
+    /// answer, only how fast it comes.
+    #[serde(default)]
+    pub draft_hint: Option<String>,
 }
 
 impl GenerationRequest {

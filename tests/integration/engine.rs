@@ -1,5 +1,5 @@
 //! The continuous-batching engine on real models: batching invariance (alone, batched, chunked,
-//! preempted, prefix-cached, and paged vs dense attention) and cancellation.
+//! preempted, prefix-cached, speculative, and paged vs dense attention) and cancellation.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,7 @@ fn greedy(max_new: u32) -> SamplingParams {
 
 fn request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
     GenerateRequest {
+        draft_hint: Vec::new(),
         prompt_tokens: tokens,
         params: greedy(max_new),
         adapter: None,
@@ -122,6 +123,22 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         "{model}: batched with 7 others differs from alone"
     );
 
+    // The default checks prompt-lookup drafts; without them every output is the same.
+    let plain = engine(model, |c| {
+        c.reencode = reencode;
+        c.max_draft_tokens = 0;
+    });
+    assert_eq!(
+        run_all(&plain, &prompts, max_new),
+        alone,
+        "{model}: speculative decoding changed the output"
+    );
+    assert!(
+        base.stats().draft_tokens > 0,
+        "{model}: no draft was ever checked"
+    );
+    assert_eq!(plain.stats().draft_tokens, 0);
+
     // Prefix-cache hit: the same prompt again reuses its cached blocks and gives the same tokens.
     let (again, fin) = collect(
         base.submit(request(prompts[1].clone(), max_new))
@@ -188,6 +205,89 @@ fn qwen_batching_invariance() {
 #[test]
 fn qwen_batching_invariance_all_q8_0() {
     check_invariance(QWEN_05B, 16, Reencode::All);
+}
+
+/// Text-to-SQL prompts whose answers copy names from the schema in the prompt.
+const SQL_QUESTIONS: &[&str] = &[
+    "How many singers do we have?",
+    "Show the name and country of every singer older than 30, oldest first.",
+    "What is the average age of singers from each country?",
+    "List the names of stadiums that hosted a concert in 2014 and their capacity.",
+];
+
+fn sql_prompt(h: &EngineHandle, q: &str) -> Vec<u32> {
+    prompt(
+        h,
+        &format!(
+            "CREATE TABLE singer (singer_id int, name text, country text, age int);\n\
+             CREATE TABLE stadium (stadium_id int, name text, capacity int);\n\
+             CREATE TABLE concert (concert_id int, concert_name text, stadium_id int, year int);\n\
+             Write one SQLite query for: {q}"
+        ),
+    )
+}
+
+fn run_hinted(
+    h: &EngineHandle,
+    prompts: &[Vec<u32>],
+    hints: &[Vec<u32>],
+    max_new: u32,
+) -> Vec<Vec<u32>> {
+    let rxs: Vec<_> = prompts
+        .iter()
+        .zip(hints)
+        .map(|(p, hint)| {
+            let mut r = request(p.clone(), max_new);
+            r.draft_hint = hint.clone();
+            h.submit(r).expect("submit")
+        })
+        .collect();
+    rxs.into_iter().map(|rx| collect(rx).0).collect()
+}
+
+/// Speculative decoding by prompt lookup gives every greedy sequence the tokens it gets without
+/// it, batched, whatever the hint: the answer itself (nearly every draft kept), another
+/// question's answer (most rejected) or none. And a good hint saves steps.
+#[test]
+fn drafts_change_no_output_and_a_good_hint_saves_steps() {
+    let max_new = 48;
+    let plain = engine(QWEN_05B, |c| c.max_draft_tokens = 0);
+    let prompts: Vec<Vec<u32>> = SQL_QUESTIONS
+        .iter()
+        .map(|q| sql_prompt(&plain, q))
+        .collect();
+    let reference = run_all(&plain, &prompts, max_new);
+    let steps_plain = plain.stats().steps;
+
+    let none: Vec<Vec<u32>> = vec![Vec::new(); prompts.len()];
+    let mut wrong = reference.clone();
+    wrong.rotate_left(1);
+    for (name, hints) in [
+        ("no hint", &none),
+        ("another answer", &wrong),
+        ("the answer", &reference),
+    ] {
+        let spec = engine(QWEN_05B, |c| c.max_draft_tokens = 8);
+        assert_eq!(
+            run_hinted(&spec, &prompts, hints, max_new),
+            reference,
+            "drafts with {name} as the hint changed the output"
+        );
+        let stats = spec.stats();
+        eprintln!(
+            "{name}: {} of {} drafts kept, {} steps (without drafts {steps_plain})",
+            stats.draft_tokens_accepted, stats.draft_tokens, stats.steps
+        );
+        if name == "the answer" {
+            let generated: usize = reference.iter().map(Vec::len).sum();
+            assert!(
+                stats.draft_tokens_accepted as usize * 2 >= generated,
+                "the answer as the hint kept only {} drafts of {generated} tokens",
+                stats.draft_tokens_accepted
+            );
+            assert!(stats.steps < steps_plain, "a good hint saved no step");
+        }
+    }
 }
 
 /// The instant each event of a stream arrives, read on a thread of its own.
@@ -290,6 +390,7 @@ fn admission_fails_fast_and_bad_requests_are_rejected() {
         "prompt_too_long"
     );
     let bad = GenerateRequest {
+        draft_hint: Vec::new(),
         params: SamplingParams {
             temperature: -1.0,
             ..greedy(4)
@@ -321,6 +422,7 @@ fn deadline_cancels_with_a_reason() {
     let h = engine(SMOLLM2, |_| {});
     let p = prompt(&h, QUESTIONS[2]);
     let req = GenerateRequest {
+        draft_hint: Vec::new(),
         deadline: Some(Instant::now() + Duration::from_millis(150)),
         ..request(p, 2000)
     };

@@ -167,6 +167,7 @@ fn request(h: &EngineHandle, question: &str, adapter: Option<&str>) -> GenerateR
         .render(&[ChatMessage::new("user", question)], true)
         .unwrap();
     GenerateRequest {
+        draft_hint: Vec::new(),
         prompt_tokens: h
             .tokenizer()
             .encode(text.as_str(), false)

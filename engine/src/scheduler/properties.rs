@@ -118,6 +118,12 @@ fn check_plan(sched: &Scheduler, plan: &StepPlan) {
         );
         assert!(seq.num_tokens() > 0);
         assert_eq!(seq.slots.len(), seq.num_tokens());
+        if seq.drafts > 0 {
+            // Only a decode drafts, and only in a small step.
+            assert!(seq.samples);
+            assert_eq!(seq.num_tokens() - seq.drafts, 1);
+            assert!(plan.num_tokens() <= DRAFT_STEP_TOKENS);
+        }
         for (i, slot) in seq.slots.iter().enumerate() {
             let pos = seq.start_position + i;
             assert_eq!(slot.block, seq.block_table[pos / cfg.block_size]);
@@ -153,10 +159,19 @@ fn drive(
     };
     for step in 0..2000 {
         for (i, a) in arrivals.iter().enumerate().filter(|(_, a)| a.step == step) {
-            if sched
-                .add_request(request(i as u64, a.prompt.clone(), a.max_new_tokens))
-                .is_ok()
-            {
+            let id = RequestId(i as u64);
+            let mut new = request(i as u64, a.prompt.clone(), a.max_new_tokens);
+            // Every other request drafts from a hint that is its true output, so drafts are
+            // proposed and (below) kept or rejected at random.
+            if i % 2 == 1 {
+                let hint = a.prompt.last().copied().into_iter();
+                let output = (0..a.max_new_tokens).map(|j| sampled(id, j));
+                new.drafts = Some(DraftSource {
+                    hint: hint.chain(output).collect(),
+                    max_draft: 3,
+                });
+            }
+            if sched.add_request(new).is_ok() {
                 out.accepted.insert(RequestId(i as u64), a.max_new_tokens);
             }
         }
@@ -178,11 +193,22 @@ fn drive(
             .iter()
             .map(|s| {
                 // Output tokens so far; only read for the final chunk, which reaches past the prompt.
-                let num_output =
-                    (s.start_position + s.num_tokens()).saturating_sub(sched_prompt_len(sched, s));
+                let num_output = (s.start_position + s.num_tokens() - s.drafts)
+                    .saturating_sub(sched_prompt_len(sched, s));
+                // Drafts that are the true next tokens may be kept, up to a random cut.
+                let right = s
+                    .draft_tokens()
+                    .iter()
+                    .enumerate()
+                    .take_while(|(j, d)| **d == sampled(s.request_id, num_output + j))
+                    .count();
+                let accepted = right.min(rng.below(s.drafts as u64 + 1) as usize);
                 StepResult {
                     request_id: s.request_id,
-                    token: s.samples.then(|| sampled(s.request_id, num_output)),
+                    accepted,
+                    token: s
+                        .samples
+                        .then(|| sampled(s.request_id, num_output + accepted)),
                     stop: rng.below(1000) < stop_per_mille,
                 }
             })
@@ -279,7 +305,7 @@ proptest! {
         let mut sched = Scheduler::new(cfg).expect("scheduler");
         sched.add_request(request(1, first.clone(), 1)).expect("add");
         let plan = sched.plan_step().expect("plan");
-        let done = StepResult { request_id: RequestId(1), token: Some(99), stop: false };
+        let done = StepResult { request_id: RequestId(1), token: Some(99), accepted: 0, stop: false };
         prop_assert_eq!(plan.seqs.len(), 1);
         sched.commit(&[done]).expect("commit");
         sched.add_request(request(2, second.clone(), 1)).expect("add");

@@ -23,6 +23,7 @@ pub(super) fn request(id: u64, prompt: Vec<u32>, max_new_tokens: usize) -> NewRe
         prompt,
         max_new_tokens,
         cache_key: CacheKey::new("m", None),
+        drafts: None,
     }
 }
 
@@ -32,6 +33,7 @@ fn results(plan: &StepPlan) -> Vec<StepResult> {
         .iter()
         .map(|s| StepResult {
             request_id: s.request_id,
+            accepted: 0,
             token: s
                 .samples
                 .then_some(100 + (s.start_position + s.num_tokens()) as u32),
@@ -322,6 +324,7 @@ fn stop_ends_a_request_early() {
     sched.plan_step().expect("plan");
     let stop = StepResult {
         request_id: RequestId(1),
+        accepted: 0,
         token: Some(7),
         stop: true,
     };
@@ -351,6 +354,7 @@ fn malformed_commits_are_rejected_and_leave_the_plan_in_flight() {
     assert_eq!(sched.plan_step(), Err(SchedulerError::PlanPending));
     let with_token = StepResult {
         request_id: RequestId(1),
+        accepted: 0,
         token: Some(1),
         stop: false,
     };
@@ -370,6 +374,7 @@ fn malformed_commits_are_rejected_and_leave_the_plan_in_flight() {
     );
     let stranger = StepResult {
         request_id: RequestId(9),
+        accepted: 0,
         token: None,
         stop: false,
     };
@@ -429,4 +434,112 @@ fn a_running_prefill_leaves_half_the_step_to_waiting_requests() {
     // The budget is clamped to `max_batched_tokens`.
     sched.set_step_budget(1000);
     assert_eq!(summary(&step(&mut sched).0), [(1, 24, 16, true)]);
+}
+
+fn drafting(id: u64, prompt: Vec<u32>, max_new_tokens: usize, hint: Vec<u32>) -> NewRequest {
+    NewRequest {
+        drafts: Some(DraftSource { hint, max_draft: 4 }),
+        ..request(id, prompt, max_new_tokens)
+    }
+}
+
+fn answer(plan: &StepPlan, id: u64, token: u32, accepted: usize) -> StepResult {
+    assert!(plan.seqs.iter().any(|s| s.request_id.0 == id));
+    StepResult {
+        request_id: RequestId(id),
+        token: Some(token),
+        accepted,
+        stop: false,
+    }
+}
+
+#[test]
+fn a_decode_checks_drafts_and_keeps_the_accepted_ones() {
+    let mut sched = Scheduler::new(config()).expect("scheduler");
+    // The hint continues the sampled token 50 with 51 52 53 54 55.
+    let hint = vec![7, 50, 51, 52, 53, 54, 55];
+    sched
+        .add_request(drafting(1, vec![1, 2, 3, 7], 10, hint))
+        .expect("add");
+    // Prefill: no drafts; the runner samples 50.
+    let plan = sched.plan_step().expect("plan");
+    assert_eq!(plan.seqs[0].drafts, 0);
+    sched.commit(&[answer(&plan, 1, 50, 0)]).expect("commit");
+    // Decode of 50 with the hint's next four tokens as drafts, over positions 4..9.
+    let plan = sched.plan_step().expect("plan");
+    let s = &plan.seqs[0];
+    assert_eq!((s.start_position, s.drafts), (4, 4));
+    assert_eq!(s.token_ids, vec![50, 51, 52, 53, 54]);
+    assert_eq!(s.slots.len(), 5);
+    // The runner kept 51 and 52, then sampled 60 where the draft said 53.
+    sched.commit(&[answer(&plan, 1, 60, 2)]).expect("commit");
+    // KV stands for 50 51 52; the next decode computes 60 at position 7, over the rejected
+    // drafts' slots. No hint matches 52 60 and the sequence has no earlier 52 60: no drafts.
+    let plan = sched.plan_step().expect("plan");
+    let s = &plan.seqs[0];
+    assert_eq!(
+        (s.start_position, s.token_ids.clone(), s.drafts),
+        (7, vec![60], 0)
+    );
+    let finished = sched.commit(&[answer(&plan, 1, 61, 0)]).expect("commit");
+    assert!(finished.is_empty());
+    assert_eq!(
+        sched.requests[&RequestId(1)].tokens,
+        vec![1, 2, 3, 7, 50, 51, 52, 60, 61]
+    );
+}
+
+#[test]
+fn drafts_stay_within_the_output_limit_and_small_steps() {
+    // The hint continues the prompt's last token 3 and the first sampled token 50.
+    let hint: Vec<u32> = std::iter::once(3).chain(50..80).collect();
+    let mut sched = Scheduler::new(config()).expect("scheduler");
+    // Three tokens of output allowed: after the first, one decode token and one draft.
+    sched
+        .add_request(drafting(1, vec![1, 2, 3], 3, hint.clone()))
+        .expect("add");
+    let plan = sched.plan_step().expect("plan");
+    sched.commit(&[answer(&plan, 1, 50, 0)]).expect("commit");
+    let plan = sched.plan_step().expect("plan");
+    assert_eq!(plan.seqs[0].drafts, 1);
+    let finished = sched.commit(&[answer(&plan, 1, 52, 1)]).expect("commit");
+    assert_eq!(finished[0].output, vec![50, 51, 52]);
+    assert_eq!(finished[0].reason, FinishReason::Length);
+
+    // A step already holding DRAFT_STEP_TOKENS tokens gets no drafts.
+    let mut sched = Scheduler::new(SchedulerConfig {
+        max_model_len: 128,
+        num_blocks: 64,
+        ..config()
+    })
+    .expect("scheduler");
+    sched
+        .add_request(drafting(1, vec![1, 2, 3], 8, hint))
+        .expect("add");
+    let plan = sched.plan_step().expect("plan");
+    sched.commit(&[answer(&plan, 1, 50, 0)]).expect("commit");
+    sched
+        .add_request(request(2, (0..DRAFT_STEP_TOKENS as u32).collect(), 4))
+        .expect("add");
+    let plan = sched.plan_step().expect("plan");
+    assert_eq!(plan.seqs.len(), 2);
+    assert_eq!(plan.seqs[0].drafts, 0);
+}
+
+#[test]
+fn a_commit_accepting_more_drafts_than_planned_is_refused() {
+    let mut sched = Scheduler::new(config()).expect("scheduler");
+    sched
+        .add_request(drafting(1, vec![1, 2, 3], 10, vec![3, 50, 51]))
+        .expect("add");
+    let plan = sched.plan_step().expect("plan");
+    sched.commit(&[answer(&plan, 1, 50, 0)]).expect("commit");
+    let plan = sched.plan_step().expect("plan");
+    assert_eq!(plan.seqs[0].drafts, 1);
+    let err = sched
+        .commit(&[answer(&plan, 1, 9, 2)])
+        .expect_err("refused");
+    assert_eq!(err.kind(), "accepted_beyond_drafts");
+    // The plan is still in flight; a valid commit goes through.
+    sched.commit(&[answer(&plan, 1, 9, 0)]).expect("commit");
 }

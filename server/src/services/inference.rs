@@ -80,6 +80,7 @@ impl InferenceService {
         }
         let choices = params.n;
         let events = decoder.engine.submit(GenerateRequest {
+            draft_hint: Vec::new(),
             prompt_tokens,
             params,
             adapter: req.adapter.clone(),

@@ -278,7 +278,12 @@ impl<'r> Run<'r> {
             .generators
             .iter()
             .zip(&prompts)
-            .map(|(g, p)| self.request(g, p, grammar.clone()))
+            .map(|(g, p)| {
+                let mut r = self.request(g, p, grammar.clone());
+                // A FinSQL mostly rewrites the PreSQL over fewer tables.
+                r.draft_hint = Some(presql.clone());
+                r
+            })
             .collect();
         let start = Instant::now();
         let outputs = self.generate(&requests)?;
@@ -348,6 +353,8 @@ impl<'r> Run<'r> {
             for ((chains, _), prompt) in targets.iter().zip(&prompts) {
                 let mut r = self.request(self.chain_generator(chains[0]), prompt, grammar.clone());
                 r.start_sql_answer();
+                // A fix mostly repeats the query it fixes.
+                r.draft_hint = Some(self.sql(tails[chains[0]]).to_owned());
                 if samples == 1 {
                     requests.push(r);
                     continue;
@@ -647,6 +654,7 @@ impl<'r> Run<'r> {
             sampling: generator.sampling,
             stop: Vec::new(),
             grammar,
+            draft_hint: None,
         };
         if self.pipeline.config.answer_prefix {
             request.start_sql_answer();

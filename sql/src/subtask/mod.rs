@@ -94,6 +94,8 @@ impl Asker<'_> {
             },
             stop: stop.iter().map(|s| (*s).to_owned()).collect(),
             grammar: None,
+            // The prompts quote the query the answer reworks; the engine drafts from them.
+            draft_hint: None,
         }
     }
 
