@@ -10,14 +10,19 @@
 //! [`DecoderModel::forward_portable`] give bit-identical logits (tested on the real models).
 
 use candle_core::{DType, Tensor};
+use rayon::prelude::*;
 
 use crate::attention::{Attention, AttentionRows};
 use crate::batch::BatchLayout;
 use crate::decoder::{DecoderLayer, DecoderModel};
 use crate::error::ModelResult;
 use crate::linear::Linear;
-use crate::lora::Proj;
+use crate::lora::{LoraWeights, Proj};
 use crate::row_ops::{add_into, silu_mul};
+
+/// Rows of one chunk per LoRA work item: enough to amortize handing the item to a thread,
+/// few enough that a prefill chunk spreads over every core.
+const LORA_ROW_BLOCK: usize = 8;
 
 impl DecoderModel {
     /// [`DecoderModel::forward`] on the CPU (f32): see the module docs.
@@ -105,14 +110,44 @@ impl DecoderModel {
     }
 
     /// Adds each chunk's LoRA delta to its rows of `y`, the output of projection `which` of
-    /// layer `index` on `x` (as `with_adapters` does on tensors).
+    /// layer `index` on `x` (as `with_adapters` does on tensors). Rows are independent, so
+    /// blocks of them run on rayon's threads: the delta of a row is the same on any thread.
     fn adapt_rows(&self, index: usize, which: Proj, x: &[f32], y: &mut [f32], batch: &BatchLayout) {
+        let n = batch.n_tokens();
+        if n == 0 {
+            return;
+        }
+        let (fan_in, fan_out) = (x.len() / n, y.len() / n);
+        // Disjoint blocks of adapted rows: (adapter, input rows, output rows).
+        let mut blocks: Vec<(&LoraWeights, &[f32], &mut [f32])> = Vec::new();
+        let mut rest = y;
+        let mut row = 0;
         for c in &batch.chunks {
-            if let Some(a) = c.adapter {
-                let adapter = &self.adapters()[a];
-                if adapter.adapts(index, which) {
-                    adapter.apply(index, which, x, y, c.offset..c.offset + c.len);
-                }
+            let Some(adapter) = c.adapter.map(|a| &self.adapters()[a]) else {
+                continue;
+            };
+            if !adapter.adapts(index, which) {
+                continue;
+            }
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut((c.offset - row) * fan_out);
+            let (rows, tail) = tail.split_at_mut(c.len * fan_out);
+            rest = tail;
+            row = c.offset + c.len;
+            let inputs = &x[c.offset * fan_in..row * fan_in];
+            for (xs, ys) in inputs
+                .chunks(LORA_ROW_BLOCK * fan_in)
+                .zip(rows.chunks_mut(LORA_ROW_BLOCK * fan_out))
+            {
+                blocks.push((adapter, xs, ys));
+            }
+        }
+        if blocks.len() > 1 {
+            blocks
+                .into_par_iter()
+                .for_each(|(adapter, xs, ys)| adapter.apply_rows(index, which, xs, ys));
+        } else {
+            for (adapter, xs, ys) in blocks {
+                adapter.apply_rows(index, which, xs, ys);
             }
         }
     }

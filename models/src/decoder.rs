@@ -8,7 +8,7 @@ use crate::batch::BatchLayout;
 use crate::config::DecoderConfig;
 use crate::error::{ModelError, ModelResult};
 use crate::linear::{Linear, MatmulPolicy};
-use crate::lora::{LoraWeights, Proj};
+use crate::lora::{LoraKernel, LoraWeights, Proj};
 use crate::rotary::RotaryEmbedding;
 
 #[derive(Debug, Clone)]
@@ -136,6 +136,8 @@ pub struct DecoderModel {
     dtype: DType,
     /// LoRA adapters a chunk can name ([`crate::ChunkLayout::adapter`]).
     adapters: Vec<LoraWeights>,
+    /// The vector width of the adapters' row loops, from the int8 GEMM's path.
+    lora_kernel: LoraKernel,
 }
 
 impl DecoderModel {
@@ -187,6 +189,7 @@ impl DecoderModel {
             dtype: opts.dtype,
             config,
             adapters: Vec::new(),
+            lora_kernel: LoraKernel::for_path(policy.int8_path()),
         })
     }
 
@@ -198,7 +201,8 @@ impl DecoderModel {
                 detail: "an adapter of that name is already loaded".into(),
             });
         }
-        self.adapters.push(LoraWeights::new(adapter, &self.config)?);
+        self.adapters
+            .push(LoraWeights::new(adapter, &self.config, self.lora_kernel)?);
         Ok(self.adapters.len() - 1)
     }
 

@@ -38,5 +38,5 @@ pub use device::parse_device;
 pub use error::{ModelError, ModelResult};
 pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};
-pub use lora::LoraWeights;
+pub use lora::{LoraKernel, LoraWeights};
 pub use quorum_kernels::CpuPath;

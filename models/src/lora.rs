@@ -9,6 +9,7 @@
 //! Each row's delta is computed by the same fixed-order loops whatever else is batched, so a
 //! request with an adapter keeps the engine's batching invariance.
 
+use quorum_kernels::CpuPath;
 use quorum_weights::LoraAdapter;
 
 use crate::config::DecoderConfig;
@@ -46,26 +47,44 @@ struct LoraPair {
     b_t: Vec<f32>,
 }
 
-/// Scratch space for one projection's rows, reused across rows and calls.
+/// Rows whose deltas are computed together: each row of `A` and of `Bᵀ` is read from memory
+/// once per block and from the L1 cache for the block's other rows. Per row the operations and
+/// their order are those of a block of one.
+const ROW_BLOCK: usize = 4;
+
+/// Scratch space for one block of rows, reused across blocks and calls.
 #[derive(Default)]
 struct RowScratch {
+    /// `[rows][rank]`: `A x` of each row.
     ax: Vec<f32>,
+    /// `[rows][out]`: `B (A x)` of each row.
     bax: Vec<f32>,
 }
 
 impl LoraPair {
-    /// `y += scale · B (A x)` for one row (`x`: `in` floats, `y`: `out` floats). The order of
-    /// every sum is fixed by the shapes alone, so a row gets the same delta wherever it sits in
-    /// a batch.
-    fn add_row(&self, x: &[f32], y: &mut [f32], scale: f32, scratch: &mut RowScratch) {
+    /// `y += scale · B (A x)` for each row of a block (`x`: rows of `in` floats, `y`: rows of
+    /// `out` floats). The order of every sum is fixed by the shapes alone, so a row gets the
+    /// same delta wherever it sits in a batch and whatever block it is computed in.
+    #[inline(always)]
+    fn add_block(&self, x: &[f32], y: &mut [f32], scale: f32, scratch: &mut RowScratch) {
+        let (fan_in, fan_out) = (self.a.len() / self.rank, self.b_t.len() / self.rank);
+        let rows = x.len() / fan_in;
         let RowScratch { ax, bax } = scratch;
         ax.clear();
-        ax.extend(self.a.chunks_exact(x.len()).map(|a_row| dot(a_row, x)));
+        ax.resize(rows * self.rank, 0.0);
+        for (r, a_row) in self.a.chunks_exact(fan_in).enumerate() {
+            for (i, x_row) in x.chunks_exact(fan_in).enumerate() {
+                ax[i * self.rank + r] = dot(a_row, x_row);
+            }
+        }
         bax.clear();
-        bax.resize(y.len(), 0.0);
-        for (b_col, &s) in self.b_t.chunks_exact(y.len()).zip(ax.iter()) {
-            for (t, &b) in bax.iter_mut().zip(b_col) {
-                *t += b * s;
+        bax.resize(rows * fan_out, 0.0);
+        for (r, b_col) in self.b_t.chunks_exact(fan_out).enumerate() {
+            for (i, t_row) in bax.chunks_exact_mut(fan_out).enumerate() {
+                let s = ax[i * self.rank + r];
+                for (t, &b) in t_row.iter_mut().zip(b_col) {
+                    *t += b * s;
+                }
             }
         }
         for (out, &t) in y.iter_mut().zip(bax.iter()) {
@@ -79,6 +98,7 @@ impl LoraPair {
 /// and waits on each add's latency; 16 independent lanes fill the vector units.
 const DOT_LANES: usize = 16;
 
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let whole = a.len() / DOT_LANES * DOT_LANES;
     let mut acc = [0f32; DOT_LANES];
@@ -94,6 +114,110 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `rows` of `y` get their delta (see [`LoraPair::add_block`]).
+#[inline(always)]
+fn add_rows(pair: &LoraPair, x: &[f32], y: &mut [f32], rows: std::ops::Range<usize>, scale: f32) {
+    let (fan_in, fan_out) = (pair.a.len() / pair.rank, pair.b_t.len() / pair.rank);
+    let mut scratch = RowScratch::default();
+    let (xs, ys) = (
+        &x[rows.start * fan_in..rows.end * fan_in],
+        &mut y[rows.start * fan_out..rows.end * fan_out],
+    );
+    for (xb, yb) in xs
+        .chunks(ROW_BLOCK * fan_in)
+        .zip(ys.chunks_mut(ROW_BLOCK * fan_out))
+    {
+        pair.add_block(xb, yb, scale, &mut scratch);
+    }
+}
+
+/// [`add_rows`] compiled for 512-bit vectors.
+///
+/// # Safety
+/// The CPU must support avx512f.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn add_rows_avx512(
+    pair: &LoraPair,
+    x: &[f32],
+    y: &mut [f32],
+    rows: std::ops::Range<usize>,
+    scale: f32,
+) {
+    add_rows(pair, x, y, rows, scale);
+}
+
+/// [`add_rows`] compiled for 256-bit vectors.
+///
+/// # Safety
+/// The CPU must support avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_rows_avx2(
+    pair: &LoraPair,
+    x: &[f32],
+    y: &mut [f32],
+    rows: std::ops::Range<usize>,
+    scale: f32,
+) {
+    add_rows(pair, x, y, rows, scale);
+}
+
+/// The vector width the row loops run at. The arithmetic is the same at every width: Rust
+/// never fuses a multiply and an add into one rounding, and each sum keeps its order (16
+/// lanes, then the lanes in order), so the choice changes speed, not a bit of the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoraKernel {
+    /// The target's baseline (SSE2 on x86-64, NEON on aarch64).
+    Baseline,
+    Avx2,
+    Avx512,
+}
+
+impl LoraKernel {
+    /// The widest kernel of an int8 GEMM path (so a forced path also narrows LoRA's loops);
+    /// the baseline without one.
+    pub fn for_path(path: Option<CpuPath>) -> Self {
+        match path {
+            Some(CpuPath::Avx512Vnni) => Self::Avx512,
+            Some(CpuPath::AvxVnni | CpuPath::Avx2) => Self::Avx2,
+            Some(CpuPath::Candle) | None => Self::Baseline,
+        }
+        .supported_or_baseline()
+    }
+
+    fn supported_or_baseline(self) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let supported = match self {
+            Self::Baseline => true,
+            Self::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            Self::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let supported = self == Self::Baseline;
+        if supported { self } else { Self::Baseline }
+    }
+
+    fn add_rows(
+        self,
+        pair: &LoraPair,
+        x: &[f32],
+        y: &mut [f32],
+        rows: std::ops::Range<usize>,
+        scale: f32,
+    ) {
+        match self {
+            // SAFETY: `supported_or_baseline` checked the CPU has the kernel's features.
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx512 => unsafe { add_rows_avx512(pair, x, y, rows, scale) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => unsafe { add_rows_avx2(pair, x, y, rows, scale) },
+            _ => add_rows(pair, x, y, rows, scale),
+        }
+    }
+}
+
 type LayerLora = [Option<LoraPair>; PROJECTIONS.len()];
 
 /// An adapter ready for the forward pass.
@@ -102,13 +226,18 @@ pub struct LoraWeights {
     name: String,
     scale: f32,
     layers: Vec<LayerLora>,
+    kernel: LoraKernel,
 }
 
 impl LoraWeights {
     /// Checks every module of `adapter` against the model's shapes. A module the decoder has
     /// no slot for (an embedding, the output head) is an error rather than silently ignored:
     /// the adapter would not compute what it was trained to.
-    pub fn new(adapter: &LoraAdapter, cfg: &DecoderConfig) -> ModelResult<Self> {
+    pub fn new(
+        adapter: &LoraAdapter,
+        cfg: &DecoderConfig,
+        kernel: LoraKernel,
+    ) -> ModelResult<Self> {
         let mut layers: Vec<LayerLora> = (0..cfg.num_layers).map(|_| Default::default()).collect();
         let (h, q_out, kv_out, ffn) = (
             cfg.hidden_size,
@@ -165,6 +294,7 @@ impl LoraWeights {
             name: adapter.name.clone(),
             scale: adapter.config.scale() as f32,
             layers,
+            kernel: kernel.supported_or_baseline(),
         })
     }
 
@@ -175,6 +305,16 @@ impl LoraWeights {
     /// Whether this adapter changes projection `proj` of `layer`.
     pub(crate) fn adapts(&self, layer: usize, proj: Proj) -> bool {
         self.layers[layer][proj as usize].is_some()
+    }
+
+    /// Adds this adapter's delta for `proj` of `layer` to every row of `y` (`[n, out]`), given
+    /// the projection's input rows `x` (`[n, in]`).
+    pub(crate) fn apply_rows(&self, layer: usize, proj: Proj, x: &[f32], y: &mut [f32]) {
+        let Some(pair) = &self.layers[layer][proj as usize] else {
+            return;
+        };
+        let n = x.len() / (pair.a.len() / pair.rank);
+        self.kernel.add_rows(pair, x, y, 0..n, self.scale);
     }
 
     /// Adds this adapter's delta for `proj` of `layer` to `rows` of `y` (`[n, out]`), given the
@@ -190,16 +330,7 @@ impl LoraWeights {
         let Some(pair) = &self.layers[layer][proj as usize] else {
             return;
         };
-        let (fan_in, fan_out) = (pair.a.len() / pair.rank, pair.b_t.len() / pair.rank);
-        let mut scratch = RowScratch::default();
-        for r in rows {
-            pair.add_row(
-                &x[r * fan_in..(r + 1) * fan_in],
-                &mut y[r * fan_out..(r + 1) * fan_out],
-                self.scale,
-                &mut scratch,
-            );
-        }
+        self.kernel.add_rows(pair, x, y, rows, self.scale);
     }
 }
 
@@ -267,6 +398,7 @@ mod tests {
             name: "t".into(),
             scale,
             layers,
+            kernel: LoraKernel::Baseline,
         };
         let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
         let mut ys: Vec<f32> = y.flatten_all().unwrap().to_vec1().unwrap();
@@ -309,6 +441,40 @@ mod tests {
                 (got - want).abs() <= 1e-4 * want.abs().max(1.0),
                 "{len}: {got} vs {want}"
             );
+        }
+    }
+
+    /// Every kernel this CPU runs, on blocks of rows, gives the bits of the baseline on one row
+    /// at a time, on odd shapes.
+    #[test]
+    fn every_kernel_gives_the_baseline_bits() {
+        let value = |i: usize, m: usize| ((i * m % 97) as f32 - 48.0) / 37.0;
+        for (fan_in, fan_out, rank) in [(24, 10, 4), (37, 53, 3), (896, 128, 16), (129, 4864, 8)] {
+            let pair = LoraPair {
+                rank,
+                a: (0..rank * fan_in).map(|i| value(i, 7)).collect(),
+                b_t: (0..rank * fan_out).map(|i| value(i, 11)).collect(),
+            };
+            let n = 5;
+            let x: Vec<f32> = (0..n * fan_in).map(|i| value(i, 13)).collect();
+            let y0: Vec<f32> = (0..n * fan_out).map(|i| value(i, 5)).collect();
+            // Each row on its own, as a decode computes it...
+            let mut want = y0.clone();
+            for r in 0..n {
+                LoraKernel::Baseline.add_rows(&pair, &x, &mut want, r..r + 1, 0.75);
+            }
+            // ...and in blocks, as a prefill chunk does, on every kernel.
+            for kernel in [LoraKernel::Baseline, LoraKernel::Avx2, LoraKernel::Avx512] {
+                let kernel = kernel.supported_or_baseline();
+                let mut got = y0.clone();
+                kernel.add_rows(&pair, &x, &mut got, 0..n, 0.75);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{kernel:?} on {fan_in}->{fan_out} r{rank}"
+                );
+            }
         }
     }
 
