@@ -1,7 +1,9 @@
 //! Continuous batching on Qwen2.5-Coder-0.5B: aggregate decode throughput at 16 concurrent
 //! requests vs one stream, time to first token with a cached schema prefix vs cold, and 16
 //! concurrent requests through the engine vs the same 16 run one after another through
-//! candle-transformers' reference loop (the baseline a user would otherwise write).
+//! candle-transformers' reference loop (the baseline a user would otherwise write). With
+//! `--drafts`, instead: one revision-shaped request (its answer mostly repeats the query its
+//! prompt quotes, which is also its hint) decoded with speculative decoding and without.
 //!
 //! `cargo run -p quorum-benches --bin quorum-bench-engine`
 
@@ -43,6 +45,84 @@ struct Args {
     /// CPU kernel path: auto, avx512vnni, avxvnni, avx2 or candle (candle is switched to match).
     #[arg(long, default_value = "auto")]
     cpu_path: String,
+    /// Only the speculative-decoding comparison (module docs), this many rounds.
+    #[arg(long)]
+    drafts: Option<usize>,
+}
+
+/// A failing query of Spider's `concert_singer` and the revision prompt that quotes it.
+const FAILING_SQL: &str = "SELECT T2.Name, T2.Country, T2.Age FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.Singer_ID = T2.Singer_ID JOIN concert AS T3 ON T1.concert_ID = T3.concert_ID WHERE T3.Year = 2014 AND T2.Is_male = 'F' ORDER BY T2.Age DESC";
+
+fn revision_prompt() -> String {
+    format!(
+        "CREATE TABLE singer (Singer_ID int, Name text, Country text, Song_Name text, Age int, Is_male bool);\n\
+         CREATE TABLE concert (concert_ID int, concert_Name text, Theme text, Stadium_ID text, Year text);\n\
+         CREATE TABLE singer_in_concert (concert_ID int, Singer_ID text);\n\
+         Question: the name, country and age of the female singers who sang in a 2014 concert, oldest first.\n\
+         This query fails with `no such column: T2.Is_male`:\n{FAILING_SQL}\n\
+         Write the corrected query only."
+    )
+}
+
+/// The `--drafts` comparison: `rounds` interleaved runs of the same greedy request on an engine
+/// with drafts and one without; prints the medians.
+fn compare_drafts(
+    path: &std::path::Path,
+    cpu_path: quorum_models::CpuPath,
+    rounds: usize,
+    new_tokens: u32,
+) -> Result<()> {
+    let engine = |max_draft_tokens| {
+        spawn_engine(
+            EngineConfig {
+                matmul_policy: MatmulPolicy::engine(cpu_path),
+                max_draft_tokens,
+                // No prefix cache: every round computes the prompt, as a new revision would.
+                enable_prefix_caching: false,
+                ..EngineConfig::cpu_default("qwen")
+            },
+            path,
+            &Device::Cpu,
+        )
+    };
+    let (with, without) = (engine(quorum_engine::DEFAULT_MAX_DRAFT_TOKENS)?, engine(0)?);
+    let prompt = chat(&with, &revision_prompt());
+    let hint = with
+        .tokenizer()
+        .encode(FAILING_SQL, false)
+        .map_err(anyhow::Error::msg)?
+        .get_ids()
+        .to_vec();
+    let run = |h: &EngineHandle| -> Result<(f64, usize)> {
+        let mut r = request(prompt.clone(), new_tokens, false);
+        r.draft_hint = hint.clone();
+        let f = finish(h.submit(r)?);
+        let decode = (f.total - f.ttft.unwrap_or_default()).as_secs_f64();
+        Ok((decode, f.completion_tokens))
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut tokens = 0;
+    for _ in 0..rounds {
+        let (t, n) = run(&with)?;
+        a.push(t);
+        tokens = n;
+        b.push(run(&without)?.0);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (da, db) = (median(&mut a), median(&mut b));
+    let stats = with.stats();
+    println!(
+        "{}",
+        serde_json::json!({
+            "tokens": tokens, "rounds": rounds,
+            "decode_s_with_drafts": da, "decode_s_without": db, "speedup": db / da,
+            "drafts_checked": stats.draft_tokens, "drafts_kept": stats.draft_tokens_accepted,
+        })
+    );
+    Ok(())
 }
 
 const QUESTIONS: &[&str] = &[
@@ -103,6 +183,9 @@ fn main() -> Result<()> {
     } else {
         model_path(QWEN_05B)
     };
+    if let Some(rounds) = args.drafts {
+        return compare_drafts(&path, cpu_path, rounds, args.new_tokens);
+    }
     let config = EngineConfig {
         matmul_policy: MatmulPolicy::BatchInvariant {
             min_rows: args.int8_min_rows,
