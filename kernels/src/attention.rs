@@ -37,7 +37,18 @@ pub(crate) trait MulAdd: Copy {
     fn dot8(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
         dot8_portable::<Self>(a, bs)
     }
+
+    /// `o[c..c + GROUP] += Σ_j w[j] · vs[j][c..c + GROUP]`, position by position
+    /// ([`add_weighted_portable`] unless a compilation has a faster way to the same bits).
+    #[inline(always)]
+    fn add_weighted(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
+        add_weighted_portable::<Self>(w, vs, c, o)
+    }
 }
+
+/// Output columns of one pass of the weighted sum of values: eight chunks of eight, eight
+/// independent accumulators that hide the latency of the multiply-add.
+const GROUP: usize = LANES * LANES;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Unfused;
@@ -64,6 +75,62 @@ impl MulAdd for Fused {
         // SAFETY: `Fused` runs only inside the AVX2 + FMA compilations (`RowKernel::Avx2`,
         // which `detect` chose because the CPU has both).
         unsafe { dot8_avx2(a, bs) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn add_weighted(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
+        // SAFETY: as in `dot8`.
+        unsafe { add_weighted_avx2(w, vs, c, o) }
+    }
+}
+
+/// [`MulAdd::add_weighted`] in portable code.
+#[inline(always)]
+fn add_weighted_portable<M: MulAdd>(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
+    let mut acc: [[f32; LANES]; LANES] = std::array::from_fn(|i| *lanes(o, c + i * LANES));
+    for (&w, v) in w.iter().zip(vs) {
+        let w = [w; LANES];
+        for (i, acc) in acc.iter_mut().enumerate() {
+            madd8::<M>(&w, lanes(v, c + i * LANES), acc);
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        o[c + i * LANES..c + (i + 1) * LANES].copy_from_slice(acc);
+    }
+}
+
+/// [`add_weighted_portable`] under [`Fused`] with the accumulators in AVX2 registers and no
+/// bounds check in the loop (the portable loop's checks and spills made it the slowest part
+/// of attention): each column gets the same multiply-adds in the same order.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_weighted_avx2(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let out = &mut o[c..c + GROUP];
+    assert!(
+        vs.iter().all(|v| v.len() >= c + GROUP),
+        "a value row is too short"
+    );
+    // SAFETY: `out` holds GROUP floats.
+    let mut acc: [__m256; LANES] =
+        std::array::from_fn(|i| unsafe { _mm256_loadu_ps(out.as_ptr().add(i * LANES)) });
+    for (&w, v) in w.iter().zip(vs) {
+        let wv = _mm256_set1_ps(w);
+        // SAFETY: checked above: `v` has `c + GROUP` floats.
+        let row = unsafe { v.as_ptr().add(c) };
+        for (i, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: `i * LANES + LANES <= GROUP`.
+            let x = unsafe { _mm256_loadu_ps(row.add(i * LANES)) };
+            *acc = _mm256_fmadd_ps(wv, x, *acc);
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        // SAFETY: `out` holds GROUP floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * LANES), *acc) };
     }
 }
 
@@ -383,6 +450,9 @@ unsafe fn attend_tile_avx2<'a>(
     attend_tile::<Fused, _, _>(queries, scale, key, value, scores, dst)
 }
 
+/// Softmax sums computed side by side.
+const SUMS_TOGETHER: usize = 4;
+
 /// Keys and values read per block of the weighted sum: 64 of them (16 KiB at 64 dims) stay in
 /// the L1 cache while every query of the tile passes over them.
 const VALUE_BLOCK: usize = 64;
@@ -433,14 +503,35 @@ fn attend_tile<'a, M: MulAdd, K, V>(
         for &x in s.iter() {
             max = max.max(x);
         }
-        let mut sum = 0f32;
         for x in s.iter_mut() {
             *x = (*x - max).exp();
-            sum += *x;
         }
-        let inv = 1.0 / sum;
-        for x in s.iter_mut() {
-            *x *= inv;
+    }
+    // Each query's sum runs position by position, as in attend_row; four queries go side by
+    // side so that their additions overlap (one sum alone waits on each add's latency).
+    for (group, rows) in queries
+        .chunks(SUMS_TOGETHER)
+        .zip(scores.chunks_mut(SUMS_TOGETHER * stride))
+    {
+        let mut sums = [0f32; SUMS_TOGETHER];
+        let common = group.iter().map(|t| t.visible).min().unwrap_or(0);
+        for j in 0..common {
+            for (g, sum) in sums.iter_mut().enumerate().take(group.len()) {
+                *sum += rows[g * stride + j];
+            }
+        }
+        for ((t, sum), s) in group
+            .iter()
+            .zip(&mut sums)
+            .zip(rows.chunks_exact_mut(stride))
+        {
+            for &x in &s[common..t.visible] {
+                *sum += x;
+            }
+            let inv = 1.0 / *sum;
+            for x in &mut s[..t.visible] {
+                *x *= inv;
+            }
         }
     }
     // The weighted sum of values, position by position for each output element, in blocks of
@@ -460,22 +551,9 @@ fn attend_tile<'a, M: MulAdd, K, V>(
                 continue;
             }
             let (w, vs) = (&w[j0..end], &values[..end - j0]);
-            // Eight chunks of eight columns at once: eight independent accumulators hide the
-            // latency of the multiply-add.
-            const GROUP: usize = LANES * LANES;
             let mut c = 0;
             while c + GROUP <= d {
-                let mut acc: [[f32; LANES]; LANES] =
-                    std::array::from_fn(|i| *lanes(o, c + i * LANES));
-                for (&w, v) in w.iter().zip(vs) {
-                    let w = [w; LANES];
-                    for (i, acc) in acc.iter_mut().enumerate() {
-                        madd8::<M>(&w, lanes(v, c + i * LANES), acc);
-                    }
-                }
-                for (i, acc) in acc.iter().enumerate() {
-                    o[c + i * LANES..c + (i + 1) * LANES].copy_from_slice(acc);
-                }
+                M::add_weighted(w, vs, c, o);
                 c += GROUP;
             }
             while c + LANES <= d {
