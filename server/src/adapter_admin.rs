@@ -45,17 +45,15 @@ pub fn unload(
     admin_dir(state)?;
     let (_admission, models) = state.admit()?;
     let decoder = models.decoder(&request.model)?;
-    let generators = state
-        .pipeline_runtime()?
-        .generators_using(&decoder.spec.name, &request.name);
-    if !generators.is_empty() {
+    let users =
+        state
+            .pipeline_runtime()?
+            .users_of_adapter(&models, &decoder.spec.name, &request.name);
+    if !users.is_empty() {
         return Err(ServiceError::InUse {
             what: "adapter",
             id: request.name.clone(),
-            reason: format!(
-                "pipeline generator(s) {} run with it",
-                generators.join(", ")
-            ),
+            reason: format!("the pipeline's {} run with it", users.join(", ")),
         });
     }
     decoder.engine.unload_adapter(&request.name)?;

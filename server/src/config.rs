@@ -174,6 +174,12 @@ pub struct RawPipelineSetup {
     /// model with the `generator` role, in that model's format.
     #[serde(default)]
     pub generators: Vec<RawGenerator>,
+    /// One of the selection model's LoRA adapters (`[models.adapters]`), applied when the
+    /// pipeline asks it to choose among split votes (the consistency check's judge stays the
+    /// base model, whose threshold is calibrated). Default: the shipped selector adapter with
+    /// the default models, else none.
+    #[serde(default)]
+    pub selector_adapter: Option<String>,
 }
 
 /// `[pipeline]` as read: the knobs, the setup, and whatever is neither (refused).
@@ -434,11 +440,16 @@ pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
 ];
 
+/// The shipped adapter of the default selection model (name, directory): trained by `quorum
+/// train --task selector` to choose among the pipeline's split votes (card in that directory).
+pub const DEFAULT_SELECTOR_ADAPTER: (&str, &str) = ("select-s0", "coder-selector-s0");
+
 /// The default adapters found under `adapters_dir`, by name; a missing one is logged and left
-/// out (its generator then runs the base model).
+/// out (its generator, or the selector, then runs the base model).
 fn shipped_default_adapters(adapters_dir: &Path) -> BTreeMap<String, PathBuf> {
     let mut found = BTreeMap::new();
-    for &(_, name, dir) in DEFAULT_ADAPTERS {
+    let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
+    for (name, dir) in generators.chain([DEFAULT_SELECTOR_ADAPTER]) {
         let path = adapters_dir.join(dir);
         if path.join("adapter_config.json").is_file() {
             found.insert(name.to_owned(), path);
@@ -508,6 +519,12 @@ fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator>
     ]
 }
 
+/// The default selector's adapter: the shipped one when it is among `adapters`.
+fn default_selector_adapter(adapters: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let (name, _) = DEFAULT_SELECTOR_ADAPTER;
+    adapters.contains_key(name).then(|| name.to_owned())
+}
+
 /// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout.
 pub const DEFAULT_SPIDER_DIR: &str = "../shared/data/spider";
 
@@ -533,6 +550,9 @@ pub fn resolve(
         let adapters = shipped_default_adapters(&dirs.adapters_dir);
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = default_generators(&adapters);
+        }
+        if raw.pipeline.setup.selector_adapter.is_none() {
+            raw.pipeline.setup.selector_adapter = default_selector_adapter(&adapters);
         }
         default_models(&adapters)
     } else {
@@ -938,6 +958,7 @@ mod tests {
             .map(|g| g.adapter.clone())
             .collect();
         assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
+        assert_eq!(default_selector_adapter(&rep), None);
         // Nothing in place: the directory is not there.
         assert!(shipped_default_adapters(&adapters_dir.join("missing")).is_empty());
     }
@@ -973,6 +994,7 @@ mod tests {
         let raw: RawPipeline = toml::from_str(
             r#"
 masking = "relevance"
+selector_adapter = "pick"
 [[generators]]
 name = "coder-sql"
 model = "coder"
@@ -985,6 +1007,7 @@ adapter = "sql"
             Some(quorum_sql::demo_index::MaskingMode::Relevance)
         );
         assert_eq!(raw.setup.generators[0].adapter.as_deref(), Some("sql"));
+        assert_eq!(raw.setup.selector_adapter.as_deref(), Some("pick"));
         assert!(toml::from_str::<RawPipeline>("masking = \"semantic\"").is_err());
     }
 

@@ -230,6 +230,8 @@ impl Generator for EngineGenerator {
 #[derive(Debug, Clone)]
 pub struct EngineSelector {
     pub decoder: Arc<LoadedDecoder>,
+    /// The LoRA adapter the choice runs with (`pipeline.selector_adapter`), if any.
+    pub adapter: Option<String>,
     pub scope: CallScope,
 }
 
@@ -264,7 +266,7 @@ impl Selector for EngineSelector {
             &self.decoder,
             &PromptMessages::user(prompt),
             params,
-            None,
+            self.adapter.clone(),
             self.scope.deadline,
             (None, None),
         )?;

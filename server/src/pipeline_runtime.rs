@@ -23,6 +23,8 @@ pub struct PipelineRuntime {
     demos: Option<Arc<DemoIndex>>,
     /// Generator name → the loaded model (and adapter) that runs it.
     routes: Arc<HashMap<String, GeneratorTarget>>,
+    /// The selection model's adapter for choosing among split votes.
+    selector_adapter: Option<String>,
 }
 
 /// A configured generator and the model behind it.
@@ -93,8 +95,14 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
 }
 
 impl PipelineRuntime {
-    /// The generators that run `model` with `adapter`, by name, sorted.
-    pub fn generators_using(&self, model: &str, adapter: &str) -> Vec<String> {
+    /// What runs `model` with `adapter`: the generators by name, sorted, then `selector`
+    /// when the pipeline's selection calls do.
+    pub fn users_of_adapter(
+        &self,
+        models: &ModelRegistry,
+        model: &str,
+        adapter: &str,
+    ) -> Vec<String> {
         let mut names: Vec<String> = self
             .routes
             .iter()
@@ -102,6 +110,11 @@ impl PipelineRuntime {
             .map(|(name, _)| name.clone())
             .collect();
         names.sort();
+        let selector_uses = self.selector_adapter.as_deref() == Some(adapter)
+            && models.selector().is_some_and(|d| d.spec.name == model);
+        if selector_uses {
+            names.push("selector".to_owned());
+        }
         names
     }
 
@@ -148,10 +161,23 @@ impl PipelineRuntime {
             .into_iter()
             .map(|r| (r.config.name, r.target))
             .collect();
+        let selector_adapter = raw.selector_adapter.clone();
+        if let Some(adapter) = &selector_adapter {
+            let selector = models
+                .selector()
+                .context("pipeline.selector_adapter: no model has the selector role")?;
+            ensure!(
+                selector.spec.adapters.contains_key(adapter),
+                "pipeline.selector_adapter: the selector `{}` has no adapter `{adapter}` (its adapters: {:?})",
+                selector.spec.name,
+                selector.spec.adapters.keys().collect::<Vec<_>>()
+            );
+        }
         let mut runtime = Self {
             base,
             demos,
             routes: Arc::new(routes),
+            selector_adapter,
         };
         // The consistency check explains SQL in English: the generator sub-tasks use.
         runtime.base.consistency.generator = Some(runtime.subtask_generator(None)?);
@@ -204,10 +230,12 @@ impl PipelineRuntime {
         }
     }
 
-    /// The selection model bound to one request's scope, when a model has that role.
+    /// The selection model as the sub-tasks' judge, bound to one request's scope, when a
+    /// model has that role: the base model, without the selection adapter.
     pub fn selector(&self, models: &ModelRegistry, scope: CallScope) -> Option<EngineSelector> {
         models.selector().map(|d| EngineSelector {
             decoder: d.clone(),
+            adapter: None,
             scope,
         })
     }
@@ -232,6 +260,7 @@ impl PipelineRuntime {
             selector: models.selector().map(|d| {
                 Arc::new(EngineSelector {
                     decoder: d.clone(),
+                    adapter: self.selector_adapter.clone(),
                     scope,
                 }) as Arc<dyn quorum_sql::pipeline::Selector>
             }),

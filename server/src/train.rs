@@ -15,7 +15,8 @@ use quorum_sql::pipeline::PromptFormat;
 use quorum_sql::prompt::PROMPT_FORMAT_VERSION;
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraSpec, LrSchedule, PromptCodec,
-    StepReport, TrainConfig, Trainer, build_examples,
+    SelectorExampleOptions, SelectorRecord, StepReport, TrainConfig, Trainer, TrainingExample,
+    build_examples, build_selector_examples,
 };
 use quorum_weights::load_checkpoint;
 use rand::SeedableRng;
@@ -30,9 +31,26 @@ pub struct TrainArgs {
     /// read: dev questions never enter training.
     #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
-    /// The prompt format the adapter will serve: rep, mschema or simpleddl.
+    /// What the adapter learns: `generator` (write the gold SQL for a question) or `selector`
+    /// (pick the right result group among the pipeline's candidates, from `--candidates`).
+    #[arg(long, value_enum, default_value_t = TrainTask::Generator)]
+    pub task: TrainTask,
+    /// The prompt format the adapter will serve: rep, mschema or simpleddl (generators only).
     #[arg(long, default_value = "rep")]
     pub format: String,
+    /// `--task selector`: the pipeline's answers to train.json questions, as `quorum eval
+    /// --questions train.json --out FILE` writes them. Every record is checked against
+    /// train.json, so dev questions cannot enter.
+    #[arg(long)]
+    pub candidates: Option<PathBuf>,
+    /// `--task selector`: where no result group of a record is right, show the gold query as
+    /// one more group and train to pick it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub add_gold: bool,
+    /// `--task selector`: examples per record (at most one per shown group), each with the
+    /// right group under another label.
+    #[arg(long, default_value_t = 1)]
+    pub selector_orders: usize,
     /// Where the PEFT adapter is written (adapter_config.json, adapter_model.safetensors,
     /// quorum_adapter.json, train-log.jsonl, checkpoint/).
     #[arg(long)]
@@ -93,6 +111,13 @@ pub struct TrainArgs {
     pub merged_dtype: String,
 }
 
+/// What an adapter is trained to do.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrainTask {
+    Generator,
+    Selector,
+}
+
 fn parse_dtype(flag: &str, value: &str) -> Result<DType> {
     match value {
         "f32" => Ok(DType::F32),
@@ -123,7 +148,23 @@ fn export_merged(dirs: &ModelDirs, args: &TrainArgs, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Training frees and allocates activation buffers of many megabytes in every layer of every
+/// step. With glibc's defaults such buffers are mapped and unmapped each time, or the heap is
+/// trimmed back to the system, so every step faults in and zeroes fresh pages (a fifth of the
+/// trainer's time in an earlier profile). Keeping buffers of up to 32 MiB in a heap that is not
+/// trimmed reuses the same pages from step to step; the trainer's memory is about the same.
+fn keep_buffers_in_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; glibc takes its own locks.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+    }
+}
+
 pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
+    keep_buffers_in_the_heap();
     if device != "cpu" {
         // The trainable decoder's frozen-weight op has a CPU kernel only.
         bail!("--device {device}: training runs on the CPU in this build");
@@ -141,29 +182,38 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         .first()
         .context("the checkpoint names no end-of-sequence token")?;
     let dataset = SpiderDataset::new(&args.data);
-    let mut questions = dataset.train().context("reading train.json")?;
-    if let Some(limit) = args.limit {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
-        questions.shuffle(&mut rng);
-        questions.truncate(limit);
-    }
     let codec = PromptCodec {
         tokenizer: &ckpt.tokenizer,
         chat_template: ckpt.chat_template.as_ref(),
         end_token,
     };
-    let options = ExampleOptions {
-        format,
-        max_tokens: args.max_tokens,
-        linked_share: args.linked_share,
-        seed: args.seed,
+    let (examples, stats, prompt) = match args.task {
+        TrainTask::Generator => {
+            let mut questions = dataset.train().context("reading train.json")?;
+            if let Some(limit) = args.limit {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+                questions.shuffle(&mut rng);
+                questions.truncate(limit);
+            }
+            let options = ExampleOptions {
+                format,
+                max_tokens: args.max_tokens,
+                linked_share: args.linked_share,
+                seed: args.seed,
+            };
+            let (examples, stats) = build_examples(&dataset, &questions, codec, &options)?;
+            (
+                examples,
+                serde_json::to_value(stats)?,
+                format.name().to_owned(),
+            )
+        }
+        TrainTask::Selector => {
+            let (examples, stats) = selector_examples(&dataset, codec, &args)?;
+            (examples, stats, "selection".to_owned())
+        }
     };
-    let (examples, stats) = build_examples(&dataset, &questions, codec, &options)?;
-    eprintln!(
-        "quorum train: {} examples from {} questions ({stats:?})",
-        examples.len(),
-        questions.len()
-    );
+    eprintln!("quorum train: {} examples ({stats})", examples.len());
     let started = Instant::now();
     let model = LoraDecoder::load(&ckpt)?;
     eprintln!(
@@ -244,10 +294,13 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
     let card = serde_json::json!({
         "base_model": args.model,
         "base_file": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
-        "prompt_format": format.name(),
+        "task": format!("{:?}", args.task).to_lowercase(),
+        "prompt_format": prompt,
         "prompt_format_version": PROMPT_FORMAT_VERSION,
-        "answer_prefix": quorum_sql::pipeline::SQL_ANSWER_PREFIX,
+        "answer_prefix": (args.task == TrainTask::Generator)
+            .then_some(quorum_sql::pipeline::SQL_ANSWER_PREFIX),
         "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
+        "candidates": args.candidates,
         "examples": examples.len(),
         "example_stats": stats,
         "config": config,
@@ -294,4 +347,171 @@ fn display_rate(tokens: usize, since: Instant) -> String {
         "{tokens} tokens in {s:.0} s, {:.1} tok/s",
         tokens as f64 / s
     )
+}
+
+/// `--task selector`: the selector's examples from the pipeline's answers in `--candidates`.
+fn selector_examples(
+    dataset: &SpiderDataset,
+    codec: PromptCodec<'_>,
+    args: &TrainArgs,
+) -> Result<(Vec<TrainingExample>, serde_json::Value)> {
+    let path = args.candidates.as_ref().context(
+        "--task selector needs --candidates (a `quorum eval --questions train.json` output)",
+    )?;
+    let train = dataset.train().context("reading train.json")?;
+    let mut records = read_selector_records(path, &train)?;
+    if let Some(limit) = args.limit {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+        records.shuffle(&mut rng);
+        records.truncate(limit);
+    }
+    let defaults = quorum_sql::pipeline::PipelineConfig::new(Vec::new()).selector;
+    let options = SelectorExampleOptions {
+        max_groups: defaults.max_groups,
+        preview_rows: defaults.preview_rows,
+        max_tokens: args.max_tokens,
+        add_gold: args.add_gold,
+        orders: args.selector_orders,
+        seed: args.seed,
+    };
+    let (examples, stats) = build_selector_examples(dataset, &records, codec, &options)?;
+    Ok((examples, serde_json::to_value(stats)?))
+}
+
+/// One line of a `quorum eval` output, the parts the selector learns from.
+#[derive(serde::Deserialize)]
+struct EvalLine {
+    index: usize,
+    db_id: String,
+    question: String,
+    gold: String,
+    #[serde(default)]
+    linked_tables: Option<Vec<String>>,
+    candidates: Vec<EvalCandidate>,
+    votes: Option<EvalVotes>,
+}
+
+#[derive(serde::Deserialize)]
+struct EvalCandidate {
+    id: usize,
+    sql: String,
+}
+
+#[derive(serde::Deserialize)]
+struct EvalVotes {
+    clusters: Vec<Vec<usize>>,
+}
+
+/// The records of an eval output over train.json; a line whose question is not train.json's
+/// question at that index is refused, so no dev question can be trained on.
+fn read_selector_records(
+    path: &Path,
+    train: &[quorum_sql::dataset::Example],
+) -> Result<Vec<SelectorRecord>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut records = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = || format!("{} line {}", path.display(), n + 1);
+        let line: EvalLine = serde_json::from_str(line).with_context(at)?;
+        let source = train.get(line.index);
+        if source.is_none_or(|q| q.question != line.question || q.db_id != line.db_id) {
+            bail!(
+                "{}: question {} is not train.json's question {}: selector data must come \
+                 from `quorum eval --questions train.json`",
+                at(),
+                line.index,
+                line.index
+            );
+        }
+        let sql_of = |id: usize| {
+            line.candidates
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| c.sql.clone())
+                .with_context(|| {
+                    format!("{}: the vote names candidate {id}, which is missing", at())
+                })
+        };
+        let groups = line
+            .votes
+            .as_ref()
+            .map(|v| {
+                v.clusters
+                    .iter()
+                    .filter_map(|c| c.first().copied())
+                    .map(sql_of)
+                    .collect()
+            })
+            .transpose()?
+            .unwrap_or_default();
+        records.push(SelectorRecord {
+            db_id: line.db_id,
+            question: line.question,
+            gold: line.gold,
+            linked_tables: line.linked_tables.unwrap_or_default(),
+            groups,
+        });
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorum_sql::dataset::Example;
+
+    fn train_question(db_id: &str, question: &str) -> Example {
+        Example {
+            db_id: db_id.into(),
+            question: question.into(),
+            query: "SELECT 1".into(),
+        }
+    }
+
+    fn line(index: usize, db_id: &str, question: &str) -> String {
+        serde_json::json!({
+            "index": index,
+            "db_id": db_id,
+            "question": question,
+            "gold": "SELECT 1",
+            "linked_tables": ["t"],
+            "candidates": [
+                {"id": 0, "sql": "SELECT a FROM t"},
+                {"id": 1, "sql": "SELECT b FROM t"},
+                {"id": 2, "sql": "SELECT a FROM t "},
+            ],
+            "votes": {"clusters": [[0, 2], [1]]},
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn selector_records_take_each_groups_first_sql_and_refuse_questions_not_in_train() {
+        let train = vec![train_question("a", "q0"), train_question("b", "q1")];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eval.jsonl");
+        std::fs::write(
+            &path,
+            format!("{}\n\n{}\n", line(1, "b", "q1"), line(0, "a", "q0")),
+        )
+        .unwrap();
+        let records = read_selector_records(&path, &train).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].db_id, "b");
+        assert_eq!(records[0].groups, ["SELECT a FROM t", "SELECT b FROM t"]);
+        assert_eq!(records[0].linked_tables, ["t"]);
+        // A dev question at an index train.json has for another question.
+        std::fs::write(&path, line(0, "a", "How many singers do we have?")).unwrap();
+        let err = read_selector_records(&path, &train)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not train.json's question 0"), "{err}");
+        std::fs::write(&path, line(7, "a", "q0")).unwrap();
+        assert!(read_selector_records(&path, &train).is_err());
+    }
 }

@@ -582,9 +582,10 @@ async fn adapters_load_and_unload_over_grpc_behind_the_token() {
     let e = client
         .unload_adapter(authed(unload("tuned")))
         .await
-        .expect_err("a pipeline generator runs with it");
+        .expect_err("a pipeline generator and the selector run with it");
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("smol-tuned"), "{}", e.message());
+    assert!(e.message().contains("selector"), "{}", e.message());
     let listed = client
         .unload_adapter(authed(unload("rand")))
         .await
@@ -614,4 +615,41 @@ async fn adapters_load_and_unload_over_grpc_behind_the_token() {
         base
     );
     server.stop().await;
+}
+
+/// A selector adapter the selection model does not have stops the server at start-up, naming
+/// the setting and the adapters it has.
+#[tokio::test]
+async fn a_missing_selector_adapter_is_refused_at_start() {
+    let adapters = tempfile::tempdir().unwrap();
+    let dir = adapters.path().join("zero");
+    std::fs::create_dir_all(&dir).unwrap();
+    super::lora::write_adapter(&dir, 2, true);
+    let toml = TestConfig {
+        startup_adapter: Some(("tuned".into(), dir)),
+        ..TestConfig::default()
+    }
+    .toml()
+    .replace(
+        "selector_adapter = \"tuned\"",
+        "selector_adapter = \"pick\"",
+    );
+    let mut raw = quorum_server::config::RawConfig::from_toml_str(&toml).expect("parses");
+    raw.cpu_path = Some(quorum_tests::cpu_path());
+    let no_scan = std::path::PathBuf::from("/nonexistent-quorum-test-dir");
+    let resolved = quorum_server::config::resolve(raw, &quorum_tests::model_dirs(), &no_scan)
+        .expect("resolves");
+    let server = quorum_server::start(resolved).await.expect("binds");
+    // Models load in the background; the server stops when loading fails.
+    let err = tokio::time::timeout(std::time::Duration::from_secs(120), server.wait())
+        .await
+        .expect("the server stops")
+        .expect_err("a selector adapter that is not loaded is refused");
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("pipeline.selector_adapter")
+            && err.contains("`pick`")
+            && err.contains("tuned"),
+        "{err}"
+    );
 }

@@ -97,7 +97,8 @@ impl TestConfig {
                     dir.display().to_string()
                 ),
                 format!(
-                    "[[pipeline.generators]]\nname = \"smol\"\nmodel = \"smol\"\n\
+                    "selector_adapter = {name:?}\n\
+                     [[pipeline.generators]]\nname = \"smol\"\nmodel = \"smol\"\n\
                      [[pipeline.generators]]\nname = \"smol-tuned\"\nmodel = \"smol\"\n\
                      adapter = {name:?}\n"
                 ),

@@ -6,8 +6,8 @@ use quorum_models::{BatchLayout, DecoderModel, DenseKvCache, MatmulPolicy};
 use quorum_tests::{QWEN_05B, max_abs_diff, model_path};
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraParams, LoraSpec, LrSchedule,
-    PromptCodec, TrainConfig, Trainer, TrainingExample, answer_continuation, build_examples,
-    export_merged,
+    PromptCodec, SelectorExampleOptions, SelectorRecord, TrainConfig, Trainer, TrainingExample,
+    answer_continuation, build_examples, build_selector_examples, export_merged,
 };
 use quorum_weights::{load_checkpoint, load_lora_adapter};
 use rand::{Rng, SeedableRng};
@@ -370,4 +370,89 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
             answer_continuation(&source.query).unwrap()
         );
     }
+}
+
+/// The selector's examples with the real Qwen tokenizer: each prompt is the pipeline's selection
+/// prompt over the record's groups, and its answer is the label of the one group whose result
+/// is the gold result; records with nothing to choose, or more than one right group, are left
+/// out, and a record with no right group gets the gold query as a group of its own.
+#[test]
+fn selector_examples_label_the_group_with_the_gold_result() {
+    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
+    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
+    let codec = PromptCodec {
+        tokenizer: &ckpt.tokenizer,
+        chat_template: ckpt.chat_template.as_ref(),
+        end_token: ckpt.eos_token_ids[0],
+    };
+    let gold = "SELECT count(*) FROM head WHERE age  >  56";
+    let record = |groups: &[&str]| SelectorRecord {
+        db_id: "department_management".into(),
+        question: "How many heads of the departments are older than 56 ?".into(),
+        gold: gold.into(),
+        linked_tables: vec!["head".into()],
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+    };
+    let right = "SELECT COUNT(*) FROM head WHERE age > 56";
+    let wrong = "SELECT count(*) FROM head";
+    let records = [
+        // One right group among three: kept.
+        record(&[wrong, right, "SELECT count(*) FROM head WHERE age < 56"]),
+        // Nothing to choose.
+        record(&[right]),
+        // Two right groups (the vote split on column names): no single right label.
+        record(&[right, "SELECT count(*) AS n FROM head WHERE age > 56"]),
+        // No right group: the gold query joins as the right one.
+        record(&[wrong, "SELECT no_such_column FROM head"]),
+    ];
+    let options = SelectorExampleOptions {
+        max_groups: 5,
+        preview_rows: 10,
+        max_tokens: 4096,
+        add_gold: true,
+        orders: 3,
+        seed: 0,
+    };
+    let (examples, stats) = build_selector_examples(&dataset, &records, codec, &options).unwrap();
+    assert_eq!(
+        (
+            stats.records,
+            stats.kept,
+            stats.single_group,
+            stats.several_correct,
+            stats.gold_added
+        ),
+        (4, 5, 1, 1, 1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.answer_positions.iter().sum::<usize>(), 5);
+    let decode = |ids: &[u32]| ckpt.tokenizer.decode(ids, false).unwrap();
+    for (n, example) in examples.iter().enumerate() {
+        let prompt = decode(&example.tokens[..example.answer_start]);
+        assert!(
+            prompt.contains("How many heads of the departments"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("# Table: head"), "{prompt}");
+        assert!(
+            !prompt.contains("# Table: department\n"),
+            "linked tables only: {prompt}"
+        );
+        let answer = &example.tokens[example.answer_start..];
+        assert_eq!(answer.len(), 1, "one label token");
+        let label = decode(answer);
+        let shown = prompt
+            .split(&format!("Candidate {label}\n【SQL】\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no candidate {label}: {prompt}"));
+        let sql = shown.lines().next().unwrap();
+        let expected = if n < 3 { right } else { gold };
+        assert_eq!(sql, expected, "example {n}: {prompt}");
+    }
+    // Three orders of the same groups put the right one in more than one place.
+    let labels: std::collections::BTreeSet<u32> = examples[..3]
+        .iter()
+        .map(|e| e.tokens[e.answer_start])
+        .collect();
+    assert!(labels.len() > 1, "{labels:?} {stats:?}");
 }

@@ -54,6 +54,37 @@ pub struct PromptCodec<'a> {
     pub end_token: u32,
 }
 
+impl PromptCodec<'_> {
+    /// `text` (a rendered prompt) followed by `answer` (and the end-of-turn token when
+    /// `end_turn`), the loss on the answer. Tokenized apart, as at serving time: the server
+    /// tokenizes the prompt and the model continues after its last token.
+    pub fn prompt_and_answer(
+        &self,
+        text: &str,
+        answer: &str,
+        end_turn: bool,
+    ) -> TrainResult<TrainingExample> {
+        let encode = |s: &str| -> TrainResult<Vec<u32>> {
+            Ok(self
+                .tokenizer
+                .encode(s, false)
+                .map_err(|e| TrainError::Data(format!("tokenizer: {e}")))?
+                .get_ids()
+                .to_vec())
+        };
+        let mut tokens = encode(text)?;
+        let answer_start = tokens.len();
+        tokens.extend(encode(answer)?);
+        if end_turn {
+            tokens.push(self.end_token);
+        }
+        Ok(TrainingExample {
+            tokens,
+            answer_start,
+        })
+    }
+}
+
 /// What building the examples kept and dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ExampleStats {
@@ -97,24 +128,7 @@ pub fn render_example(
         messages.answer_prefix.as_deref(),
     )
     .map_err(|e| TrainError::Data(e.to_string()))?;
-    let encode = |s: &str| -> TrainResult<Vec<u32>> {
-        Ok(codec
-            .tokenizer
-            .encode(s, false)
-            .map_err(|e| TrainError::Data(format!("tokenizer: {e}")))?
-            .get_ids()
-            .to_vec())
-    };
-    // Tokenized apart, as at serving time: the server tokenizes the prompt and the model
-    // continues after its last token.
-    let mut tokens = encode(&text)?;
-    let answer_start = tokens.len();
-    tokens.extend(encode(answer)?);
-    tokens.push(codec.end_token);
-    Ok(TrainingExample {
-        tokens,
-        answer_start,
-    })
+    codec.prompt_and_answer(&text, answer, true)
 }
 
 /// Every usable example of `examples` (Spider's `train.json`), in file order.

@@ -15,6 +15,7 @@ mod lora_decoder;
 mod lora_params;
 mod merge;
 mod schedule;
+mod selector_examples;
 mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig, clip_grad_norm};
@@ -28,4 +29,8 @@ pub use lora_decoder::{Dropout, LoraDecoder};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
 pub use merge::{MergeReport, export_merged};
 pub use schedule::LrSchedule;
+pub use selector_examples::{
+    SelectorExampleOptions, SelectorExampleStats, SelectorRecord, build_selector_examples,
+    render_choice,
+};
 pub use trainer::{StepReport, TrainConfig, Trainer};

@@ -41,6 +41,7 @@ pub use config::{
 pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
+pub use selection::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
 
 use crate::demo_index::DemoIndex;
 

@@ -11,11 +11,11 @@ use crate::schema::Schema;
 const LABELS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
 /// The most groups a prompt can label.
-pub(crate) const MAX_LABELS: usize = LABELS.len();
+pub const MAX_LABELS: usize = LABELS.len();
 
 /// One result group shown to the selector.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Shown<'a> {
+pub struct Shown<'a> {
     pub candidate: usize,
     pub sql: &'a str,
     pub result: &'a QueryResult,
@@ -23,7 +23,7 @@ pub(crate) struct Shown<'a> {
 
 /// What the selector is asked about.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SelectionInput<'a> {
+pub struct SelectionInput<'a> {
     pub schema: &'a Schema,
     pub question: &'a str,
     pub evidence: Option<&'a str>,
@@ -33,11 +33,7 @@ pub(crate) struct SelectionInput<'a> {
 
 /// Asks the selector; a failed call is reported and leaves the choice to the vote.
 pub(crate) fn select(selector: &dyn Selector, input: SelectionInput<'_>) -> SelectorReport {
-    let labels: Vec<String> = LABELS
-        .chars()
-        .take(input.shown.len())
-        .map(String::from)
-        .collect();
+    let labels = selection_labels(input.shown.len());
     let prompt = render_selection(input, &labels);
     let shown = input.shown.iter().map(|s| s.candidate).collect();
     match selector.choose(&prompt, &labels) {
@@ -78,8 +74,14 @@ pub(crate) fn select(selector: &dyn Selector, input: SelectionInput<'_>) -> Sele
     }
 }
 
-/// XiYan's selection prompt (its paper, appendix E).
-pub(crate) fn render_selection(input: SelectionInput<'_>, labels: &[String]) -> String {
+/// The labels of `n` shown groups, in order: `A`, `B`, ... (at most [`MAX_LABELS`]).
+pub fn selection_labels(n: usize) -> Vec<String> {
+    LABELS.chars().take(n).map(String::from).collect()
+}
+
+/// XiYan's selection prompt (its paper, appendix E). The selector answers with one label;
+/// `quorum train --task selector` trains on this same text.
+pub fn render_selection(input: SelectionInput<'_>, labels: &[String]) -> String {
     let mut text = format!(
         "You are a {dialect} expert. Regarding the Question, there are {n} candidate SQL along with their Execution result in the database (showing the first {rows} rows).\nYou need to compare these candidates and analyze the differences among the various candidate SQL. Based on the provided Database Schema, Evidence, and Question, select the correct and reasonable result.\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n=====\n",
         dialect = input.schema.dialect.name(),
