@@ -18,6 +18,7 @@ use quorum_sql::dataset::SpiderDataset;
 use quorum_sql::pipeline::{
     DatabaseHandle, MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels,
 };
+use quorum_sql::postprocess::postprocess;
 use quorum_sql::sandbox::{Limits, QueryResult, Sandbox};
 use quorum_sql::schema::{IntrospectOptions, Schema};
 use quorum_weights::render_turn;
@@ -49,8 +50,9 @@ pub struct SelectorExampleOptions {
     pub preview_rows: usize,
     /// Longest example kept, prompt and answer together.
     pub max_tokens: usize,
-    /// When no shown group is right, show the gold query as one more group (in place of the
-    /// last when all `max_groups` are taken), so the answers the pipeline got wrong teach too.
+    /// When no shown group is right, show the gold query (its whitespace collapsed, as the
+    /// pipeline's candidates are) as one more group (in place of the last when all
+    /// `max_groups` are taken), so the answers the pipeline got wrong teach too.
     pub add_gold: bool,
     /// Examples per record (at most one per shown group): a seeded random order of the groups
     /// and its rotations, so the right group's label differs in each.
@@ -125,10 +127,10 @@ pub fn build_selector_examples(
         };
         let ordered = order_matters(&record.gold);
         // (SQL, result, right) per shown group.
-        let mut shown: Vec<(&str, QueryResult, bool)> = record
+        let mut shown: Vec<(String, QueryResult, bool)> = record
             .groups
             .iter()
-            .filter_map(|sql| sandbox.execute(sql).ok().map(|r| (sql.as_str(), r)))
+            .filter_map(|sql| sandbox.execute(sql).ok().map(|r| (sql.clone(), r)))
             .take(max_groups)
             .map(|(sql, r)| {
                 let right = spider_eq(&gold.rows, &r.rows, ordered);
@@ -137,9 +139,20 @@ pub fn build_selector_examples(
             .collect();
         match shown.iter().filter(|(_, _, right)| *right).count() {
             0 if options.add_gold && !shown.is_empty() => {
-                shown.truncate(max_groups - 1);
-                shown.push((record.gold.as_str(), gold, true));
-                stats.gold_added += 1;
+                // As the pipeline shows its candidates (whitespace collapsed): Spider's gold
+                // spacing (`age  >  56`) would mark the right group by its look alone.
+                let sql = postprocess(&record.gold, false);
+                match sandbox.execute(&sql) {
+                    Ok(r) if spider_eq(&gold.rows, &r.rows, ordered) => {
+                        shown.truncate(max_groups - 1);
+                        shown.push((sql, r, true));
+                        stats.gold_added += 1;
+                    }
+                    _ => {
+                        stats.none_correct += 1;
+                        continue;
+                    }
+                }
             }
             0 => {
                 stats.none_correct += 1;
@@ -176,7 +189,7 @@ pub fn build_selector_examples(
                 .enumerate()
                 .map(|(candidate, (sql, result, _))| Shown {
                     candidate,
-                    sql,
+                    sql: sql.as_str(),
                     result,
                 })
                 .collect();
