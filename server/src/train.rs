@@ -148,23 +148,7 @@ fn export_merged(dirs: &ModelDirs, args: &TrainArgs, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Training frees and allocates activation buffers of many megabytes in every layer of every
-/// step. With glibc's defaults such buffers are mapped and unmapped each time, or the heap is
-/// trimmed back to the system, so every step faults in and zeroes fresh pages (a fifth of the
-/// trainer's time in an earlier profile). Keeping buffers of up to 32 MiB in a heap that is not
-/// trimmed reuses the same pages from step to step; the trainer's memory is about the same.
-fn keep_buffers_in_the_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; glibc takes its own locks.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-        libc::mallopt(libc::M_TOP_PAD, 64 << 20);
-    }
-}
-
 pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
-    keep_buffers_in_the_heap();
     if device != "cpu" {
         // The trainable decoder's frozen-weight op has a CPU kernel only.
         bail!("--device {device}: training runs on the CPU in this build");
