@@ -176,8 +176,7 @@ pub struct RawPipelineSetup {
     pub generators: Vec<RawGenerator>,
     /// One of the selection model's LoRA adapters (`[models.adapters]`), applied when the
     /// pipeline asks it to choose among split votes (the consistency check's judge stays the
-    /// base model, whose threshold is calibrated). Default: the shipped selector adapter with
-    /// the default models, else none.
+    /// base model, whose threshold is calibrated). Default none.
     #[serde(default)]
     pub selector_adapter: Option<String>,
 }
@@ -440,16 +439,11 @@ pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
 ];
 
-/// The shipped adapter of the default selection model (name, directory): trained by `quorum
-/// train --task selector` to choose among the pipeline's split votes (card in that directory).
-pub const DEFAULT_SELECTOR_ADAPTER: (&str, &str) = ("select-s0", "coder-selector-s0");
-
 /// The default adapters found under `adapters_dir`, by name; a missing one is logged and left
-/// out (its generator, or the selector, then runs the base model).
+/// out (its generator then runs the base model).
 fn shipped_default_adapters(adapters_dir: &Path) -> BTreeMap<String, PathBuf> {
     let mut found = BTreeMap::new();
-    let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
-    for (name, dir) in generators.chain([DEFAULT_SELECTOR_ADAPTER]) {
+    for &(_, name, dir) in DEFAULT_ADAPTERS {
         let path = adapters_dir.join(dir);
         if path.join("adapter_config.json").is_file() {
             found.insert(name.to_owned(), path);
@@ -519,12 +513,6 @@ fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator>
     ]
 }
 
-/// The default selector's adapter: the shipped one when it is among `adapters`.
-fn default_selector_adapter(adapters: &BTreeMap<String, PathBuf>) -> Option<String> {
-    let (name, _) = DEFAULT_SELECTOR_ADAPTER;
-    adapters.contains_key(name).then(|| name.to_owned())
-}
-
 /// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout.
 pub const DEFAULT_SPIDER_DIR: &str = "../shared/data/spider";
 
@@ -550,9 +538,6 @@ pub fn resolve(
         let adapters = shipped_default_adapters(&dirs.adapters_dir);
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = default_generators(&adapters);
-        }
-        if raw.pipeline.setup.selector_adapter.is_none() {
-            raw.pipeline.setup.selector_adapter = default_selector_adapter(&adapters);
         }
         default_models(&adapters)
     } else {
@@ -958,7 +943,6 @@ mod tests {
             .map(|g| g.adapter.clone())
             .collect();
         assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
-        assert_eq!(default_selector_adapter(&rep), None);
         // Nothing in place: the directory is not there.
         assert!(shipped_default_adapters(&adapters_dir.join("missing")).is_empty());
     }
