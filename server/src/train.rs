@@ -79,8 +79,10 @@ pub struct TrainArgs {
     pub max_grad_norm: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Longest example kept (prompt and answer, tokens).
-    #[arg(long, default_value_t = 1024)]
+    /// Longest example kept (prompt and answer, tokens). The backward pass's memory grows with
+    /// the square of the length: 768 is what every shipped adapter trained with on 24 GiB,
+    /// and sequences near 1,000 tokens exhausted it (docs/RESULTS.md, session 16).
+    #[arg(long, default_value_t = 768)]
     pub max_tokens: usize,
     /// Share of examples that show only the gold query's tables, as round 2 does.
     #[arg(long, default_value_t = 0.5)]
