@@ -79,9 +79,9 @@ pub struct TrainArgs {
     pub max_grad_norm: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Longest example kept (prompt and answer, tokens). The backward pass's memory grows with
-    /// the square of the length: 768 is what every shipped adapter trained with on 24 GiB,
-    /// and sequences near 1,000 tokens exhausted it (docs/RESULTS.md, session 16).
+    /// Longest example kept (prompt and answer, tokens). What a sequence keeps for its
+    /// backward pass grows with its length: for the 0.5B model about 9 GiB resident at 768
+    /// tokens and 11 GiB at 1,024 (docs/RESULTS.md, session 17).
     #[arg(long, default_value_t = 768)]
     pub max_tokens: usize,
     /// Share of examples that show only the gold query's tables, as round 2 does.

@@ -8,6 +8,7 @@
 //! loads as generators, or merged into the base as a plain model directory ([`export_merged`]).
 
 mod adamw;
+mod causal_attention;
 mod error;
 mod examples;
 mod frozen_matmul;
@@ -19,6 +20,7 @@ mod selector_examples;
 mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig, clip_grad_norm};
+pub use causal_attention::CausalAttention;
 pub use error::{TrainError, TrainResult};
 pub use examples::{
     ExampleOptions, ExampleStats, PromptCodec, TrainingExample, answer_continuation,

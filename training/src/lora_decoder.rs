@@ -12,6 +12,7 @@ use quorum_models::{DecoderArch, DecoderConfig};
 use quorum_weights::Checkpoint;
 use rand::Rng;
 
+use crate::causal_attention::CausalAttention;
 use crate::error::{TrainError, TrainResult};
 use crate::frozen_matmul::FrozenMatmul;
 use crate::lora_params::{LoraParams, module_name};
@@ -187,7 +188,6 @@ impl LoraDecoder {
         let mut x = self.embed.index_select(&ids, 0)?;
         let cos = self.cos.narrow(0, 0, t)?;
         let sin = self.sin.narrow(0, 0, t)?;
-        let mask = causal_mask(t)?;
         let eps = cfg.rms_norm_eps;
         for (i, layer) in self.layers.iter().enumerate() {
             let project = |x: &Tensor, k: usize, dropout: &mut Dropout<'_>| {
@@ -197,7 +197,7 @@ impl LoraDecoder {
             let q = project(&h, 0, &mut dropout)?;
             let k = project(&h, 1, &mut dropout)?;
             let v = project(&h, 2, &mut dropout)?;
-            let attn = attention(cfg, &q, &k, &v, &cos, &sin, &mask)?;
+            let attn = attention(cfg, &q, &k, &v, &cos, &sin)?;
             x = (x + project(&attn, 3, &mut dropout)?)?;
             let h = rms_norm(&x, &layer.post_attention_norm, eps)?;
             let gate = project(&h, 4, &mut dropout)?.silu()?;
@@ -269,14 +269,6 @@ fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> TrainResult<Tensor> {
     Ok((x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?)?)
 }
 
-/// 0 on and below the diagonal, a large negative number above it.
-fn causal_mask(t: usize) -> TrainResult<Tensor> {
-    let mask: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
-        .collect();
-    Ok(Tensor::from_vec(mask, (t, t), &Device::Cpu)?)
-}
-
 /// Causal grouped-query attention over `[t, heads·head_dim]` projections.
 fn attention(
     cfg: &DecoderConfig,
@@ -285,7 +277,6 @@ fn attention(
     v: &Tensor,
     cos: &Tensor,
     sin: &Tensor,
-    mask: &Tensor,
 ) -> TrainResult<Tensor> {
     let t = q.dim(0)?;
     let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
@@ -295,19 +286,7 @@ fn attention(
     let q = rope(&heads(q, nh)?, cos, sin)?;
     let k = rope(&heads(k, nkv)?, cos, sin)?;
     let v = heads(v, nkv)?;
-    // Each kv head serves nh/nkv query heads.
-    let group = nh / nkv;
-    let repeat = |x: Tensor| -> TrainResult<Tensor> {
-        Ok(x.unsqueeze(1)?
-            .broadcast_as((nkv, group, t, hd))?
-            .reshape((nh, t, hd))?)
-    };
-    let (k, v) = (repeat(k)?, repeat(v)?);
-    let scores = (q.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?.broadcast_add(mask)?;
-    let max = scores.max_keepdim(D::Minus1)?.detach();
-    let e = scores.broadcast_sub(&max)?.exp()?;
-    let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
-    let out = probs.matmul(&v.contiguous()?)?;
+    let out = CausalAttention::forward(&q, &k, &v)?;
     Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
 }
 
