@@ -15,8 +15,13 @@ mod frozen_matmul;
 mod lora_decoder;
 mod lora_params;
 mod merge;
+#[cfg(test)]
+mod op_test_support;
+mod rms_norm;
+mod rotary;
 mod schedule;
 mod selector_examples;
+mod swiglu;
 mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig, clip_grad_norm};
@@ -30,9 +35,12 @@ pub use frozen_matmul::FrozenMatmul;
 pub use lora_decoder::{Dropout, LoraDecoder};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
 pub use merge::{MergeReport, export_merged};
+pub use rms_norm::RmsNorm;
+pub use rotary::Rotary;
 pub use schedule::LrSchedule;
 pub use selector_examples::{
     SelectorExampleOptions, SelectorExampleStats, SelectorRecord, build_selector_examples,
     render_choice,
 };
+pub use swiglu::SwiGlu;
 pub use trainer::{StepReport, TrainConfig, Trainer};

@@ -16,11 +16,14 @@ use crate::causal_attention::CausalAttention;
 use crate::error::{TrainError, TrainResult};
 use crate::frozen_matmul::FrozenMatmul;
 use crate::lora_params::{LoraParams, module_name};
+use crate::rms_norm::RmsNorm;
+use crate::rotary::Rotary;
+use crate::swiglu::SwiGlu;
 
 #[derive(Debug)]
 struct FrozenLayer {
-    input_norm: Tensor,
-    post_attention_norm: Tensor,
+    input_norm: RmsNorm,
+    post_attention_norm: RmsNorm,
     /// q, k, v, o, gate, up, down, in [`crate::ALL_PROJECTIONS`] order.
     projections: [FrozenMatmul; 7],
     /// q, k, v biases (Qwen2).
@@ -33,11 +36,9 @@ pub struct LoraDecoder {
     config: DecoderConfig,
     embed: Tensor,
     layers: Vec<FrozenLayer>,
-    norm: Tensor,
+    norm: RmsNorm,
     head: FrozenMatmul,
-    /// `[max_position, head_dim / 2]` rotary tables.
-    cos: Tensor,
-    sin: Tensor,
+    rotary: Rotary,
 }
 
 /// Dropout on the adapters' inputs for one forward pass; `None` evaluates without it.
@@ -89,12 +90,15 @@ impl LoraDecoder {
                 ]),
                 DecoderArch::Llama => None,
             };
+            let norm = |name: &str| -> TrainResult<RmsNorm> {
+                Ok(RmsNorm::new(
+                    &dense(ckpt, &format!("model.layers.{i}.{name}.weight"))?,
+                    config.rms_norm_eps,
+                )?)
+            };
             layers.push(FrozenLayer {
-                input_norm: dense(ckpt, &format!("model.layers.{i}.input_layernorm.weight"))?,
-                post_attention_norm: dense(
-                    ckpt,
-                    &format!("model.layers.{i}.post_attention_layernorm.weight"),
-                )?,
+                input_norm: norm("input_layernorm")?,
+                post_attention_norm: norm("post_attention_layernorm")?,
                 projections: [
                     p("q_proj")?,
                     p("k_proj")?,
@@ -109,12 +113,11 @@ impl LoraDecoder {
         }
         let (cos, sin) = rotary_tables(&config)?;
         Ok(Self {
-            norm: dense(ckpt, "model.norm.weight")?,
+            norm: RmsNorm::new(&dense(ckpt, "model.norm.weight")?, config.rms_norm_eps)?,
             head: FrozenMatmul::new(head)?,
             embed,
             layers,
-            cos,
-            sin,
+            rotary: Rotary::new(&cos, &sin)?,
             config,
         })
     }
@@ -183,28 +186,24 @@ impl LoraDecoder {
         mut dropout: Dropout<'_>,
     ) -> TrainResult<Tensor> {
         let cfg = &self.config;
-        let t = tokens.len();
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = self.embed.index_select(&ids, 0)?;
-        let cos = self.cos.narrow(0, 0, t)?;
-        let sin = self.sin.narrow(0, 0, t)?;
-        let eps = cfg.rms_norm_eps;
         for (i, layer) in self.layers.iter().enumerate() {
             let project = |x: &Tensor, k: usize, dropout: &mut Dropout<'_>| {
                 self.project(lora, i, k, layer, x, dropout)
             };
-            let h = rms_norm(&x, &layer.input_norm, eps)?;
+            let h = layer.input_norm.forward(&x)?;
             let q = project(&h, 0, &mut dropout)?;
             let k = project(&h, 1, &mut dropout)?;
             let v = project(&h, 2, &mut dropout)?;
-            let attn = attention(cfg, &q, &k, &v, &cos, &sin)?;
+            let attn = attention(cfg, &self.rotary, &q, &k, &v)?;
             x = (x + project(&attn, 3, &mut dropout)?)?;
-            let h = rms_norm(&x, &layer.post_attention_norm, eps)?;
-            let gate = project(&h, 4, &mut dropout)?.silu()?;
+            let h = layer.post_attention_norm.forward(&x)?;
+            let gate = project(&h, 4, &mut dropout)?;
             let up = project(&h, 5, &mut dropout)?;
-            x = (x + project(&(gate * up)?, 6, &mut dropout)?)?;
+            x = (x + project(&SwiGlu::forward(&gate, &up)?, 6, &mut dropout)?)?;
         }
-        rms_norm(&x, &self.norm, eps)
+        Ok(self.norm.forward(&x)?)
     }
 
     /// Projection `k` of layer `i` (frozen weight, bias, then the adapter's `scale · B(A x)`).
@@ -237,13 +236,6 @@ impl LoraDecoder {
     }
 }
 
-/// `x / rms(x) · w`, in the order of candle's `rms_norm` (mean of squares, plus eps, root).
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> TrainResult<Tensor> {
-    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-    let r = (ms + eps)?.sqrt()?.recip()?;
-    Ok(x.broadcast_mul(&r)?.broadcast_mul(w)?)
-}
-
 /// `[max_position, head_dim/2]` cos and sin of each position times each frequency.
 fn rotary_tables(cfg: &DecoderConfig) -> TrainResult<(Tensor, Tensor)> {
     let half = cfg.head_dim / 2;
@@ -258,33 +250,21 @@ fn rotary_tables(cfg: &DecoderConfig) -> TrainResult<(Tensor, Tensor)> {
     Ok((angles.cos()?, angles.sin()?))
 }
 
-/// Rotates `[heads, t, head_dim]` by position, halves paired (Hugging Face's `rotate_half`).
-fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> TrainResult<Tensor> {
-    let half = x.dim(D::Minus1)? / 2;
-    let cos = Tensor::cat(&[cos, cos], D::Minus1)?;
-    let sin = Tensor::cat(&[sin, sin], D::Minus1)?;
-    let x1 = x.narrow(D::Minus1, 0, half)?;
-    let x2 = x.narrow(D::Minus1, half, half)?;
-    let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
-    Ok((x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?)?)
-}
-
 /// Causal grouped-query attention over `[t, heads·head_dim]` projections.
 fn attention(
     cfg: &DecoderConfig,
+    rotary: &Rotary,
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
-    cos: &Tensor,
-    sin: &Tensor,
 ) -> TrainResult<Tensor> {
     let t = q.dim(0)?;
     let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
     let heads = |x: &Tensor, n: usize| -> TrainResult<Tensor> {
         Ok(x.reshape((t, n, hd))?.transpose(0, 1)?.contiguous()?)
     };
-    let q = rope(&heads(q, nh)?, cos, sin)?;
-    let k = rope(&heads(k, nkv)?, cos, sin)?;
+    let q = rotary.forward(&heads(q, nh)?)?;
+    let k = rotary.forward(&heads(k, nkv)?)?;
     let v = heads(v, nkv)?;
     let out = CausalAttention::forward(&q, &k, &v)?;
     Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)

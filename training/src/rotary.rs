@@ -1,0 +1,130 @@
+//! Rotary position embedding (Hugging Face's `rotate_half` pairing) as one op with its own
+//! backward pass.
+//!
+//! In candle ops the rotation is two concatenations, a negation, two broadcast products and a
+//! sum, forward and again backward. A rotation's gradient is the rotation by the opposite
+//! angle, so one parallel pass does each direction.
+
+use std::sync::Arc;
+
+use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+/// Rotates `[heads, t, head_dim]` rows by their position `0..t`: the pair
+/// `(x[i], x[i + half])` by the angle of position and frequency `i`.
+#[derive(Debug, Clone)]
+pub struct Rotary {
+    /// `[max_position, half]` cos and sin tables.
+    cos: Arc<[f32]>,
+    sin: Arc<[f32]>,
+    half: usize,
+}
+
+impl Rotary {
+    /// `cos` and `sin` are `[max_position, head_dim / 2]`.
+    pub fn new(cos: &Tensor, sin: &Tensor) -> candle_core::Result<Self> {
+        let (_, half) = cos.dims2()?;
+        if sin.dims() != cos.dims() {
+            candle_core::bail!(
+                "rotary: cos {:?} and sin {:?} tables",
+                cos.dims(),
+                sin.dims()
+            );
+        }
+        Ok(Self {
+            cos: cos.flatten_all()?.to_vec1::<f32>()?.into(),
+            sin: sin.flatten_all()?.to_vec1::<f32>()?.into(),
+            half,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (_, t, d) = x.dims3()?;
+        if d != 2 * self.half || t * self.half > self.cos.len() {
+            candle_core::bail!(
+                "rotary: {:?} against tables of {} positions and {} frequencies",
+                x.dims(),
+                self.cos.len() / self.half.max(1),
+                self.half
+            );
+        }
+        x.contiguous()?.apply_op1(self.clone())
+    }
+
+    /// Rotates every row of `x` (`[heads, t, 2·half]`, flattened) by `sign ×` its angles.
+    fn rotate(&self, x: &[f32], t: usize, sign: f32) -> Vec<f32> {
+        let (half, d) = (self.half, 2 * self.half);
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(d)
+            .zip(x.par_chunks(d))
+            .enumerate()
+            .for_each(|(row, (y, x))| {
+                let position = row % t;
+                let cos = &self.cos[position * half..(position + 1) * half];
+                let sin = &self.sin[position * half..(position + 1) * half];
+                let (y1, y2) = y.split_at_mut(half);
+                let (x1, x2) = x.split_at(half);
+                for i in 0..half {
+                    let s = sign * sin[i];
+                    y1[i] = x1[i] * cos[i] - x2[i] * s;
+                    y2[i] = x2[i] * cos[i] + x1[i] * s;
+                }
+            });
+        y
+    }
+}
+
+impl CustomOp1 for Rotary {
+    fn name(&self) -> &'static str {
+        "rotary"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = s else {
+            candle_core::bail!("rotary: f32 only");
+        };
+        let Some((start, end)) = l.contiguous_offsets() else {
+            candle_core::bail!("rotary: the input must be contiguous");
+        };
+        let (_, t, _) = l.shape().dims3()?;
+        let y = self.rotate(&data[start..end], t, 1.0);
+        Ok((CpuStorage::F32(y), l.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, _res: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let (_, t, _) = x.dims3()?;
+        let g = grad.detach().flatten_all()?.to_vec1::<f32>()?;
+        let dx = self.rotate(&g, t, -1.0);
+        Ok(Some(Tensor::from_vec(dx, x.shape(), &Device::Cpu)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op_test_support::{assert_same_gradients, values};
+    use candle_core::D;
+
+    #[test]
+    fn output_and_gradient_equal_the_plain_ops() -> candle_core::Result<()> {
+        let (heads, t, half, max_position) = (3, 5, 6, 9);
+        let angles = values(&[max_position, half], 1)?.as_tensor().detach();
+        let (cos, sin) = (angles.cos()?, angles.sin()?);
+        let rotary = Rotary::new(&cos, &sin)?;
+        let x = values(&[heads, t, 2 * half], 2)?;
+        let xt = x.as_tensor();
+        assert_same_gradients(
+            &[&x],
+            || rotary.forward(xt),
+            || {
+                let (c, s) = (cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?);
+                let c = Tensor::cat(&[&c, &c], D::Minus1)?;
+                let s = Tensor::cat(&[&s, &s], D::Minus1)?;
+                let x1 = xt.narrow(D::Minus1, 0, half)?;
+                let x2 = xt.narrow(D::Minus1, half, half)?;
+                let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+                xt.broadcast_mul(&c)? + rotated.broadcast_mul(&s)?
+            },
+        )
+    }
+}
