@@ -15,8 +15,8 @@ use quorum_sql::pipeline::PromptFormat;
 use quorum_sql::prompt::PROMPT_FORMAT_VERSION;
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraSpec, LrSchedule, PromptCodec,
-    SelectorExampleOptions, SelectorRecord, StepReport, TrainConfig, Trainer, TrainingExample,
-    build_examples, build_selector_examples,
+    SelectorExampleOptions, SelectorRecord, StepReport, TrainConfig, TrainKernels, Trainer,
+    TrainingExample, build_examples, build_selector_examples,
 };
 use quorum_weights::load_checkpoint;
 use rand::SeedableRng;
@@ -151,10 +151,14 @@ fn export_merged(dirs: &ModelDirs, args: &TrainArgs, dir: &Path) -> Result<()> {
 }
 
 pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
-    if device != "cpu" {
-        // The trainable decoder's frozen-weight op has a CPU kernel only.
-        bail!("--device {device}: training runs on the CPU in this build");
-    }
+    // The hand-written training ops have CPU kernels; on a GPU the decoder runs plain candle
+    // ops (more memory, the same arithmetic).
+    let device = quorum_models::parse_device(device)?;
+    let kernels = if device.is_cpu() {
+        TrainKernels::Fused
+    } else {
+        TrainKernels::Plain
+    };
     if let Some(dir) = &args.export_merged {
         return export_merged(dirs, &args, dir);
     }
@@ -201,7 +205,7 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
     };
     eprintln!("quorum train: {} examples ({stats})", examples.len());
     let started = Instant::now();
-    let model = LoraDecoder::load(&ckpt)?;
+    let model = LoraDecoder::load_with(&ckpt, &device, kernels)?;
     eprintln!(
         "quorum train: base model dequantized in {:.1} s",
         started.elapsed().as_secs_f64()

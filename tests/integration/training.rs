@@ -6,8 +6,8 @@ use quorum_models::{BatchLayout, DecoderModel, DenseKvCache, MatmulPolicy};
 use quorum_tests::{QWEN_05B, max_abs_diff, model_path};
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraParams, LoraSpec, LrSchedule,
-    PromptCodec, SelectorExampleOptions, SelectorRecord, TrainConfig, Trainer, TrainingExample,
-    answer_continuation, build_examples, build_selector_examples, export_merged,
+    PromptCodec, SelectorExampleOptions, SelectorRecord, TrainConfig, TrainKernels, Trainer,
+    TrainingExample, answer_continuation, build_examples, build_selector_examples, export_merged,
 };
 use quorum_weights::{load_checkpoint, load_lora_adapter};
 use rand::{Rng, SeedableRng};
@@ -219,6 +219,51 @@ fn lora_gradients_match_finite_differences() {
         }
     }
     assert_eq!(checked, 3 * 2 * 2 * 3, "every matrix checked");
+}
+
+/// The plain-ops decoder (the path on a GPU, where the hand-written ops have no kernels) gives
+/// the fused one's loss and gradients, with dropout on (the same seeded masks), so a run on a
+/// GPU trains what a run on the CPU does.
+#[test]
+fn plain_kernels_give_the_fused_kernels_loss_and_gradients() {
+    for arch in ["qwen2", "llama"] {
+        let (_dir, ckpt) = tiny(arch, 31);
+        let fused = LoraDecoder::load(&ckpt).unwrap();
+        let plain = LoraDecoder::load_with(&ckpt, &Device::Cpu, TrainKernels::Plain).unwrap();
+        let lora = LoraParams::init(fused.config(), spec(&ALL_PROJECTIONS), 7).unwrap();
+        randomize_b(&lora, 8);
+        let tokens: Vec<u32> = (0..29).map(|i| (i * 41 % VOCAB) as u32).collect();
+        let run = |model: &LoraDecoder| {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+            let loss = model
+                .answer_loss(Some(&lora), &tokens, 17, Some((0.1, &mut rng)))
+                .unwrap();
+            let grads = loss.backward().unwrap();
+            let grads: Vec<Tensor> = lora
+                .named_vars()
+                .iter()
+                .map(|(_, v)| grads.get(v.as_tensor()).unwrap().clone())
+                .collect();
+            (loss.to_scalar::<f32>().unwrap(), grads)
+        };
+        let (fused_loss, fused_grads) = run(&fused);
+        let (plain_loss, plain_grads) = run(&plain);
+        assert!(
+            (fused_loss - plain_loss).abs() <= 1e-5 * plain_loss.abs().max(1.0),
+            "{arch}: loss {fused_loss} fused, {plain_loss} plain"
+        );
+        for ((name, _), (f, p)) in lora
+            .named_vars()
+            .iter()
+            .zip(fused_grads.iter().zip(&plain_grads))
+        {
+            let (diff, scale) = max_abs_diff(f, p).unwrap();
+            assert!(
+                diff <= 1e-4 * scale.max(1e-3),
+                "{arch} {name}: gradients differ by {diff} (scale {scale})"
+            );
+        }
+    }
 }
 
 fn toy_examples() -> Vec<TrainingExample> {

@@ -10,7 +10,7 @@
 //! the CPU, with candle's GEMM for the products). Peak extra memory is a few `t × t` matrices
 //! of one head.
 
-use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, D, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 /// `softmax(q kᵀ / √d, causal) v` over `q: [heads, t, d]` and `k, v: [kv_heads, t, d]`; each
@@ -39,6 +39,28 @@ impl CausalAttention {
         q.contiguous()?
             .apply_op3(&k.contiguous()?, &v.contiguous()?, CausalAttention)
     }
+}
+
+/// The same attention in plain candle ops, on any device, whose gradients candle derives: the
+/// op's reference, and the path on devices the op has no kernel for (its backward keeps the
+/// `heads × t × t` intermediates).
+pub fn plain_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+    let (heads, t, d) = q.dims3()?;
+    let kv_heads = k.dim(0)?;
+    let repeat = |x: &Tensor| -> candle_core::Result<Tensor> {
+        x.unsqueeze(1)?
+            .broadcast_as((kv_heads, heads / kv_heads, t, d))?
+            .reshape((heads, t, d))
+    };
+    let mask: Vec<f32> = (0..t)
+        .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
+        .collect();
+    let mask = Tensor::from_vec(mask, (t, t), q.device())?;
+    let scores = (q.matmul(&repeat(k)?.t()?)? * (1.0 / (d as f64).sqrt()))?.broadcast_add(&mask)?;
+    let max = scores.max_keepdim(D::Minus1)?.detach();
+    let e = scores.broadcast_sub(&max)?.exp()?;
+    let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
+    probs.matmul(&repeat(v)?.contiguous()?)
 }
 
 /// One head's `[t, d]` slice of a contiguous `[heads, t, d]` tensor.
@@ -173,28 +195,6 @@ impl CustomOp3 for CausalAttention {
 mod tests {
     use super::*;
     use crate::op_test_support::{assert_same_gradients, values};
-    use candle_core::D;
-
-    /// The attention written with candle ops, whose gradients candle derives.
-    fn plain(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
-        let (heads, t, d) = q.dims3()?;
-        let kv_heads = k.dim(0)?;
-        let repeat = |x: &Tensor| -> candle_core::Result<Tensor> {
-            x.unsqueeze(1)?
-                .broadcast_as((kv_heads, heads / kv_heads, t, d))?
-                .reshape((heads, t, d))
-        };
-        let mask: Vec<f32> = (0..t)
-            .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
-            .collect();
-        let mask = Tensor::from_vec(mask, (t, t), &Device::Cpu)?;
-        let scores =
-            (q.matmul(&repeat(k)?.t()?)? * (1.0 / (d as f64).sqrt()))?.broadcast_add(&mask)?;
-        let max = scores.max_keepdim(D::Minus1)?.detach();
-        let e = scores.broadcast_sub(&max)?.exp()?;
-        let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
-        probs.matmul(&repeat(v)?.contiguous()?)
-    }
 
     /// Outputs and all three gradients equal those candle derives for the plain composition,
     /// with two query heads per kv head and a head size that is not a multiple of eight.
@@ -208,7 +208,7 @@ mod tests {
         assert_same_gradients(
             &[&q, &k, &v],
             || CausalAttention::forward(qt, kt, vt),
-            || plain(qt, kt, vt),
+            || plain_causal_attention(qt, kt, vt),
         )?;
         Ok(())
     }

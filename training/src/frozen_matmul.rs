@@ -30,6 +30,13 @@ impl FrozenMatmul {
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.contiguous()?.apply_op1(self.clone())
     }
+
+    /// The same product as a plain candle matmul, on any device. candle's backward then also
+    /// computes the weight's gradient, a weight-sized GEMM whose result is dropped: the cost
+    /// of having no kernel for this op on the device.
+    pub fn plain(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        x.matmul(&self.weight.t()?)
+    }
 }
 
 impl CustomOp1 for FrozenMatmul {

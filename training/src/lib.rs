@@ -32,7 +32,7 @@ pub use examples::{
     build_examples, render_example,
 };
 pub use frozen_matmul::FrozenMatmul;
-pub use lora_decoder::{Dropout, LoraDecoder};
+pub use lora_decoder::{Dropout, LoraDecoder, TrainKernels};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
 pub use merge::{MergeReport, export_merged};
 pub use rms_norm::RmsNorm;

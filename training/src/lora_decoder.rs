@@ -12,7 +12,7 @@ use quorum_models::{DecoderArch, DecoderConfig};
 use quorum_weights::Checkpoint;
 use rand::Rng;
 
-use crate::causal_attention::CausalAttention;
+use crate::causal_attention::{CausalAttention, plain_causal_attention};
 use crate::error::{TrainError, TrainResult};
 use crate::frozen_matmul::FrozenMatmul;
 use crate::lora_params::{LoraParams, module_name};
@@ -39,26 +39,53 @@ pub struct LoraDecoder {
     norm: RmsNorm,
     head: FrozenMatmul,
     rotary: Rotary,
+    device: Device,
+    kernels: TrainKernels,
+}
+
+/// How a [`LoraDecoder`] computes its steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrainKernels {
+    /// The hand-written ops with their own backward passes (CPU only): attention's memory
+    /// linear in the sequence length, one pass per elementwise step.
+    Fused,
+    /// Plain candle ops, on any device (the path on a GPU, where the ops have no kernels):
+    /// more memory and more passes, the same arithmetic within float tolerance.
+    Plain,
 }
 
 /// Dropout on the adapters' inputs for one forward pass; `None` evaluates without it.
 pub type Dropout<'a> = Option<(f32, &'a mut rand::rngs::StdRng)>;
 
-fn dense(ckpt: &Checkpoint, name: &str) -> TrainResult<Tensor> {
+fn dense(ckpt: &Checkpoint, name: &str, device: &Device) -> TrainResult<Tensor> {
     let t = ckpt
         .tensors
         .get(name)
         .map_err(|e| TrainError::Model(e.to_string()))?
         .to_dense()
         .map_err(|e| TrainError::Model(e.to_string()))?;
-    Ok(t.to_dtype(DType::F32)?
-        .to_device(&Device::Cpu)?
-        .contiguous()?)
+    Ok(t.to_dtype(DType::F32)?.to_device(device)?.contiguous()?)
 }
 
 impl LoraDecoder {
-    /// Dequantizes `ckpt` into f32 matrices on the CPU.
+    /// Dequantizes `ckpt` into f32 matrices on the CPU, with the fused kernels.
     pub fn load(ckpt: &Checkpoint) -> TrainResult<Self> {
+        Self::load_with(ckpt, &Device::Cpu, TrainKernels::Fused)
+    }
+
+    /// Dequantizes `ckpt` into f32 matrices on `device`; [`TrainKernels::Fused`] needs the CPU.
+    pub fn load_with(
+        ckpt: &Checkpoint,
+        device: &Device,
+        kernels: TrainKernels,
+    ) -> TrainResult<Self> {
+        if kernels == TrainKernels::Fused && !device.is_cpu() {
+            return Err(TrainError::Model(
+                "the fused training kernels run on the CPU only; use the plain ones on a GPU"
+                    .into(),
+            ));
+        }
+        let dense = |name: &str| dense(ckpt, name, device);
         let config =
             DecoderConfig::from_checkpoint(ckpt).map_err(|e| TrainError::Model(e.to_string()))?;
         if config.rope_interleaved {
@@ -68,31 +95,31 @@ impl LoraDecoder {
                 "GGUF llama checkpoints store q/k rows permuted for interleaved rotary; train on the model's safetensors checkpoint".into(),
             ));
         }
-        let embed = dense(ckpt, "model.embed_tokens.weight")?;
+        let embed = dense("model.embed_tokens.weight")?;
         let head = if ckpt.tensors.contains("lm_head.weight") {
-            dense(ckpt, "lm_head.weight")?
+            dense("lm_head.weight")?
         } else {
             embed.clone()
         };
         let mut layers = Vec::with_capacity(config.num_layers);
         for i in 0..config.num_layers {
             let p = |proj: &str| -> TrainResult<FrozenMatmul> {
-                Ok(FrozenMatmul::new(dense(
-                    ckpt,
-                    &format!("{}.weight", module_name(i, proj)),
-                )?)?)
+                Ok(FrozenMatmul::new(dense(&format!(
+                    "{}.weight",
+                    module_name(i, proj)
+                ))?)?)
             };
             let qkv_bias = match config.arch {
                 DecoderArch::Qwen2 => Some([
-                    dense(ckpt, &format!("{}.bias", module_name(i, "q_proj")))?,
-                    dense(ckpt, &format!("{}.bias", module_name(i, "k_proj")))?,
-                    dense(ckpt, &format!("{}.bias", module_name(i, "v_proj")))?,
+                    dense(&format!("{}.bias", module_name(i, "q_proj")))?,
+                    dense(&format!("{}.bias", module_name(i, "k_proj")))?,
+                    dense(&format!("{}.bias", module_name(i, "v_proj")))?,
                 ]),
                 DecoderArch::Llama => None,
             };
             let norm = |name: &str| -> TrainResult<RmsNorm> {
                 Ok(RmsNorm::new(
-                    &dense(ckpt, &format!("model.layers.{i}.{name}.weight"))?,
+                    &dense(&format!("model.layers.{i}.{name}.weight"))?,
                     config.rms_norm_eps,
                 )?)
             };
@@ -113,17 +140,23 @@ impl LoraDecoder {
         }
         let (cos, sin) = rotary_tables(&config)?;
         Ok(Self {
-            norm: RmsNorm::new(&dense(ckpt, "model.norm.weight")?, config.rms_norm_eps)?,
+            norm: RmsNorm::new(&dense("model.norm.weight")?, config.rms_norm_eps)?,
             head: FrozenMatmul::new(head)?,
             embed,
             layers,
-            rotary: Rotary::new(&cos, &sin)?,
+            rotary: Rotary::new(&cos.to_device(device)?, &sin.to_device(device)?)?,
+            device: device.clone(),
+            kernels,
             config,
         })
     }
 
     pub fn config(&self) -> &DecoderConfig {
         &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// Logits `[rows, vocab]` for the positions in `rows` of `tokens` (each predicts the token
@@ -150,7 +183,7 @@ impl LoraDecoder {
         }
         let hidden = self.hidden_states(lora, tokens, dropout)?;
         let picked = hidden.narrow(0, rows.start, rows.len())?;
-        Ok(self.head.forward(&picked)?)
+        self.frozen(&self.head, &picked)
     }
 
     /// Mean cross-entropy of the answer: `tokens[answer_start..]` predicted from what precedes
@@ -170,7 +203,7 @@ impl LoraDecoder {
             )));
         }
         let logits = self.logits(lora, tokens, answer_start - 1..tokens.len() - 1, dropout)?;
-        let targets = Tensor::new(&tokens[answer_start..], &Device::Cpu)?.unsqueeze(1)?;
+        let targets = Tensor::new(&tokens[answer_start..], &self.device)?.unsqueeze(1)?;
         let max = logits.max_keepdim(D::Minus1)?.detach();
         let shifted = logits.broadcast_sub(&max)?;
         let log_z = shifted.exp()?.sum_keepdim(D::Minus1)?.log()?;
@@ -185,25 +218,62 @@ impl LoraDecoder {
         tokens: &[u32],
         mut dropout: Dropout<'_>,
     ) -> TrainResult<Tensor> {
-        let cfg = &self.config;
-        let ids = Tensor::new(tokens, &Device::Cpu)?;
+        let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embed.index_select(&ids, 0)?;
         for (i, layer) in self.layers.iter().enumerate() {
             let project = |x: &Tensor, k: usize, dropout: &mut Dropout<'_>| {
                 self.project(lora, i, k, layer, x, dropout)
             };
-            let h = layer.input_norm.forward(&x)?;
+            let h = self.norm(&layer.input_norm, &x)?;
             let q = project(&h, 0, &mut dropout)?;
             let k = project(&h, 1, &mut dropout)?;
             let v = project(&h, 2, &mut dropout)?;
-            let attn = attention(cfg, &self.rotary, &q, &k, &v)?;
+            let attn = self.attention(&q, &k, &v)?;
             x = (x + project(&attn, 3, &mut dropout)?)?;
-            let h = layer.post_attention_norm.forward(&x)?;
+            let h = self.norm(&layer.post_attention_norm, &x)?;
             let gate = project(&h, 4, &mut dropout)?;
             let up = project(&h, 5, &mut dropout)?;
-            x = (x + project(&SwiGlu::forward(&gate, &up)?, 6, &mut dropout)?)?;
+            let act = match self.kernels {
+                TrainKernels::Fused => SwiGlu::forward(&gate, &up)?,
+                TrainKernels::Plain => SwiGlu::plain(&gate, &up)?,
+            };
+            x = (x + project(&act, 6, &mut dropout)?)?;
         }
-        Ok(self.norm.forward(&x)?)
+        self.norm(&self.norm, &x)
+    }
+
+    fn norm(&self, norm: &RmsNorm, x: &Tensor) -> TrainResult<Tensor> {
+        Ok(match self.kernels {
+            TrainKernels::Fused => norm.forward(x)?,
+            TrainKernels::Plain => norm.plain(x)?,
+        })
+    }
+
+    fn frozen(&self, weight: &FrozenMatmul, x: &Tensor) -> TrainResult<Tensor> {
+        Ok(match self.kernels {
+            TrainKernels::Fused => weight.forward(x)?,
+            TrainKernels::Plain => weight.plain(x)?,
+        })
+    }
+
+    /// Causal grouped-query attention over `[t, heads·head_dim]` projections.
+    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> TrainResult<Tensor> {
+        let t = q.dim(0)?;
+        let cfg = &self.config;
+        let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+        let heads = |x: &Tensor, n: usize| -> TrainResult<Tensor> {
+            Ok(x.reshape((t, n, hd))?.transpose(0, 1)?.contiguous()?)
+        };
+        let (q, k, v) = (heads(q, nh)?, heads(k, nkv)?, heads(v, nkv)?);
+        let out = match self.kernels {
+            TrainKernels::Fused => {
+                CausalAttention::forward(&self.rotary.forward(&q)?, &self.rotary.forward(&k)?, &v)?
+            }
+            TrainKernels::Plain => {
+                plain_causal_attention(&self.rotary.plain(&q)?, &self.rotary.plain(&k)?, &v)?
+            }
+        };
+        Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
     }
 
     /// Projection `k` of layer `i` (frozen weight, bias, then the adapter's `scale · B(A x)`).
@@ -216,7 +286,7 @@ impl LoraDecoder {
         x: &Tensor,
         dropout: &mut Dropout<'_>,
     ) -> TrainResult<Tensor> {
-        let mut y = layer.projections[k].forward(x)?;
+        let mut y = self.frozen(&layer.projections[k], x)?;
         if let (Some(bias), true) = (&layer.qkv_bias, k < 3) {
             y = y.broadcast_add(&bias[k])?;
         }
@@ -250,31 +320,11 @@ fn rotary_tables(cfg: &DecoderConfig) -> TrainResult<(Tensor, Tensor)> {
     Ok((angles.cos()?, angles.sin()?))
 }
 
-/// Causal grouped-query attention over `[t, heads·head_dim]` projections.
-fn attention(
-    cfg: &DecoderConfig,
-    rotary: &Rotary,
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-) -> TrainResult<Tensor> {
-    let t = q.dim(0)?;
-    let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
-    let heads = |x: &Tensor, n: usize| -> TrainResult<Tensor> {
-        Ok(x.reshape((t, n, hd))?.transpose(0, 1)?.contiguous()?)
-    };
-    let q = rotary.forward(&heads(q, nh)?)?;
-    let k = rotary.forward(&heads(k, nkv)?)?;
-    let v = heads(v, nkv)?;
-    let out = CausalAttention::forward(&q, &k, &v)?;
-    Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
-}
-
 /// Inverted dropout: keeps each value with probability `1 - p`, scaled by `1 / (1 - p)`.
 fn apply_dropout(x: &Tensor, p: f32, rng: &mut rand::rngs::StdRng) -> TrainResult<Tensor> {
     let keep = 1.0 / (1.0 - p);
     let mask: Vec<f32> = (0..x.elem_count())
         .map(|_| if rng.random::<f32>() < p { 0.0 } else { keep })
         .collect();
-    Ok((x * Tensor::from_vec(mask, x.shape(), &Device::Cpu)?)?)
+    Ok((x * Tensor::from_vec(mask, x.shape(), x.device())?)?)
 }

@@ -160,6 +160,27 @@ impl LoraParams {
             .sum()
     }
 
+    /// The same adapter with its matrices on `device` (new variables).
+    pub fn to_device(&self, device: &Device) -> TrainResult<Self> {
+        let mut modules = BTreeMap::new();
+        for (name, pair) in &self.modules {
+            let moved = |v: &Var| -> TrainResult<Var> {
+                Ok(Var::from_tensor(&v.as_tensor().to_device(device)?)?)
+            };
+            modules.insert(
+                name.clone(),
+                LoraPair {
+                    a: moved(&pair.a)?,
+                    b: moved(&pair.b)?,
+                },
+            );
+        }
+        Ok(Self {
+            spec: self.spec.clone(),
+            modules,
+        })
+    }
+
     /// Replaces every matrix by the tensor of the same name (a checkpoint being resumed).
     pub fn load_values(&self, values: &HashMap<String, Tensor>) -> TrainResult<()> {
         for (name, var) in self.named_vars() {
@@ -173,7 +194,7 @@ impl LoraParams {
                     var.as_tensor().dims()
                 )));
             }
-            var.set(value)?;
+            var.set(&value.to_device(var.as_tensor().device())?)?;
         }
         Ok(())
     }

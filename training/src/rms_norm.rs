@@ -15,6 +15,8 @@ use rayon::prelude::*;
 #[derive(Debug, Clone)]
 pub struct RmsNorm {
     weight: Arc<[f32]>,
+    /// The weight as given (on its device), for [`RmsNorm::plain`].
+    weight_tensor: Tensor,
     eps: f32,
 }
 
@@ -22,6 +24,7 @@ impl RmsNorm {
     pub fn new(weight: &Tensor, eps: f64) -> candle_core::Result<Self> {
         Ok(Self {
             weight: weight.flatten_all()?.to_vec1::<f32>()?.into(),
+            weight_tensor: weight.clone(),
             eps: eps as f32,
         })
     }
@@ -37,6 +40,14 @@ impl RmsNorm {
             );
         }
         x.contiguous()?.apply_op1(self.clone())
+    }
+
+    /// The same normalization in plain candle ops, on any device (the op's reference).
+    pub fn plain(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let r = (x.sqr()?.mean_keepdim(candle_core::D::Minus1)? + self.eps as f64)?
+            .sqrt()?
+            .recip()?;
+        x.broadcast_mul(&r)?.broadcast_mul(&self.weight_tensor)
     }
 
     /// `1 / sqrt(mean(row²) + eps)`.
@@ -100,7 +111,6 @@ impl CustomOp1 for RmsNorm {
 mod tests {
     use super::*;
     use crate::op_test_support::{assert_same_gradients, values};
-    use candle_core::D;
 
     #[test]
     fn output_and_gradient_equal_the_plain_ops() -> candle_core::Result<()> {
@@ -109,16 +119,7 @@ mod tests {
         let eps = 1e-6;
         let norm = RmsNorm::new(&w, eps)?;
         let xt = x.as_tensor();
-        assert_same_gradients(
-            &[&x],
-            || norm.forward(xt),
-            || {
-                let r = (xt.sqr()?.mean_keepdim(D::Minus1)? + eps)?
-                    .sqrt()?
-                    .recip()?;
-                xt.broadcast_mul(&r)?.broadcast_mul(&w)
-            },
-        )
+        assert_same_gradients(&[&x], || norm.forward(xt), || norm.plain(xt))
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, D, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Rotates `[heads, t, head_dim]` rows by their position `0..t`: the pair
@@ -18,6 +18,8 @@ pub struct Rotary {
     cos: Arc<[f32]>,
     sin: Arc<[f32]>,
     half: usize,
+    /// The tables as given (on their device), for [`Rotary::plain`].
+    tables: (Tensor, Tensor),
 }
 
 impl Rotary {
@@ -35,6 +37,7 @@ impl Rotary {
             cos: cos.flatten_all()?.to_vec1::<f32>()?.into(),
             sin: sin.flatten_all()?.to_vec1::<f32>()?.into(),
             half,
+            tables: (cos.clone(), sin.clone()),
         })
     }
 
@@ -49,6 +52,21 @@ impl Rotary {
             );
         }
         x.contiguous()?.apply_op1(self.clone())
+    }
+
+    /// The same rotation in plain candle ops, on any device (the op's reference).
+    pub fn plain(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let t = x.dim(1)?;
+        let (cos, sin) = (
+            self.tables.0.narrow(0, 0, t)?,
+            self.tables.1.narrow(0, 0, t)?,
+        );
+        let cos = Tensor::cat(&[&cos, &cos], D::Minus1)?;
+        let sin = Tensor::cat(&[&sin, &sin], D::Minus1)?;
+        let x1 = x.narrow(D::Minus1, 0, self.half)?;
+        let x2 = x.narrow(D::Minus1, self.half, self.half)?;
+        let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
+        x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?
     }
 
     /// Rotates every row of `x` (`[heads, t, 2·half]`, flattened) by `sign ×` its angles.
@@ -103,7 +121,6 @@ impl CustomOp1 for Rotary {
 mod tests {
     use super::*;
     use crate::op_test_support::{assert_same_gradients, values};
-    use candle_core::D;
 
     #[test]
     fn output_and_gradient_equal_the_plain_ops() -> candle_core::Result<()> {
@@ -113,18 +130,6 @@ mod tests {
         let rotary = Rotary::new(&cos, &sin)?;
         let x = values(&[heads, t, 2 * half], 2)?;
         let xt = x.as_tensor();
-        assert_same_gradients(
-            &[&x],
-            || rotary.forward(xt),
-            || {
-                let (c, s) = (cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?);
-                let c = Tensor::cat(&[&c, &c], D::Minus1)?;
-                let s = Tensor::cat(&[&s, &s], D::Minus1)?;
-                let x1 = xt.narrow(D::Minus1, 0, half)?;
-                let x2 = xt.narrow(D::Minus1, half, half)?;
-                let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
-                xt.broadcast_mul(&c)? + rotated.broadcast_mul(&s)?
-            },
-        )
+        assert_same_gradients(&[&x], || rotary.forward(xt), || rotary.plain(xt))
     }
 }

@@ -17,6 +17,11 @@ impl SwiGlu {
         }
         gate.contiguous()?.apply_op2(&up.contiguous()?, SwiGlu)
     }
+
+    /// The same activation in plain candle ops, on any device (the op's reference).
+    pub fn plain(gate: &Tensor, up: &Tensor) -> candle_core::Result<Tensor> {
+        gate.silu()? * up
+    }
 }
 
 fn sigmoid(x: f32) -> f32 {
@@ -107,6 +112,10 @@ mod tests {
         let gate = values(&[3, 3001], 1)?;
         let up = values(&[3, 3001], 2)?;
         let (g, u) = (gate.as_tensor(), up.as_tensor());
-        assert_same_gradients(&[&gate, &up], || SwiGlu::forward(g, u), || g.silu()? * u)
+        assert_same_gradients(
+            &[&gate, &up],
+            || SwiGlu::forward(g, u),
+            || SwiGlu::plain(g, u),
+        )
     }
 }

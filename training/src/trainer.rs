@@ -96,7 +96,8 @@ impl<'a> Trainer<'a> {
         if examples.is_empty() {
             return Err(TrainError::Data("no training examples".into()));
         }
-        let lora = LoraParams::init(model.config(), config.lora.clone(), config.seed)?;
+        let lora = LoraParams::init(model.config(), config.lora.clone(), config.seed)?
+            .to_device(model.device())?;
         Ok(Self {
             model,
             examples,
@@ -135,7 +136,7 @@ impl<'a> Trainer<'a> {
         let load = |file: &str| -> TrainResult<HashMap<String, Tensor>> {
             Ok(candle_core::safetensors::load(
                 dir.join(file),
-                &candle_core::Device::Cpu,
+                trainer.model.device(),
             )?)
         };
         trainer.lora.load_values(&load(LORA_FILE)?)?;
