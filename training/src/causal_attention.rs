@@ -13,6 +13,8 @@
 use candle_core::{CpuStorage, CustomOp3, D, DType, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::op_input::contiguous_f32;
+
 /// `softmax(q kᵀ / √d, causal) v` over `q: [heads, t, d]` and `k, v: [kv_heads, t, d]`; each
 /// kv head serves `heads / kv_heads` consecutive query heads.
 #[derive(Debug, Clone, Copy)]
@@ -94,13 +96,11 @@ fn probabilities(q: &Tensor, k: &Tensor, scale: f32) -> candle_core::Result<Tens
 }
 
 fn f32_tensor(s: &CpuStorage, l: &Layout) -> candle_core::Result<Tensor> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("causal-attention: f32 only");
-    };
-    let Some((start, end)) = l.contiguous_offsets() else {
-        candle_core::bail!("causal-attention: inputs must be contiguous");
-    };
-    Tensor::from_slice(&data[start..end], l.shape(), &Device::Cpu)
+    Tensor::from_slice(
+        contiguous_f32("causal-attention", s, l)?,
+        l.shape(),
+        &Device::Cpu,
+    )
 }
 
 impl CustomOp3 for CausalAttention {

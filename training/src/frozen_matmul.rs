@@ -8,6 +8,8 @@
 
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 
+use crate::op_input::contiguous_f32;
+
 /// A frozen `[out, in]` weight applied to `[rows, in]` activations.
 #[derive(Debug, Clone)]
 pub struct FrozenMatmul {
@@ -49,13 +51,8 @@ impl CustomOp1 for FrozenMatmul {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("frozen-matmul: f32 activations only");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("frozen-matmul: the input must be contiguous");
-        };
-        let x = Tensor::from_slice(&data[start..end], layout.shape(), &Device::Cpu)?;
+        let x = contiguous_f32("frozen-matmul", storage, layout)?;
+        let x = Tensor::from_slice(x, layout.shape(), &Device::Cpu)?;
         let y = x.matmul(&self.weight.t()?)?;
         let shape = y.shape().clone();
         Ok((CpuStorage::F32(y.flatten_all()?.to_vec1::<f32>()?), shape))

@@ -15,6 +15,7 @@ mod frozen_matmul;
 mod lora_decoder;
 mod lora_params;
 mod merge;
+mod op_input;
 #[cfg(test)]
 mod op_test_support;
 mod rms_norm;

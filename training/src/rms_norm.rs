@@ -11,6 +11,8 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::op_input::contiguous_f32;
+
 /// `x / sqrt(mean(x²) + eps) · w` over the last dimension.
 #[derive(Debug, Clone)]
 pub struct RmsNorm {
@@ -63,13 +65,7 @@ impl CustomOp1 for RmsNorm {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = s else {
-            candle_core::bail!("rms-norm: f32 only");
-        };
-        let Some((start, end)) = l.contiguous_offsets() else {
-            candle_core::bail!("rms-norm: the input must be contiguous");
-        };
-        let x = &data[start..end];
+        let x = contiguous_f32("rms-norm", s, l)?;
         let n = self.weight.len();
         let mut y = vec![0f32; x.len()];
         y.par_chunks_mut(n).zip(x.par_chunks(n)).for_each(|(y, x)| {

@@ -10,6 +10,8 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, D, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::op_input::contiguous_f32;
+
 /// Rotates `[heads, t, head_dim]` rows by their position `0..t`: the pair
 /// `(x[i], x[i + half])` by the angle of position and frequency `i`.
 #[derive(Debug, Clone)]
@@ -98,14 +100,8 @@ impl CustomOp1 for Rotary {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = s else {
-            candle_core::bail!("rotary: f32 only");
-        };
-        let Some((start, end)) = l.contiguous_offsets() else {
-            candle_core::bail!("rotary: the input must be contiguous");
-        };
         let (_, t, _) = l.shape().dims3()?;
-        let y = self.rotate(&data[start..end], t, 1.0);
+        let y = self.rotate(contiguous_f32("rotary", s, l)?, t, 1.0);
         Ok((CpuStorage::F32(y), l.shape().clone()))
     }
 

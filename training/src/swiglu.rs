@@ -6,6 +6,8 @@
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::op_input::contiguous_f32;
+
 #[derive(Debug, Clone, Copy)]
 pub struct SwiGlu;
 
@@ -28,16 +30,6 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-fn contiguous_f32<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("swiglu: f32 only");
-    };
-    let Some((start, end)) = l.contiguous_offsets() else {
-        candle_core::bail!("swiglu: inputs must be contiguous");
-    };
-    Ok(&data[start..end])
-}
-
 /// Parallel chunks long enough that a thread's share is worth its hand-off.
 const CHUNK: usize = 4096;
 
@@ -53,7 +45,10 @@ impl CustomOp2 for SwiGlu {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (gate, up) = (contiguous_f32(s1, l1)?, contiguous_f32(s2, l2)?);
+        let (gate, up) = (
+            contiguous_f32("swiglu", s1, l1)?,
+            contiguous_f32("swiglu", s2, l2)?,
+        );
         let mut y = vec![0f32; gate.len()];
         y.par_chunks_mut(CHUNK)
             .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
