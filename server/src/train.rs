@@ -80,8 +80,9 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Longest example kept (prompt and answer, tokens). What a sequence keeps for its
-    /// backward pass grows linearly with its length: for the 0.5B model a 768-token sequence
-    /// peaks at 7.3 GiB resident and a 1,024-token one at 8.9 GiB (docs/RESULTS.md, session 17).
+    /// backward pass grows linearly with its length: the 0.5B model with one 768-token
+    /// sequence peaks at 7.3 GiB resident, with a 1,024-token one at 8.9 GiB; a whole run at
+    /// 768 peaked at 11.0 GiB (docs/RESULTS.md, session 17).
     #[arg(long, default_value_t = 768)]
     pub max_tokens: usize,
     /// Share of examples that show only the gold query's tables, as round 2 does.
