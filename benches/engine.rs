@@ -48,6 +48,10 @@ struct Args {
     /// Only the speculative-decoding comparison (module docs), this many rounds.
     #[arg(long)]
     drafts: Option<usize>,
+    /// Turn prompt-lookup drafts off: with them the single stream checks several tokens per
+    /// step, so the 16-way/single ratio then measures drafting as well as batching.
+    #[arg(long)]
+    no_drafts: bool,
 }
 
 /// A failing query of Spider's `concert_singer` and the revision prompt that quotes it.
@@ -193,6 +197,14 @@ fn main() -> Result<()> {
         },
         ..EngineConfig::cpu_default("qwen")
     };
+    let config = EngineConfig {
+        max_draft_tokens: if args.no_drafts {
+            0
+        } else {
+            config.max_draft_tokens
+        },
+        ..config
+    };
     let h = spawn_engine(config, &path, &Device::Cpu)?;
     let ignore_eos = !args.stop_at_eos;
     let prompts: Vec<Vec<u32>> = QUESTIONS
@@ -237,7 +249,7 @@ fn main() -> Result<()> {
         "{}",
         serde_json::json!({
             "single_stream_decode_tok_s": single_decode,
-            "concurrency": args.concurrency, "ignore_eos": ignore_eos, "generated_tokens": generated, "wall_s": wall,
+            "concurrency": args.concurrency, "drafts": !args.no_drafts, "ignore_eos": ignore_eos, "generated_tokens": generated, "wall_s": wall,
             "aggregate_tok_s": aggregate, "aggregate_over_single": aggregate / single_decode,
         "decode_phase_tok_s": decode_aggregate, "decode_phase_over_single": decode_aggregate / single_decode,
             "prefix_prompt_tokens": warm_prompt.len(), "prefix_cached_tokens": warm.cached_tokens,
