@@ -190,21 +190,16 @@ fn main() -> Result<()> {
     if let Some(rounds) = args.drafts {
         return compare_drafts(&path, cpu_path, rounds, args.new_tokens);
     }
-    let config = EngineConfig {
+    let mut config = EngineConfig {
         matmul_policy: MatmulPolicy::BatchInvariant {
             min_rows: args.int8_min_rows,
             path: cpu_path,
         },
         ..EngineConfig::cpu_default("qwen")
     };
-    let config = EngineConfig {
-        max_draft_tokens: if args.no_drafts {
-            0
-        } else {
-            config.max_draft_tokens
-        },
-        ..config
-    };
+    if args.no_drafts {
+        config.max_draft_tokens = 0;
+    }
     let h = spawn_engine(config, &path, &Device::Cpu)?;
     let ignore_eos = !args.stop_at_eos;
     let prompts: Vec<Vec<u32>> = QUESTIONS
