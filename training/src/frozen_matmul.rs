@@ -1,4 +1,4 @@
-//! `x · Wᵀ` for a weight that is not trained.
+//! `x · Wᵀ + b` for a weight and bias that are not trained.
 //!
 //! candle's backward pass computes the gradient of both operands of every matmul, tracked or
 //! not: a frozen projection would cost a second GEMM and a weight-sized buffer per use in every
@@ -6,21 +6,42 @@
 //! the weight out of the graph: its forward is the matmul, its backward only `g · W`, the
 //! gradient of the input.
 
-use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Storage, Tensor};
+use rayon::prelude::*;
 
 use crate::op_input::contiguous_f32;
 
-/// A frozen `[out, in]` weight applied to `[rows, in]` activations.
+/// A frozen `[out, in]` weight, and optionally an `[out]` bias, applied to `[rows, in]`
+/// activations.
 #[derive(Debug, Clone)]
 pub struct FrozenMatmul {
     weight: Tensor,
+    bias: Option<Tensor>,
 }
 
 impl FrozenMatmul {
-    /// `weight` is `[out, in]`, f32, on the CPU.
+    /// `weight` is `[out, in]`, f32.
     pub fn new(weight: Tensor) -> candle_core::Result<Self> {
         Ok(Self {
             weight: weight.contiguous()?,
+            bias: None,
+        })
+    }
+
+    /// With a frozen `[out]` bias added to every row: in the op's forward pass, not as a
+    /// separate broadcast (one pass fewer over the output, forward and backward).
+    pub fn with_bias(weight: Tensor, bias: Tensor) -> candle_core::Result<Self> {
+        let (out, _) = weight.dims2()?;
+        if bias.dims1()? != out {
+            candle_core::bail!(
+                "frozen-matmul: a bias of {:?} for {out} outputs",
+                bias.shape()
+            );
+        }
+        Ok(Self {
+            weight: weight.contiguous()?,
+            bias: Some(bias.contiguous()?),
         })
     }
 
@@ -28,7 +49,7 @@ impl FrozenMatmul {
         &self.weight
     }
 
-    /// `x · Wᵀ` for `x` of shape `[rows, in]`; gradients flow to `x` only.
+    /// `x · Wᵀ (+ b)` for `x` of shape `[rows, in]`; gradients flow to `x` only.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         x.contiguous()?.apply_op1(self.clone())
     }
@@ -37,7 +58,11 @@ impl FrozenMatmul {
     /// computes the weight's gradient, a weight-sized GEMM whose result is dropped: the cost
     /// of having no kernel for this op on the device.
     pub fn plain(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        x.matmul(&self.weight.t()?)
+        let y = x.matmul(&self.weight.t()?)?;
+        match &self.bias {
+            Some(bias) => y.broadcast_add(bias),
+            None => Ok(y),
+        }
     }
 }
 
@@ -51,11 +76,33 @@ impl CustomOp1 for FrozenMatmul {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = contiguous_f32("frozen-matmul", storage, layout)?;
-        let x = Tensor::from_slice(x, layout.shape(), &Device::Cpu)?;
-        let y = x.matmul(&self.weight.t()?)?;
-        let shape = y.shape().clone();
-        Ok((CpuStorage::F32(y.flatten_all()?.to_vec1::<f32>()?), shape))
+        // The product runs on the two storages as they are: wrapping the input in a tensor
+        // and reading the result back out would copy both, activations the size of a layer.
+        contiguous_f32("frozen-matmul", storage, layout)?;
+        let (rows, inputs) = layout.shape().dims2()?;
+        let (weight, weight_layout) = self.weight.storage_and_layout();
+        let Storage::Cpu(weight) = &*weight else {
+            candle_core::bail!("frozen-matmul: the weight is not on the CPU");
+        };
+        let (outputs, weight_inputs) = weight_layout.shape().dims2()?;
+        if weight_inputs != inputs {
+            candle_core::bail!(
+                "frozen-matmul: [{rows}, {inputs}] input for a [{outputs}, {weight_inputs}] weight"
+            );
+        }
+        let transposed = weight_layout.transpose(0, 1)?;
+        let mut y = storage.matmul(weight, (1, rows, outputs, inputs), layout, &transposed)?;
+        if let Some(bias) = &self.bias {
+            let (bias, bias_layout) = bias.storage_and_layout();
+            let (Storage::Cpu(bias), CpuStorage::F32(y)) = (&*bias, &mut y) else {
+                candle_core::bail!("frozen-matmul: the bias is not f32 on the CPU");
+            };
+            let bias = contiguous_f32("frozen-matmul", bias, bias_layout)?;
+            y.par_chunks_mut(outputs).for_each(|row| {
+                row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+            });
+        }
+        Ok((y, Shape::from((rows, outputs))))
     }
 
     fn bwd(
@@ -71,6 +118,7 @@ impl CustomOp1 for FrozenMatmul {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
     use candle_core::Var;
 
     #[test]
@@ -92,6 +140,33 @@ mod tests {
         let grads = (y * &c)?.sum_all()?.backward()?;
         let gx = grads.get(x.as_tensor()).expect("gradient of x");
         assert_eq!(gx.to_vec2::<f32>()?, c.matmul(&w)?.to_vec2::<f32>()?);
+        Ok(())
+    }
+
+    #[test]
+    fn the_bias_is_added_to_every_row_and_passes_no_gradient() -> candle_core::Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::arange(0f32, 12.0, &dev)?
+            .reshape((3, 4))?
+            .affine(0.1, -0.5)?;
+        let b = Tensor::new(&[0.25f32, -1.5, 3.0], &dev)?;
+        let x0 = Tensor::arange(0f32, 8.0, &dev)?
+            .reshape((2, 4))?
+            .affine(0.3, 0.1)?;
+        let x = Var::from_tensor(&x0)?;
+        let frozen = FrozenMatmul::with_bias(w.clone(), b.clone())?;
+        let y = frozen.forward(x.as_tensor())?;
+        let plain = x0.matmul(&w.t()?)?.broadcast_add(&b)?;
+        assert_eq!(y.to_vec2::<f32>()?, plain.to_vec2::<f32>()?);
+        assert_eq!(
+            frozen.plain(&x0)?.to_vec2::<f32>()?,
+            plain.to_vec2::<f32>()?
+        );
+        let c = Tensor::arange(0f32, 6.0, &dev)?.reshape((2, 3))?;
+        let grads = (y * &c)?.sum_all()?.backward()?;
+        let gx = grads.get(x.as_tensor()).expect("gradient of x");
+        assert_eq!(gx.to_vec2::<f32>()?, c.matmul(&w)?.to_vec2::<f32>()?);
+        assert!(FrozenMatmul::with_bias(w, Tensor::new(&[1f32, 2.0], &dev)?).is_err());
         Ok(())
     }
 }

@@ -24,10 +24,9 @@ use crate::swiglu::SwiGlu;
 struct FrozenLayer {
     input_norm: RmsNorm,
     post_attention_norm: RmsNorm,
-    /// q, k, v, o, gate, up, down, in [`crate::ALL_PROJECTIONS`] order.
+    /// q, k, v, o, gate, up, down, in [`crate::ALL_PROJECTIONS`] order; q, k and v carry
+    /// their biases (Qwen2).
     projections: [FrozenMatmul; 7],
-    /// q, k, v biases (Qwen2).
-    qkv_bias: Option<[Tensor; 3]>,
 }
 
 /// The frozen base model.
@@ -104,18 +103,18 @@ impl LoraDecoder {
         let mut layers = Vec::with_capacity(config.num_layers);
         for i in 0..config.num_layers {
             let p = |proj: &str| -> TrainResult<FrozenMatmul> {
-                Ok(FrozenMatmul::new(dense(&format!(
-                    "{}.weight",
-                    module_name(i, proj)
-                ))?)?)
+                let weight = dense(&format!("{}.weight", module_name(i, proj)))?;
+                Ok(FrozenMatmul::new(weight)?)
             };
-            let qkv_bias = match config.arch {
-                DecoderArch::Qwen2 => Some([
-                    dense(&format!("{}.bias", module_name(i, "q_proj")))?,
-                    dense(&format!("{}.bias", module_name(i, "k_proj")))?,
-                    dense(&format!("{}.bias", module_name(i, "v_proj")))?,
-                ]),
-                DecoderArch::Llama => None,
+            let biased = |proj: &str| -> TrainResult<FrozenMatmul> {
+                let weight = dense(&format!("{}.weight", module_name(i, proj)))?;
+                Ok(match config.arch {
+                    DecoderArch::Qwen2 => FrozenMatmul::with_bias(
+                        weight,
+                        dense(&format!("{}.bias", module_name(i, proj)))?,
+                    )?,
+                    DecoderArch::Llama => FrozenMatmul::new(weight)?,
+                })
             };
             let norm = |name: &str| -> TrainResult<RmsNorm> {
                 Ok(RmsNorm::new(
@@ -127,15 +126,14 @@ impl LoraDecoder {
                 input_norm: norm("input_layernorm")?,
                 post_attention_norm: norm("post_attention_layernorm")?,
                 projections: [
-                    p("q_proj")?,
-                    p("k_proj")?,
-                    p("v_proj")?,
+                    biased("q_proj")?,
+                    biased("k_proj")?,
+                    biased("v_proj")?,
                     p("o_proj")?,
                     p("gate_proj")?,
                     p("up_proj")?,
                     p("down_proj")?,
                 ],
-                qkv_bias,
             });
         }
         let (cos, sin) = rotary_tables(&config)?;
@@ -276,7 +274,7 @@ impl LoraDecoder {
         Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
     }
 
-    /// Projection `k` of layer `i` (frozen weight, bias, then the adapter's `scale · B(A x)`).
+    /// Projection `k` of layer `i` (frozen weight and bias, then the adapter's `scale · B(A x)`).
     fn project(
         &self,
         lora: Option<&LoraParams>,
@@ -287,9 +285,6 @@ impl LoraDecoder {
         dropout: &mut Dropout<'_>,
     ) -> TrainResult<Tensor> {
         let mut y = self.frozen(&layer.projections[k], x)?;
-        if let (Some(bias), true) = (&layer.qkv_bias, k < 3) {
-            y = y.broadcast_add(&bias[k])?;
-        }
         let name = module_name(i, crate::ALL_PROJECTIONS[k]);
         if let Some(pair) = lora.and_then(|l| l.get(&name)) {
             let scale = lora.map(|l| l.spec().scale()).unwrap_or(1.0);
@@ -297,10 +292,12 @@ impl LoraDecoder {
                 Some((p, rng)) if *p > 0.0 => apply_dropout(x, *p, rng)?,
                 _ => x.clone(),
             };
+            // The scale goes on B (`out x rank`) rather than on the `rows x out` product: one
+            // pass over the output fewer, forward and backward.
             let delta = input
                 .matmul(&pair.a.as_tensor().t()?)?
-                .matmul(&pair.b.as_tensor().t()?)?;
-            y = (y + (delta * scale)?)?;
+                .matmul(&(pair.b.as_tensor() * scale)?.t()?)?;
+            y = (y + delta)?;
         }
         Ok(y)
     }
