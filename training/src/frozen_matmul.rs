@@ -121,52 +121,53 @@ mod tests {
     use candle_core::Device;
     use candle_core::Var;
 
-    #[test]
-    fn forward_and_input_gradient_equal_a_plain_matmul() -> candle_core::Result<()> {
+    /// A `[3, 4]` weight, a `[2, 4]` input and a `[2, 3]` output weighting `c`.
+    fn fixture() -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         let dev = Device::Cpu;
         let w = Tensor::arange(0f32, 12.0, &dev)?
             .reshape((3, 4))?
             .affine(0.1, -0.5)?;
-        let x0 = Tensor::arange(0f32, 8.0, &dev)?
+        let x = Tensor::arange(0f32, 8.0, &dev)?
             .reshape((2, 4))?
             .affine(0.3, 0.1)?;
-        let x = Var::from_tensor(&x0)?;
-        let frozen = FrozenMatmul::new(w.clone())?;
-        let y = frozen.forward(x.as_tensor())?;
-        let plain = x0.matmul(&w.t()?)?;
-        assert_eq!(y.to_vec2::<f32>()?, plain.to_vec2::<f32>()?);
-        // d(sum(y * c))/dx = c · W
         let c = Tensor::arange(0f32, 6.0, &dev)?.reshape((2, 3))?;
-        let grads = (y * &c)?.sum_all()?.backward()?;
+        Ok((w, x, c))
+    }
+
+    /// The forward product of `frozen` and its input gradient, checked against `plain` and
+    /// `c · W` (the gradient of `sum(y * c)`, whatever the bias).
+    fn check(
+        frozen: &FrozenMatmul,
+        w: &Tensor,
+        x0: &Tensor,
+        c: &Tensor,
+        plain: &Tensor,
+    ) -> candle_core::Result<()> {
+        let x = Var::from_tensor(x0)?;
+        let y = frozen.forward(x.as_tensor())?;
+        assert_eq!(y.to_vec2::<f32>()?, plain.to_vec2::<f32>()?);
+        assert_eq!(frozen.plain(x0)?.to_vec2::<f32>()?, plain.to_vec2::<f32>()?);
+        let grads = (y * c)?.sum_all()?.backward()?;
         let gx = grads.get(x.as_tensor()).expect("gradient of x");
-        assert_eq!(gx.to_vec2::<f32>()?, c.matmul(&w)?.to_vec2::<f32>()?);
+        assert_eq!(gx.to_vec2::<f32>()?, c.matmul(w)?.to_vec2::<f32>()?);
         Ok(())
     }
 
     #[test]
+    fn forward_and_input_gradient_equal_a_plain_matmul() -> candle_core::Result<()> {
+        let (w, x, c) = fixture()?;
+        let plain = x.matmul(&w.t()?)?;
+        check(&FrozenMatmul::new(w.clone())?, &w, &x, &c, &plain)
+    }
+
+    #[test]
     fn the_bias_is_added_to_every_row_and_passes_no_gradient() -> candle_core::Result<()> {
-        let dev = Device::Cpu;
-        let w = Tensor::arange(0f32, 12.0, &dev)?
-            .reshape((3, 4))?
-            .affine(0.1, -0.5)?;
-        let b = Tensor::new(&[0.25f32, -1.5, 3.0], &dev)?;
-        let x0 = Tensor::arange(0f32, 8.0, &dev)?
-            .reshape((2, 4))?
-            .affine(0.3, 0.1)?;
-        let x = Var::from_tensor(&x0)?;
-        let frozen = FrozenMatmul::with_bias(w.clone(), b.clone())?;
-        let y = frozen.forward(x.as_tensor())?;
-        let plain = x0.matmul(&w.t()?)?.broadcast_add(&b)?;
-        assert_eq!(y.to_vec2::<f32>()?, plain.to_vec2::<f32>()?);
-        assert_eq!(
-            frozen.plain(&x0)?.to_vec2::<f32>()?,
-            plain.to_vec2::<f32>()?
-        );
-        let c = Tensor::arange(0f32, 6.0, &dev)?.reshape((2, 3))?;
-        let grads = (y * &c)?.sum_all()?.backward()?;
-        let gx = grads.get(x.as_tensor()).expect("gradient of x");
-        assert_eq!(gx.to_vec2::<f32>()?, c.matmul(&w)?.to_vec2::<f32>()?);
-        assert!(FrozenMatmul::with_bias(w, Tensor::new(&[1f32, 2.0], &dev)?).is_err());
+        let (w, x, c) = fixture()?;
+        let b = Tensor::new(&[0.25f32, -1.5, 3.0], &Device::Cpu)?;
+        let plain = x.matmul(&w.t()?)?.broadcast_add(&b)?;
+        check(&FrozenMatmul::with_bias(w.clone(), b)?, &w, &x, &c, &plain)?;
+        let short = Tensor::new(&[1f32, 2.0], &Device::Cpu)?;
+        assert!(FrozenMatmul::with_bias(w, short).is_err());
         Ok(())
     }
 }
