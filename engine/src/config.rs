@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use candle_core::DType;
 use quorum_models::{CpuPath, MatmulPolicy};
 use quorum_weights::Reencode;
 
@@ -37,6 +38,13 @@ pub struct EngineConfig {
     /// prompt lookup, [`crate::prompt_lookup`]); 0 turns it off. Outputs are the same either
     /// way; only the number of steps changes.
     pub max_draft_tokens: usize,
+    /// The dtype of the weights, activations and KV cache: f32 on the CPU; bf16 or f16 on a GPU
+    /// halve the bytes each step reads ([`quorum_models::check_dtype`]).
+    pub dtype: DType,
+    /// Keep the KV blocks in device tensors and attend with candle ops even on the CPU: the
+    /// path every GPU takes (off the CPU the blocks are always there), forced here so that tests
+    /// can run it where no GPU is.
+    pub device_kv_on_cpu: bool,
 }
 
 /// Two seconds: a short request waits at most about that long behind a long prompt, and an
@@ -69,6 +77,8 @@ impl EngineConfig {
             reencode: Reencode::Slow,
             adapters: BTreeMap::new(),
             max_draft_tokens: DEFAULT_MAX_DRAFT_TOKENS,
+            dtype: DType::F32,
+            device_kv_on_cpu: false,
         }
     }
 }

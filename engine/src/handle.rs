@@ -7,18 +7,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use candle_core::Device;
 use quorum_kernels::{KvLayout, PagedKvStore};
-use quorum_models::DecoderModel;
+use quorum_models::{DecoderModel, LoadOptions};
 use quorum_weights::ChatTemplate;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::block_pool::blocks_for_budget;
 use crate::config::EngineConfig;
+use crate::device_kv::DeviceKvStore;
 use crate::engine_error::EngineError;
 use crate::grammar::{GrammarCompiler, GrammarError};
 use crate::ids::RequestId;
 use crate::logits_constraint::LogitsConstraint;
 use crate::request::{EngineEvent, GenerateRequest};
-use crate::runner::Runner;
+use crate::runner::{KvMemory, Runner};
 use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::shared::{Command, Shared};
 use crate::stats::EngineStats;
@@ -251,14 +252,16 @@ pub fn spawn_engine(
     let gguf = quorum_weights::GgufLoadOptions {
         reencode: config.reencode,
     };
-    let ckpt = quorum_weights::load_checkpoint_with(
-        checkpoint_path,
+    let ckpt = quorum_weights::load_checkpoint_with(checkpoint_path, device, config.dtype, &gguf)
+        .map_err(quorum_models::ModelError::from)?;
+    let mut model = DecoderModel::load_with(
+        &ckpt,
         device,
-        candle_core::DType::F32,
-        &gguf,
-    )
-    .map_err(quorum_models::ModelError::from)?;
-    let mut model = DecoderModel::load(&ckpt, device, config.matmul_policy)?;
+        LoadOptions {
+            policy: config.matmul_policy,
+            dtype: config.dtype,
+        },
+    )?;
     for (name, dir) in &config.adapters {
         let adapter =
             quorum_weights::load_lora_adapter(dir, name, &Device::Cpu, candle_core::DType::F32)
@@ -273,9 +276,11 @@ pub fn spawn_engine(
         num_kv_heads: mc.num_kv_heads,
         head_dim: mc.head_dim,
     };
+    // The layout counts f32 entries; the cache is kept in the model's dtype.
+    let bytes_per_token = layout.bytes_per_token() / 4 * config.dtype.size_in_bytes();
     let num_blocks = blocks_for_budget(
         config.kv_cache_bytes,
-        layout.bytes_per_token() as u64,
+        bytes_per_token as u64,
         config.block_size,
     )
     .map_err(|e| EngineError::Config {
@@ -337,9 +342,19 @@ pub fn spawn_engine(
         }),
     });
     let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
+    // Off the CPU the blocks stay on the model's device, in its activation dtype.
+    let store = if device.is_cpu() && !config.device_kv_on_cpu {
+        KvMemory::Host(PagedKvStore::new(layout))
+    } else {
+        KvMemory::Device(
+            DeviceKvStore::new(layout, device, model.dtype()).map_err(|e| EngineError::Config {
+                detail: format!("cannot allocate the KV cache on the device: {e}"),
+            })?,
+        )
+    };
     let runner = Runner::new(
         model,
-        PagedKvStore::new(layout),
+        store,
         scheduler,
         shared.clone(),
         (

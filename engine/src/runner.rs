@@ -15,6 +15,8 @@ use quorum_models::{BatchLayout, DecoderModel};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::detokenizer::Detokenizer;
+use crate::device_attention::DevicePagedAttention;
+use crate::device_kv::DeviceKvStore;
 use crate::engine_error::EngineError;
 use crate::ids::RequestId;
 use crate::logits_constraint::LogitsConstraint;
@@ -28,6 +30,13 @@ use crate::shared::{Command, Shared};
 use crate::step::{StepPlan, StepResult};
 use crate::step_pacer::StepPacer;
 use crate::stop::{FinishReason, StopChecker};
+
+/// Where the KV blocks live: host vectors that the CPU's attention kernel reads, or tensors on
+/// the model's device (a GPU) that never leave it.
+pub(crate) enum KvMemory {
+    Host(PagedKvStore),
+    Device(DeviceKvStore),
+}
 
 /// Per-request state the scheduler does not keep.
 struct Active {
@@ -51,7 +60,7 @@ struct Active {
 
 pub(crate) struct Runner {
     pub model: DecoderModel,
-    pub store: PagedKvStore,
+    pub store: KvMemory,
     pub scheduler: Scheduler,
     pub shared: Arc<Shared>,
     pub model_name: String,
@@ -72,7 +81,7 @@ pub(crate) struct Runner {
 impl Runner {
     pub fn new(
         model: DecoderModel,
-        store: PagedKvStore,
+        store: KvMemory,
         scheduler: Scheduler,
         shared: Arc<Shared>,
         meta: (String, Vec<u32>, Arc<tokenizers::Tokenizer>),
@@ -347,9 +356,15 @@ impl Runner {
             return Ok(());
         }
         for c in &plan.copies {
-            self.store
-                .copy_block(c.src.index(), c.dst.index(), c.num_tokens)
-                .map_err(|e| e.to_string())?;
+            let (src, dst) = (c.src.index(), c.dst.index());
+            match &mut self.store {
+                KvMemory::Host(s) => s
+                    .copy_block(src, dst, c.num_tokens)
+                    .map_err(|e| e.to_string())?,
+                KvMemory::Device(s) => s
+                    .copy_block(src, dst, c.num_tokens)
+                    .map_err(|e| e.to_string())?,
+            }
         }
         let started = Instant::now();
         let forward = self.forward(&plan);
@@ -413,14 +428,17 @@ impl Runner {
         let layout = BatchLayout::from_chunks(chunks)
             .with_adapters(adapters)
             .with_drafts(plan.seqs.iter().map(|s| s.drafts));
-        let mut attn = PagedAttention {
-            store: &mut self.store,
-            seqs: &seqs,
-        };
-        let logits = self
-            .model
-            .forward(&tokens, &layout, &mut attn)
-            .map_err(|e| e.to_string())?;
+        let logits = match &mut self.store {
+            KvMemory::Host(store) => {
+                let mut attn = PagedAttention { store, seqs: &seqs };
+                self.model.forward(&tokens, &layout, &mut attn)
+            }
+            KvMemory::Device(store) => {
+                let mut attn = DevicePagedAttention::new(store, &seqs);
+                self.model.forward(&tokens, &layout, &mut attn)
+            }
+        }
+        .map_err(|e| e.to_string())?;
         Ok(Some(logits))
     }
 

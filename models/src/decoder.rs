@@ -6,6 +6,7 @@ use quorum_weights::{Checkpoint, StoredTensor};
 use crate::attention::Attention;
 use crate::batch::BatchLayout;
 use crate::config::DecoderConfig;
+use crate::dtype::check_dtype;
 use crate::error::{ModelError, ModelResult};
 use crate::linear::{Linear, MatmulPolicy};
 use crate::lora::{LoraKernel, LoraWeights, Proj};
@@ -141,12 +142,23 @@ pub struct DecoderModel {
 }
 
 impl DecoderModel {
+    /// Loads the decoder computing in f32, the only dtype of the CPU path.
     pub fn load(ckpt: &Checkpoint, device: &Device, policy: MatmulPolicy) -> ModelResult<Self> {
+        Self::load_with(
+            ckpt,
+            device,
+            LoadOptions {
+                policy,
+                dtype: DType::F32,
+            },
+        )
+    }
+
+    /// Loads the decoder with its weights and activations in `opts.dtype`: f32 anywhere, bf16
+    /// or f16 on a GPU (half the bytes a decode step reads).
+    pub fn load_with(ckpt: &Checkpoint, device: &Device, opts: LoadOptions) -> ModelResult<Self> {
         let config = DecoderConfig::from_checkpoint(ckpt)?;
-        let opts = LoadOptions {
-            policy,
-            dtype: DType::F32,
-        };
+        check_dtype(device, opts.dtype)?;
         let embed = ckpt.tensors.get_checked(
             "model.embed_tokens.weight",
             &[config.vocab_size, config.hidden_size],
@@ -165,7 +177,7 @@ impl DecoderModel {
         };
         // The output projection sees one row per sequence; with many sequences in a decode step
         // the int8 GEMM reads its 136M weights once instead of once per row.
-        let lm_head = Linear::from_stored(head, None, policy, opts.dtype)?;
+        let lm_head = Linear::from_stored(head, None, opts.policy, opts.dtype)?;
         let rotary = RotaryEmbedding::new(
             config.head_dim,
             config.rope_theta,
@@ -189,7 +201,7 @@ impl DecoderModel {
             dtype: opts.dtype,
             config,
             adapters: Vec::new(),
-            lora_kernel: LoraKernel::for_path(policy.int8_path()),
+            lora_kernel: LoraKernel::for_path(opts.policy.int8_path()),
         })
     }
 

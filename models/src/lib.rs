@@ -17,6 +17,7 @@ mod cpu_path;
 mod decoder;
 mod dense_cache;
 mod device;
+mod dtype;
 mod error;
 mod greedy;
 mod linear;
@@ -35,6 +36,7 @@ pub use cpu_path::{
 pub use decoder::{DecoderModel, LoadOptions};
 pub use dense_cache::DenseKvCache;
 pub use device::parse_device;
+pub use dtype::{check_dtype, parse_dtype};
 pub use error::{ModelError, ModelResult};
 pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};

@@ -203,6 +203,11 @@ impl Linear {
                     let padded = Tensor::cat(&[x, &x.zeros_like()?], 0)?;
                     qmatmul.forward(&padded)?.narrow(0, 0, 1)?
                 }
+                // candle's quantized kernels take f32 rows: a half-precision model converts
+                // around them.
+                _ if x.dtype() != DType::F32 => qmatmul
+                    .forward(&x.to_dtype(DType::F32)?)?
+                    .to_dtype(x.dtype())?,
                 _ => qmatmul.forward(x)?,
             },
             Weight::Dense(w) => x.matmul(&w.t()?)?,

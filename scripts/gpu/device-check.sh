@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole device side of the GPU check, in one command on a lent GPU machine (docs/GPU.md).
 # Needs: gpu-bundle/ made by scripts/gpu/bundle.sh on a build machine (the CUDA `quorum`, the
-# `quorum-load` client, one Spider database), PyTorch + transformers + peft on the machine, $OUT
-# for the results. Each step has its own time bound and its own log; a failed step is reported
-# and the next one runs, so one call gives every figure it can. A device call returns at most 8
-# files, so $OUT holds only summary.txt and logs.tar.gz (every log, refreshed after each step).
+# `quorum-load` client, one Spider database; optionally `quorum-base.xz`, an earlier build to
+# measure against in the same call), PyTorch + transformers on the machine, $OUT for the
+# results. Each step has its own time bound and its own log; a failed step is reported and the
+# next one runs, so one call gives every figure it can, most important first. A device call
+# returns at most 8 files, so $OUT holds only summary.txt and logs.tar.gz (every log, refreshed
+# after each step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -14,11 +16,13 @@ SYN=$WORK/synthetic
 # For a dry run of the script's plumbing on a machine without a GPU: DEVICE=cpu BIG=smollm2-135m.
 DEVICE=${DEVICE:-cuda:0}
 BIG=${BIG:-qwen2.5-coder-7b}
+# Half precision runs only off the CPU.
+HALF=${HALF:-bf16}
 LOGS=$WORK/logs
 mkdir -p "$OUT" "$WORK" "$SYN" "$LOGS"
 LOG=$OUT/summary.txt
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$LOG"; }
-# step NAME SECONDS CMD...: runs CMD with a time bound, output to $LOGS/NAME.log.
+# step NAME SECONDS CMD...: runs CMD with a time bound, stdout and stderr to $LOGS/NAME.log.
 step() {
   local name=$1 secs=$2; shift 2
   local t0=$SECONDS
@@ -28,14 +32,17 @@ step() {
   tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
   return $rc
 }
+# The engine's and the greedy loop's figures: their lines name tok/s.
+figures() { grep -h 'tok/s' "$@" 2>/dev/null | tee -a "$LOG"; }
 
 say "host: $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$LOG"
 
 # The binaries travel xz-compressed; Python's lzma unpacks them wherever xz is missing.
-for b in quorum quorum-load; do
+for b in quorum quorum-load quorum-base; do
+  [ -f "gpu-bundle/$b.xz" ] || continue
   python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
-    gpu-bundle/$b.xz "$WORK/$b" && chmod +x "$WORK/$b"
+    "gpu-bundle/$b.xz" "$WORK/$b" && chmod +x "$WORK/$b"
 done
 Q=$WORK/quorum
 # The CUDA libraries the binary links (cuBLAS, cuRAND, the runtime) come from PyTorch's wheels
@@ -61,8 +68,12 @@ ldd "$Q" | grep -E 'cuda|cublas|curand|not found' | tee -a "$LOG"
 
 # 1. Synthetic checkpoints of real shapes: the 0.5B in f32 (device agreement), the 7B in bf16.
 step synth-0.5b 120 "$Q" synth-checkpoint --arch qwen2.5-coder-0.5b --dtype f32 --out "$SYN/qwen2.5-coder-0.5b"
+SMALL=$SYN/qwen2.5-coder-0.5b
 
-# 2. GPU vs CPU on the same 0.5B checkpoint: five prompts, 64 greedy tokens, the prompt's logits.
+# 2. Agreement on the same 0.5B checkpoint, five prompts, 64 greedy tokens: the CPU's greedy
+# loop (the reference; run in the background, a few cores each, while the GPU works) against
+# the GPU's greedy loop (and the logits after the prompt) and the GPU's engine, four copies at
+# once (paged KV blocks on the device, batched attention).
 PROMPTS=(
   "SELECT count(*) FROM singer"
   "How many singers do we have?"
@@ -70,72 +81,100 @@ PROMPTS=(
   "Translate to SQL: the average age of singers from France"
   "<|im_start|>user\nWhich year had the most concerts?<|im_end|>\n<|im_start|>assistant\n"
 )
+CPU_JOBS=()
 for i in "${!PROMPTS[@]}"; do
-  for dev in cpu "$DEVICE"; do
-    tag=${dev%%:*}
-    step "agree-$i-$tag" 60 "$Q" generate --device "$dev" --model "$SYN/qwen2.5-coder-0.5b" \
-      --prompt "${PROMPTS[$i]}" --max-tokens 64 --stats --logits-out "$WORK/logits-$i-$tag.f32"
-  done
+  RAYON_NUM_THREADS=3 timeout 400 "$Q" generate --device cpu --model "$SMALL" \
+    --prompt "${PROMPTS[$i]}" --max-tokens 64 --logits-out "$WORK/logits-$i-cpu.f32" \
+    >"$WORK/text-$i-cpu.txt" 2>"$LOGS/agree-$i-cpu.log" &
+  CPU_JOBS+=($!)
 done
-python3 - "$WORK" "$LOGS" "${DEVICE%%:*}" <<'PY' 2>&1 | tee -a "$LOG"
+for i in "${!PROMPTS[@]}"; do
+  step "agree-$i-gpu-greedy" 60 sh -c '"$0" generate --device "$1" --model "$2" --prompt "$3" \
+    --max-tokens 64 --logits-out "$4" >"$5"' "$Q" "$DEVICE" "$SMALL" "${PROMPTS[$i]}" \
+    "$WORK/logits-$i-gpu.f32" "$WORK/text-$i-gpu-greedy.txt"
+  step "agree-$i-gpu-engine" 90 sh -c '"$0" generate --device "$1" --model "$2" --prompt "$3" \
+    --max-tokens 64 --engine-copies 4 --stats >"$4"' "$Q" "$DEVICE" "$SMALL" "${PROMPTS[$i]}" \
+    "$WORK/text-$i-gpu-engine.txt"
+done
+
+# 3. The 7B shapes in bf16 (15 GB on disk), written while the CPU runs finish.
+step synth-7b 120 "$Q" synth-checkpoint --arch "$BIG" --dtype bf16 --out "$SYN/$BIG"
+for job in "${CPU_JOBS[@]}"; do wait "$job"; done
+python3 - "$WORK" <<'PY' 2>&1 | tee -a "$LOG"
 import array, sys
-work, out, dev = sys.argv[1], sys.argv[2], sys.argv[3]
+work = sys.argv[1]
 def floats(path):
     a = array.array("f")
     with open(path, "rb") as f:
         a.frombytes(f.read())
     return a
-def completion(path):
-    """The generated text: the log without the speed line."""
-    return [l for l in open(path).read().splitlines() if "tok/s" not in l]
-def argmax(v):
-    return max(range(len(v)), key=v.__getitem__)
-same = 0
-for i in range(5):
+def text(path):
     try:
-        a = floats(f"{work}/logits-{i}-cpu.f32")
-        b = floats(f"{work}/logits-{i}-{dev}.f32")
-        ta, tb = (completion(f"{out}/agree-{i}-{d}.log") for d in ("cpu", dev))
-    except Exception as e:
-        print(f"prompt {i}: missing output ({e})"); continue
-    d = max(abs(x - y) for x, y in zip(a, b))
-    same += ta == tb
-    print(f"prompt {i}: logits max |gpu-cpu| {d:.3e} (max |logit| {max(map(abs, a)):.3f}), "
-          f"argmax equal {argmax(a) == argmax(b)}, 64-token completions equal {ta == tb}")
-print(f"completions equal on {same}/5 prompts")
+        return open(path).read()
+    except OSError as e:
+        return f"<missing: {e}>"
+greedy = engine = 0
+for i in range(5):
+    cpu = text(f"{work}/text-{i}-cpu.txt")
+    g, e = text(f"{work}/text-{i}-gpu-greedy.txt"), text(f"{work}/text-{i}-gpu-engine.txt")
+    greedy += g == cpu
+    engine += e == cpu
+    try:
+        a, b = floats(f"{work}/logits-{i}-cpu.f32"), floats(f"{work}/logits-{i}-gpu.f32")
+        d = f"{max(abs(x - y) for x, y in zip(a, b)):.3e} (max |logit| {max(map(abs, a)):.3f})"
+    except Exception as err:
+        d = f"missing ({err})"
+    print(f"prompt {i}: logits max |gpu-cpu| {d}; 64 tokens equal to the CPU's: "
+          f"GPU greedy loop {g == cpu}, GPU engine {e == cpu}")
+print(f"completions equal to the CPU's on 5 prompts: GPU greedy loop {greedy}/5, GPU engine {engine}/5")
 PY
+figures "$LOGS"/agree-*-gpu-engine.log
 
-# 3. The 7B shapes in bf16 (15 GB on disk).
-step synth-7b 120 "$Q" synth-checkpoint --arch "$BIG" --dtype bf16 --out "$SYN/$BIG"
-# 4. The server on cuda:0: one Text2Sql request end to end, then 64 concurrent generations.
+# 4. The 7B through the engine, f32 and half precision: one stream, then 64 (128 tokens each),
+# then the prefill of a 2,000-token prompt; and the greedy loop at batch 1 in half precision.
+LONG=$(python3 -c "print(('SELECT name, capacity FROM stadium WHERE capacity > 5000 ORDER BY capacity DESC; ' * 40)[:2000])")
+for dt in f32 "$HALF"; do
+  step "engine-7b-$dt" 150 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$dt" \
+    --prompt "How many singers do we have?" --max-tokens 128 --engine-copies 1,64 --stats \
+    --kv-cache-mib 8192
+  step "engine-7b-$dt-prefill2k" 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
+    --dtype "$dt" --prompt "$LONG" --max-tokens 2 --engine-copies 1 --stats
+done
+step "greedy-7b-$HALF" 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" \
+  --prompt "How many singers do we have?" --max-tokens 128 --stats
+figures "$LOGS"/engine-7b-*.log "$LOGS/greedy-7b-$HALF.log"
+
+# 5. The server on the device (scripts/gpu/quorum-gpu.toml): one Text2Sql request end to end,
+# then 64 concurrent generations of the 7B through gRPC.
 mkdir -p "$WORK/db/concert_singer"
 cp gpu-bundle/concert_singer.sqlite "$WORK/db/concert_singer/"
 sed -e "s#@SYN@#$SYN#g" -e "s#@REPO@#$REPO#g" -e "s#qwen2.5-coder-7b\"#$BIG\"#" \
   -e "s#\"cuda:0\"#\"$DEVICE\"#" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
-"$Q" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
-  >"$LOGS/serve.log" 2>&1 &
-SERVER=$!
-step ask 180 "$Q" ask --server http://127.0.0.1:50070 --wait-secs 150 --db concert_singer \
-  "How many singers do we have?"
-step load-7b-1 60 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder-7b \
-  --clients 1 --requests 2 --max-tokens 128
-step load-7b-64 120 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder-7b \
-  --clients 64 --requests 64 --max-tokens 64
-step load-0.5b-64 90 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder \
-  --clients 64 --requests 128 --max-tokens 64
-tail -n 3 "$LOGS"/load-*.log | tee -a "$LOG"
-kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
-# 5. PyTorch + transformers on the same files, same prompts, same call.
+serve_and_load() { # BINARY TAG: start a server, time 64 streams on the 7B, stop it
+  "$1" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
+    >"$LOGS/serve-$2.log" 2>&1 &
+  local server=$!
+  # Ready when health says SERVING (both models loaded); the base build waits the same way.
+  step "ready-$2" 150 sh -c 'until "$0" health --server http://127.0.0.1:50070; do sleep 1; done' "$1"
+  if [ "$2" = new ]; then
+    step ask 180 "$1" ask --server http://127.0.0.1:50070 --wait-secs 150 --db concert_singer \
+      "How many singers do we have?"
+  fi
+  step "load-7b-64-$2" 120 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder-7b \
+    --clients 64 --requests 64 --max-tokens 64
+  tail -n 3 "$LOGS/load-7b-64-$2.log" | tee -a "$LOG"
+  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+}
+serve_and_load "$Q" new
+
+# 6. PyTorch + transformers on the same files, same prompts, same call.
 step torch-7b 200 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json"
 cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 
-# 6. The 7B shapes through `quorum generate`: the greedy loop's batch-1 decode and a 2k prefill.
-LONG=$(python3 -c "print(('SELECT name, capacity FROM stadium WHERE capacity > 5000 ORDER BY capacity DESC; ' * 40)[:2000])")
-step gen-7b-decode 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
-  --prompt "How many singers do we have?" --max-tokens 128 --stats
-step gen-7b-prefill2k 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
-  --prompt "$LONG" --max-tokens 2 --stats
-grep -h 'tok/s' "$LOGS"/gen-7b-*.log | tee -a "$LOG"
+# 7. The earlier build through the same server and client, when the bundle carries one.
+if [ -x "$WORK/quorum-base" ]; then
+  serve_and_load "$WORK/quorum-base" base
+fi
 
 tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 say "done"

@@ -103,6 +103,9 @@ pub struct RawModel {
     /// LoRA adapters: name → PEFT directory.
     #[serde(default)]
     pub adapters: BTreeMap<String, PathBuf>,
+    /// Weights, activations and KV cache of a decoder: `f32` (the default, the only one on the
+    /// CPU), `bf16` or `f16` on a GPU, where each decode step then reads half the bytes.
+    pub dtype: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -310,6 +313,7 @@ pub struct ModelSpec {
     pub max_model_len: usize,
     pub reencode: Reencode,
     pub adapters: BTreeMap<String, PathBuf>,
+    pub dtype: candle_core::DType,
 }
 
 impl ModelSpec {
@@ -472,6 +476,7 @@ fn default_models(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawModel> {
         max_model_len: None,
         reencode: None,
         adapters: BTreeMap::new(),
+        dtype: None,
     };
     let mut coder = model(
         "qwen2.5-coder-0.5b",
@@ -512,6 +517,9 @@ fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator>
         generator("qwen-ddl", PromptFormat::SimpleDdl),
     ]
 }
+
+/// The KV cache of a served model when the config names none, in MiB.
+pub const DEFAULT_KV_CACHE_MIB: u64 = 2048;
 
 /// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout.
 pub const DEFAULT_SPIDER_DIR: &str = "../shared/data/spider";
@@ -636,7 +644,7 @@ fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         // Sized by arithmetic, not measured: a text-to-SQL run of the 0.5B model holds several
         // sequences of a few thousand tokens (24 KiB each in f32), so 512 MiB (about 21k
         // tokens) fits only two or three runs at once before the scheduler must preempt.
-        kv_cache_bytes: raw.kv_cache_mib.unwrap_or(2048) << 20,
+        kv_cache_bytes: raw.kv_cache_mib.unwrap_or(DEFAULT_KV_CACHE_MIB) << 20,
         request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
         max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),
         max_waiting_text2sql: raw.max_waiting_text2sql.unwrap_or(64),
@@ -693,6 +701,8 @@ fn resolve_models(
         let model_device = m.device.unwrap_or_else(|| device.to_owned());
         let reencode = parse_reencode(m.reencode.as_deref(), &model_device, cpu_path)
             .with_context(|| format!("model `{name}`"))?;
+        let dtype = parse_model_dtype(m.dtype.as_deref(), &model_device)
+            .with_context(|| format!("model `{name}`"))?;
         for (adapter, dir) in &m.adapters {
             ensure!(
                 dir.exists(),
@@ -714,6 +724,7 @@ fn resolve_models(
             max_model_len,
             reencode,
             adapters: m.adapters,
+            dtype,
         });
     }
     ensure!(
@@ -852,9 +863,39 @@ fn parse_reencode(
     })
 }
 
+/// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad
+/// config fails before any model loads).
+fn parse_model_dtype(spec: Option<&str>, device: &str) -> anyhow::Result<candle_core::DType> {
+    let Some(spec) = spec else {
+        return Ok(candle_core::DType::F32);
+    };
+    let dtype = quorum_models::parse_dtype(spec).context("dtype")?;
+    ensure!(
+        device.trim() != "cpu" || dtype == candle_core::DType::F32,
+        "dtype {spec} needs a GPU device; on the CPU the decoder computes in f32"
+    );
+    Ok(dtype)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn half_precision_needs_a_gpu_device() {
+        use candle_core::DType;
+        assert_eq!(parse_model_dtype(None, "cpu").unwrap(), DType::F32);
+        assert_eq!(
+            parse_model_dtype(Some("bf16"), "cuda:1").unwrap(),
+            DType::BF16
+        );
+        let err = parse_model_dtype(Some("bf16"), "cpu")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs a GPU device"), "{err}");
+        let err = format!("{:#}", parse_model_dtype(Some("int4"), "cuda").unwrap_err());
+        assert!(err.contains("unknown dtype `int4`"), "{err}");
+    }
 
     /// The ConfigMaps of deploy/ are server configs: unknown keys and bad limits fail here
     /// rather than in a crash-looping pod.

@@ -14,6 +14,7 @@ use quorum_weights::{ChatMessage, load_checkpoint};
 
 mod adapter_cli;
 mod ask;
+mod engine_generate;
 mod eval;
 mod grammar_coverage;
 mod pg_load;
@@ -93,6 +94,18 @@ enum Command {
         /// this file: for comparing devices and kernel paths on the same checkpoint.
         #[arg(long)]
         logits_out: Option<PathBuf>,
+        /// Run the prompt through the serving engine (continuous batching, paged KV cache)
+        /// instead of the greedy loop, this many copies at once (`1,64`: one run of each, on
+        /// the same engine): prints the first copy's completion, fails unless every copy decoded
+        /// the same tokens, and with --stats gives each run's aggregate decode rate.
+        #[arg(long, value_delimiter = ',')]
+        engine_copies: Option<Vec<usize>>,
+        /// Weights and activations: f32, or bf16/f16 on a GPU.
+        #[arg(long, default_value = "f32")]
+        dtype: String,
+        /// The engine's KV cache with --engine-copies.
+        #[arg(long, default_value_t = quorum_server::config::DEFAULT_KV_CACHE_MIB)]
+        kv_cache_mib: u64,
     },
     /// Writes a Hugging Face model directory with the exact tensor shapes of a released model
     /// and seeded random values, with a byte-level tokenizer: for speed and device-agreement
@@ -213,7 +226,31 @@ fn run() -> Result<()> {
             no_int8_prefill,
             stats,
             logits_out,
+            engine_copies,
+            kv_cache_mib,
+            dtype,
         } => {
+            let dtype = quorum_models::parse_dtype(&dtype).context("--dtype")?;
+            if let Some(copies) = &engine_copies {
+                anyhow::ensure!(
+                    logits_out.is_none(),
+                    "--logits-out comes from the greedy loop, not --engine-copies"
+                );
+                let device = parse_device(&device)?;
+                let path = dirs.resolve(&model)?;
+                return engine_generate::run(&engine_generate::EngineGenerate {
+                    path: &path,
+                    device: &device,
+                    policy: generate_policy(no_int8_prefill, cpu_path),
+                    prompt: &prompt,
+                    chat,
+                    max_tokens,
+                    copies,
+                    kv_cache_mib,
+                    dtype,
+                    stats,
+                });
+            }
             let args = GenerateArgs {
                 model,
                 prompt,
@@ -223,6 +260,7 @@ fn run() -> Result<()> {
                 no_int8_prefill,
                 stats,
                 logits_out,
+                dtype,
             };
             generate(&dirs, &device, &args)
         }
@@ -359,6 +397,7 @@ struct GenerateArgs {
     no_int8_prefill: bool,
     stats: bool,
     logits_out: Option<PathBuf>,
+    dtype: candle_core::DType,
 }
 
 fn synth_checkpoint(arch: &str, out: &std::path::Path, dtype: &str, seed: u64) -> Result<()> {
@@ -380,20 +419,33 @@ fn synth_checkpoint(arch: &str, out: &std::path::Path, dtype: &str, seed: u64) -
     Ok(())
 }
 
-fn generate(dirs: &ModelDirs, device_name: &str, args: &GenerateArgs) -> Result<()> {
-    let device = parse_device(device_name)?;
-    let path = dirs.resolve(&args.model)?;
-    let ckpt = load_checkpoint(&path, &device, candle_core::DType::F32)
-        .with_context(|| format!("loading {}", path.display()))?;
-    let policy = if args.no_int8_prefill {
+/// The matmul policy of `quorum generate`: the int8 GEMM from one row unless turned off.
+fn generate_policy(no_int8_prefill: bool, cpu_path: CpuPath) -> MatmulPolicy {
+    if no_int8_prefill {
         MatmulPolicy::QuantizedOnly
     } else {
         MatmulPolicy::Int8Prefill {
             min_rows: 1,
-            path: args.cpu_path,
+            path: cpu_path,
         }
-    };
-    let model = DecoderModel::load(&ckpt, &device, policy)?;
+    }
+}
+
+fn generate(dirs: &ModelDirs, device_name: &str, args: &GenerateArgs) -> Result<()> {
+    let device = parse_device(device_name)?;
+    let path = dirs.resolve(&args.model)?;
+    quorum_models::check_dtype(&device, args.dtype)?;
+    let ckpt = load_checkpoint(&path, &device, args.dtype)
+        .with_context(|| format!("loading {}", path.display()))?;
+    let policy = generate_policy(args.no_int8_prefill, args.cpu_path);
+    let model = DecoderModel::load_with(
+        &ckpt,
+        &device,
+        quorum_models::LoadOptions {
+            policy,
+            dtype: args.dtype,
+        },
+    )?;
     let text = if args.chat {
         let template = ckpt
             .chat_template
@@ -451,7 +503,7 @@ fn generate(dirs: &ModelDirs, device_name: &str, args: &GenerateArgs) -> Result<
     }
     if args.stats {
         let kernels = match policy.int8_path() {
-            _ if !device.is_cpu() => format!("device {device_name}"),
+            _ if !device.is_cpu() => format!("device {device_name} ({})", args.dtype.as_str()),
             Some(path) => format!("int8 GEMM path {path}"),
             None => "candle's quantized kernels only".to_owned(),
         };

@@ -289,5 +289,7 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         reencode: spec.reencode,
         adapters: spec.adapters.clone(),
         max_draft_tokens: limits.max_draft_tokens,
+        dtype: spec.dtype,
+        device_kv_on_cpu: false,
     }
 }

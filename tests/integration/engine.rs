@@ -186,6 +186,81 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
     );
 }
 
+/// The KV blocks in device tensors with the batched candle-op attention (the path GPUs take),
+/// forced on the CPU on a small random f32 model, whose dense weights do not amplify the last
+/// bits in which candle's attention differs from the CPU kernel (a quantized model's int8
+/// activations do): batched, chunked into short pieces, prefix-cached and preempted, every
+/// prompt decodes the tokens the CPU's paged kernel gives it alone.
+#[test]
+fn device_kv_blocks_give_the_host_kernels_tokens() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    crate::random_decoder::write_checkpoint(dir.path(), "qwen2", 11);
+    let start = |tweak: &dyn Fn(&mut EngineConfig)| {
+        let mut cfg = quorum_tests::engine_config("random");
+        cfg.kv_cache_bytes = 64 << 20;
+        tweak(&mut cfg);
+        spawn_engine(cfg, dir.path(), &Device::Cpu).expect("engine starts")
+    };
+    // Lengths on both sides of the batched pass's 32-token limit; ids above the EOS id (1).
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let prompts: Vec<Vec<u32>> = [3usize, 9, 17, 33, 40, 55, 70, 21]
+        .iter()
+        .map(|&n| (0..n).map(|_| rng.random_range(2..96u32)).collect())
+        .collect();
+    let max_new = 40;
+    let host = start(&|_| {});
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| run_all(&host, std::slice::from_ref(p), max_new).remove(0))
+        .collect();
+    assert!(
+        alone.iter().any(|t| t.len() > 20),
+        "the outputs are long enough to check"
+    );
+    let device = start(&|c| c.device_kv_on_cpu = true);
+    assert_eq!(
+        run_all(&device, &prompts, max_new),
+        alone,
+        "device blocks, batched"
+    );
+    let (again, fin) = collect(
+        device
+            .submit(request(prompts[5].clone(), max_new))
+            .expect("submit"),
+    );
+    assert!(fin.cached_tokens >= 16, "no prefix-cache hit");
+    assert_eq!(again, alone[5], "device blocks, prefix-cache hit");
+    let chunked = start(&|c| {
+        c.device_kv_on_cpu = true;
+        c.max_batched_tokens = 7;
+    });
+    assert_eq!(
+        run_all(&chunked, &prompts, max_new),
+        alone,
+        "device blocks, chunked prefill"
+    );
+    let per_token = 2 * crate::random_decoder::LAYERS * crate::random_decoder::HIDDEN
+        / crate::random_decoder::HEADS
+        * crate::random_decoder::KV_HEADS
+        * 4;
+    let tight = start(&|c| {
+        c.device_kv_on_cpu = true;
+        c.block_size = 16;
+        c.kv_cache_bytes = (per_token * (2 * 70 + 8)) as u64;
+        c.enable_prefix_caching = false;
+    });
+    assert_eq!(
+        run_all(&tight, &prompts, max_new),
+        alone,
+        "device blocks, preempted"
+    );
+    assert!(
+        tight.stats().preemptions > 0,
+        "the tight cache never preempted"
+    );
+}
+
 fn ckpt_bytes_per_token(ckpt: &quorum_weights::Checkpoint) -> usize {
     let cfg = quorum_models::DecoderConfig::from_checkpoint(ckpt).expect("config");
     2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 4

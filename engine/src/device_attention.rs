@@ -1,0 +1,380 @@
+//! The engine's [`Attention`] off the CPU: keys and values stay in the [`DeviceKvStore`], and
+//! the step's short chunks (decodes, draft checks, prompt tails) attend together in one batched
+//! pass per layer.
+//!
+//! The batched pass pads every short chunk to the longest one and every context to the longest
+//! context, and masks the padding with -inf, so a layer costs the same dozen kernel launches for
+//! one sequence or a hundred; long chunks (prefill) attend one by one with the candle-op
+//! reference. Slot and context indices depend only on the step, so they are uploaded once, at
+//! the first layer, and reused by the others. Padding changes the length of the sums, so a
+//! sequence's rows may differ in the last bits with the batch it runs in (the CPU path, not
+//! this one, is bit-invariant to batching).
+
+use candle_core::{Device, Result, Tensor};
+use quorum_models::{Attention, BatchLayout, ChunkLayout, causal_attention_reference};
+
+use crate::device_kv::{DeviceKvStore, slot_index};
+use crate::paged_attention::SeqBlocks;
+
+/// Attention for one step over a [`DeviceKvStore`]; `seqs[i]` describes the chunk whose
+/// `seq_slot` is `i`.
+pub struct DevicePagedAttention<'a> {
+    pub store: &'a DeviceKvStore,
+    pub seqs: &'a [SeqBlocks],
+    step: Option<StepIndex>,
+}
+
+/// Chunks of at most this many tokens attend in the batched pass: a decode with its drafts
+/// (at most 1 + `max_draft_tokens`) always does; a prompt chunk this short pads little.
+const SHORT_CHUNK: usize = 32;
+
+/// The step's indices on the device, shared by every layer.
+struct StepIndex {
+    /// `[tokens, token_width]`: each new token's slot.
+    write: Tensor,
+    short: Option<ShortGroup>,
+    /// Context slots of each long chunk, in chunk order.
+    long_contexts: Vec<Tensor>,
+    /// Output row `i` is row `order[i]` of the short chunks' rows followed by the long
+    /// chunks' rows; `None` when that order is already the batch's.
+    order: Option<Tensor>,
+}
+
+/// The short chunks of a step, padded to `max_len` queries over `max_context` keys.
+struct ShortGroup {
+    count: usize,
+    max_len: usize,
+    max_context: usize,
+    /// `[count * max_len]`: each chunk's rows in the packed batch, padded with its first row.
+    query_rows: Tensor,
+    /// `[count * max_context]`: each chunk's context slots, padded with slot 0.
+    context_slots: Tensor,
+    /// `[count, 1, 1, max_len, max_context]`: 0 where query i of a chunk sees the key, -inf
+    /// elsewhere (padding queries see key 0 only, so their softmax stays finite).
+    mask: Tensor,
+    /// The real rows among the `count * max_len` padded ones, in chunk order.
+    real_rows: Tensor,
+}
+
+impl<'a> DevicePagedAttention<'a> {
+    pub fn new(store: &'a DeviceKvStore, seqs: &'a [SeqBlocks]) -> Self {
+        Self {
+            store,
+            seqs,
+            step: None,
+        }
+    }
+
+    fn seq_of(&self, c: &ChunkLayout) -> Result<&'a SeqBlocks> {
+        let seqs: &'a [SeqBlocks] = self.seqs;
+        seqs.get(c.seq_slot).ok_or_else(|| {
+            candle_core::Error::Msg(format!("no block table for chunk slot {}", c.seq_slot))
+        })
+    }
+
+    /// The context slots `0..len` of a sequence, from its block table.
+    fn context_slots(&self, c: &ChunkLayout, len: usize) -> Result<Vec<u32>> {
+        let block_size = self.store.layout().block_size;
+        let table = &self.seq_of(c)?.block_table;
+        (0..len)
+            .map(|pos| match table.get(pos / block_size) {
+                Some(&b) => Ok((b * block_size + pos % block_size) as u32),
+                None => candle_core::bail!(
+                    "sequence {} reaches position {pos} beyond its {} blocks",
+                    c.seq_slot,
+                    table.len()
+                ),
+            })
+            .collect()
+    }
+
+    fn build_index(&self, batch: &BatchLayout, device: &Device) -> Result<StepIndex> {
+        let mut write_slots = Vec::with_capacity(batch.n_tokens());
+        for c in &batch.chunks {
+            let slots = &self.seq_of(c)?.slots;
+            if slots.len() != c.len {
+                candle_core::bail!(
+                    "sequence {} has {} slots for {} new tokens",
+                    c.seq_slot,
+                    slots.len(),
+                    c.len
+                );
+            }
+            write_slots.extend_from_slice(slots);
+        }
+        let write = slot_index(&write_slots, self.store.layout().token_width(), device)?;
+        let (short, long): (Vec<&ChunkLayout>, Vec<&ChunkLayout>) =
+            batch.chunks.iter().partition(|c| c.len <= SHORT_CHUNK);
+        let short_group = if short.is_empty() {
+            None
+        } else {
+            Some(self.short_group(&short, device)?)
+        };
+        let long_contexts = long
+            .iter()
+            .map(|c| {
+                let s = self.context_slots(c, c.context_len())?;
+                Tensor::from_vec(s, c.context_len(), device)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // Where each batch row sits among [short chunks' rows, long chunks' rows].
+        let mut position = vec![0u32; batch.n_tokens()];
+        let mut next = 0u32;
+        for c in short.iter().chain(&long) {
+            for r in c.offset..c.offset + c.len {
+                position[r] = next;
+                next += 1;
+            }
+        }
+        let in_order = position.iter().enumerate().all(|(i, &p)| p as usize == i);
+        let order = if in_order {
+            None
+        } else {
+            Some(Tensor::from_vec(position, batch.n_tokens(), device)?)
+        };
+        Ok(StepIndex {
+            write,
+            short: short_group,
+            long_contexts,
+            order,
+        })
+    }
+
+    fn short_group(&self, chunks: &[&ChunkLayout], device: &Device) -> Result<ShortGroup> {
+        let count = chunks.len();
+        let max_len = chunks.iter().map(|c| c.len).max().unwrap_or(1);
+        let max_context = chunks.iter().map(|c| c.context_len()).max().unwrap_or(1);
+        let mut query_rows = Vec::with_capacity(count * max_len);
+        let mut slots = Vec::with_capacity(count * max_context);
+        let mut mask = Vec::with_capacity(count * max_len * max_context);
+        let mut real_rows = Vec::new();
+        for (b, c) in chunks.iter().enumerate() {
+            let mut s = self.context_slots(c, c.context_len())?;
+            s.resize(max_context, 0);
+            slots.extend(s);
+            for i in 0..max_len {
+                let real = i < c.len;
+                query_rows.push((c.offset + if real { i } else { 0 }) as u32);
+                if real {
+                    real_rows.push((b * max_len + i) as u32);
+                }
+                // Query i of the chunk is at position start + i and sees keys 0..=start + i.
+                let sees = if real { c.start_position + i } else { 0 };
+                mask.extend((0..max_context).map(
+                    |p| {
+                        if p <= sees { 0f32 } else { f32::NEG_INFINITY }
+                    },
+                ));
+            }
+        }
+        let real = real_rows.len();
+        Ok(ShortGroup {
+            count,
+            max_len,
+            max_context,
+            query_rows: Tensor::from_vec(query_rows, count * max_len, device)?,
+            context_slots: Tensor::from_vec(slots, count * max_context, device)?,
+            mask: Tensor::from_vec(mask, (count, 1, 1, max_len, max_context), device)?,
+            real_rows: Tensor::from_vec(real_rows, real, device)?,
+        })
+    }
+
+    /// One layer's attention for the short chunks: `q` `[num_heads, tokens, head_dim]`;
+    /// returns their rows `[rows, num_heads * head_dim]` in chunk order.
+    fn attend_short(&self, layer: usize, g: &ShortGroup, q: &Tensor) -> Result<Tensor> {
+        let l = self.store.layout();
+        let (num_heads, _, head_dim) = q.dims3()?;
+        let (kvh, n_rep) = (l.num_kv_heads, num_heads / l.num_kv_heads);
+        let (count, len, ctx) = (g.count, g.max_len, g.max_context);
+        let (k, v) = self.store.gather(layer, &g.context_slots)?;
+        // [count * ctx, kvh * d] -> [count, kvh, ctx, d]
+        let heads = |t: Tensor| -> Result<Tensor> {
+            t.reshape((count, ctx, kvh, head_dim))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        let (k, v) = (heads(k)?, heads(v)?);
+        // Query head h reads kv head h / n_rep: [heads, count * len, d] -> [count, kvh, n_rep *
+        // len, d].
+        let q = q
+            .index_select(&g.query_rows, 1)?
+            .reshape((kvh, n_rep, count, len, head_dim))?
+            .permute((2, 0, 1, 3, 4))?
+            .contiguous()?
+            .reshape((count, kvh, n_rep * len, head_dim))?;
+        let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?
+            .reshape((count, kvh, n_rep, len, ctx))?
+            .broadcast_add(&g.mask.to_dtype(q.dtype())?)?;
+        let probs =
+            candle_nn::ops::softmax_last_dim(&scores)?.reshape((count, kvh, n_rep * len, ctx))?;
+        // [count, kvh, n_rep * len, d] -> [count, len, kvh, n_rep, d] -> rows.
+        probs
+            .matmul(&v)?
+            .reshape((count, kvh, n_rep, len, head_dim))?
+            .permute((0, 3, 1, 2, 4))?
+            .contiguous()?
+            .reshape((count * len, num_heads * head_dim))?
+            .index_select(&g.real_rows, 0)
+    }
+
+    /// One long chunk over its gathered context; returns `[len, num_heads * head_dim]`.
+    fn attend_long(
+        &self,
+        layer: usize,
+        c: &ChunkLayout,
+        context: &Tensor,
+        q: &Tensor,
+    ) -> Result<Tensor> {
+        let l = self.store.layout();
+        let (k, v) = self.store.gather(layer, context)?;
+        let heads = |t: Tensor| -> Result<Tensor> {
+            t.reshape((c.context_len(), l.num_kv_heads, l.head_dim))?
+                .transpose(0, 1)?
+                .contiguous()
+        };
+        let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;
+        causal_attention_reference(&qc, &heads(k)?, &heads(v)?, c.start_position)
+    }
+}
+
+impl Attention for DevicePagedAttention<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        if self.step.is_none() {
+            self.step = Some(self.build_index(batch, q.device())?);
+        }
+        let step = self.step.as_ref().expect("built above");
+        // Token-major rows for the slot writes: [tokens, kv_heads * dim].
+        let rows = |t: &Tensor| -> Result<Tensor> {
+            let (h, n, d) = t.dims3()?;
+            t.transpose(0, 1)?.contiguous()?.reshape((n, h * d))
+        };
+        self.store.write(layer, &step.write, &rows(k)?, &rows(v)?)?;
+        let mut parts = Vec::new();
+        if let Some(g) = &step.short {
+            parts.push(self.attend_short(layer, g, q)?);
+        }
+        let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
+        for (c, context) in long.zip(&step.long_contexts) {
+            parts.push(self.attend_long(layer, c, context, q)?);
+        }
+        let out = if parts.len() == 1 {
+            parts.pop().expect("one part")
+        } else {
+            Tensor::cat(&parts, 0)?
+        };
+        match &step.order {
+            Some(order) => out.index_select(order, 0),
+            None => Ok(out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paged_attention::PagedAttention;
+    use candle_core::DType;
+    use quorum_kernels::{KvLayout, PagedKvStore};
+
+    const LAYOUT: KvLayout = KvLayout {
+        num_layers: 2,
+        num_blocks: 32,
+        block_size: 4,
+        num_kv_heads: 2,
+        head_dim: 8,
+    };
+    const HEADS: usize = 6;
+
+    /// `(block table, start position, new tokens)` per sequence, in batch order.
+    fn step(chunks: &[(&[usize], usize, usize)]) -> (BatchLayout, Vec<SeqBlocks>) {
+        let bs = LAYOUT.block_size;
+        let layout = BatchLayout::from_chunks(
+            chunks
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, start, len))| (i, start, len, true)),
+        );
+        let seqs = chunks
+            .iter()
+            .map(|&(table, start, len)| SeqBlocks {
+                slots: (start..start + len)
+                    .map(|p| table[p / bs] * bs + p % bs)
+                    .collect(),
+                block_table: table.to_vec(),
+            })
+            .collect();
+        (layout, seqs)
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    /// Two steps give the CPU kernel's results over the host blocks: a long prefill beside
+    /// short ones, then decodes of different context lengths beside a multi-token short chunk,
+    /// a new short prefill and a new long one, out of order.
+    #[test]
+    fn device_blocks_match_the_host_kernel() {
+        let dev = Device::Cpu;
+        let mut host = PagedKvStore::new(LAYOUT);
+        let device = DeviceKvStore::new(LAYOUT, &dev, DType::F32).unwrap();
+        let t0: Vec<usize> = [3, 1].into_iter().chain(8..18).collect();
+        let t4: Vec<usize> = (18..28).collect();
+        let (t1, t2, t3): (&[usize], &[usize], &[usize]) = (&[5, 6], &[0], &[7]);
+        let steps = [
+            step(&[(&t0, 0, 40), (t3, 0, 1), (t1, 0, 3)]),
+            step(&[
+                (t1, 3, 3),
+                (&t0, 40, 1),
+                (&t4, 0, 35),
+                (t3, 1, 1),
+                (t2, 0, 2),
+            ]),
+        ];
+        for (batch, seqs) in &steps {
+            let n = batch.n_tokens();
+            let mut on_host = PagedAttention {
+                store: &mut host,
+                seqs,
+            };
+            let mut on_device = DevicePagedAttention::new(&device, seqs);
+            for layer in 0..LAYOUT.num_layers {
+                let q = Tensor::randn(0f32, 1.0, (HEADS, n, LAYOUT.head_dim), &dev).unwrap();
+                let kv = || Tensor::randn(0f32, 1.0, (2, n, LAYOUT.head_dim), &dev).unwrap();
+                let (k, v) = (kv(), kv());
+                let a = on_host.attend(layer, batch, &q, &k, &v).unwrap();
+                let b = on_device.attend(layer, batch, &q, &k, &v).unwrap();
+                assert_eq!(a.dims(), b.dims());
+                let d = max_diff(&a, &b);
+                assert!(d < 1e-5, "layer {layer}: max difference {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunk_beyond_its_block_table_is_an_error() {
+        let dev = Device::Cpu;
+        let device = DeviceKvStore::new(LAYOUT, &dev, DType::F32).unwrap();
+        let (batch, mut seqs) = step(&[(&[2], 0, 3)]);
+        seqs[0].block_table.clear();
+        let mut attn = DevicePagedAttention::new(&device, &seqs);
+        let q = Tensor::zeros((HEADS, 3, LAYOUT.head_dim), DType::F32, &dev).unwrap();
+        let kv = Tensor::zeros((2, 3, LAYOUT.head_dim), DType::F32, &dev).unwrap();
+        let err = attn.attend(0, &batch, &q, &kv, &kv).unwrap_err();
+        assert!(err.to_string().contains("beyond its 0 blocks"), "{err}");
+    }
+}

@@ -1,0 +1,184 @@
+//! `quorum generate --engine-copies N[,M...]`: the prompt through the serving engine instead of
+//! the greedy loop, N copies at once (then M, on the same loaded engine). Every copy must decode
+//! the same tokens (they share one prompt), and the first copy's completion is printed like the
+//! greedy loop's, so the two can be compared on any device: on a GPU this is the check that the
+//! engine's KV blocks and batched attention on the device agree with the CPU, and with
+//! `--stats` it gives the engine's aggregate decode rate at N streams without a gRPC server in
+//! the way.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use candle_core::{DType, Device};
+use quorum_engine::{
+    EngineConfig, EngineEvent, GenerateRequest, SamplingParams, TokenEvent, spawn_engine,
+};
+use quorum_models::MatmulPolicy;
+use quorum_weights::ChatMessage;
+
+pub struct EngineGenerate<'a> {
+    pub path: &'a Path,
+    pub device: &'a Device,
+    pub policy: MatmulPolicy,
+    pub prompt: &'a str,
+    pub chat: bool,
+    pub max_tokens: usize,
+    /// Copies per run; one run after the other on the same engine.
+    pub copies: &'a [usize],
+    pub kv_cache_mib: u64,
+    pub dtype: DType,
+    pub stats: bool,
+}
+
+/// One copy's outcome.
+struct Copy {
+    tokens: Vec<u32>,
+    ttft_s: f64,
+    error: Option<String>,
+}
+
+pub fn run(args: &EngineGenerate) -> Result<()> {
+    let most = args.copies.iter().copied().max().unwrap_or(0);
+    if args.copies.contains(&0) || most == 0 {
+        bail!("--engine-copies: every count must be at least 1");
+    }
+    let config = EngineConfig {
+        matmul_policy: args.policy,
+        kv_cache_bytes: args.kv_cache_mib << 20,
+        max_running_seqs: most,
+        max_waiting: most,
+        // Room for every copy's decode row and a prompt chunk in one step.
+        max_batched_tokens: 2048.max(most),
+        dtype: args.dtype,
+        ..EngineConfig::cpu_default("generate")
+    };
+    let engine = spawn_engine(config, args.path, args.device)
+        .with_context(|| format!("starting an engine on {}", args.path.display()))?;
+    let text = if args.chat {
+        let template = engine
+            .chat_template()
+            .context("--chat: the model has no chat template")?;
+        template.render(&[ChatMessage::new("user", args.prompt)], true)?
+    } else {
+        args.prompt.to_owned()
+    };
+    let prompt_tokens = engine
+        .tokenizer()
+        .encode(text.as_str(), false)
+        .map_err(|e| anyhow::anyhow!("tokenizing the prompt: {e}"))?
+        .get_ids()
+        .to_vec();
+    let mut first_text = None;
+    let mut disagreements = Vec::new();
+    for &n in args.copies {
+        let copies = run_copies(&engine, &prompt_tokens, n, args)?;
+        let first = &copies[0];
+        if first_text.is_none() {
+            let text = engine
+                .tokenizer()
+                .decode(&first.tokens, true)
+                .map_err(|e| anyhow::anyhow!("decoding: {e}"))?;
+            writeln!(std::io::stdout().lock(), "{text}")?;
+            first_text = Some(first.tokens.clone());
+        }
+        let same = copies
+            .iter()
+            .filter(|c| Some(&c.tokens) == first_text.as_ref())
+            .count();
+        if same != n {
+            disagreements.push(format!("{same} of {n}"));
+        }
+    }
+    engine.shutdown();
+    if !disagreements.is_empty() {
+        bail!(
+            "copies decoded other tokens than the first run's first copy: only {} did",
+            disagreements.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Submits `n` copies of the prompt at once and waits for all of them.
+fn run_copies(
+    engine: &quorum_engine::EngineHandle,
+    prompt_tokens: &[u32],
+    n: usize,
+    args: &EngineGenerate,
+) -> Result<Vec<Copy>> {
+    let eos = &engine.info().eos_token_ids;
+    let start = Instant::now();
+    let receivers = (0..n)
+        .map(|_| {
+            engine.submit(GenerateRequest {
+                prompt_tokens: prompt_tokens.to_vec(),
+                params: SamplingParams {
+                    max_new_tokens: args.max_tokens as u32,
+                    ..SamplingParams::greedy()
+                },
+                adapter: None,
+                deadline: None,
+                grammar: None,
+                draft_hint: Vec::new(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let copies: Vec<Copy> = receivers
+        .into_iter()
+        .map(|mut rx| {
+            let mut tokens = Vec::new();
+            loop {
+                match rx.blocking_recv() {
+                    Some(EngineEvent::Token(TokenEvent { token_id, .. })) => {
+                        if !eos.contains(&token_id) {
+                            tokens.push(token_id);
+                        }
+                    }
+                    Some(EngineEvent::Finished(f)) => {
+                        return Copy {
+                            tokens,
+                            ttft_s: f.ttft.map_or(0.0, |t| t.as_secs_f64()),
+                            error: f.error,
+                        };
+                    }
+                    None => {
+                        return Copy {
+                            tokens,
+                            ttft_s: 0.0,
+                            error: Some("the engine dropped the request".into()),
+                        };
+                    }
+                }
+            }
+        })
+        .collect();
+    let wall = start.elapsed().as_secs_f64();
+    if let Some(e) = copies.iter().find_map(|c| c.error.as_ref()) {
+        bail!("a copy failed: {e}");
+    }
+    if args.stats {
+        // The decode phase of copies submitted together: tokens after each copy's first, over
+        // the time after the last first token.
+        let last_first = copies.iter().map(|c| c.ttft_s).fold(0.0, f64::max);
+        let decoded: usize = copies
+            .iter()
+            .map(|c| c.tokens.len().saturating_sub(1))
+            .sum();
+        let same = copies
+            .iter()
+            .filter(|c| c.tokens == copies[0].tokens)
+            .count();
+        eprintln!(
+            "engine on {} ({}): {n} copies, {same} decoded the same tokens; prompt {} tokens, \
+             last first token at {last_first:.3} s; {decoded} tokens after the first, aggregate \
+             decode {:.1} tok/s; wall {wall:.2} s",
+            engine.device(),
+            args.dtype.as_str(),
+            prompt_tokens.len(),
+            decoded as f64 / (wall - last_first).max(1e-9),
+        );
+    }
+    Ok(copies)
+}
