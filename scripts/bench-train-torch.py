@@ -7,11 +7,15 @@ AdamW, gradient accumulation and clipping. Prints tokens/s per step and overall.
 
   python scripts/bench-train-torch.py --gguf MODEL.gguf --sequences seq.jsonl --steps 3
 
+or, on a Hugging Face directory (a synthetic checkpoint on a GPU machine, scripts/gpu/train-check.sh):
+
+  python scripts/bench-train-torch.py --model-dir DIR --device cuda --sequences seq.jsonl
+
 With --adapter DIR it trains nothing: it loads a `quorum train` adapter with PEFT's own loader
 (PeftModel.from_pretrained) and prints the mean answer loss of the first sequences with and
 without it, the check that PEFT reads Quorum's adapters as Quorum trained them.
 
-Needs torch, transformers, peft and gguf (pip). Nothing is downloaded at run time.
+Needs torch, transformers, peft and (for --gguf) gguf (pip). Nothing is downloaded at run time.
 """
 import argparse
 import json
@@ -21,7 +25,10 @@ import time
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--gguf", required=True, help="the GGUF file quorum train used")
+    base = p.add_mutually_exclusive_group(required=True)
+    base.add_argument("--gguf", help="the GGUF file quorum train used")
+    base.add_argument("--model-dir", help="the Hugging Face directory quorum train used")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--sequences", required=True, help="JSONL from quorum train --write-sequences")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--grad-accumulation", type=int, default=8)
@@ -42,11 +49,15 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     started = time.time()
-    model = AutoModelForCausalLM.from_pretrained(
-        os.path.dirname(os.path.abspath(args.gguf)),
-        gguf_file=os.path.basename(args.gguf),
-        torch_dtype=torch.float32,
-    )
+    if args.gguf:
+        model = AutoModelForCausalLM.from_pretrained(
+            os.path.dirname(os.path.abspath(args.gguf)),
+            gguf_file=os.path.basename(args.gguf),
+            torch_dtype=torch.float32,
+        )
+    else:
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, torch_dtype=torch.float32)
+    model = model.to(args.device)
     model.config.use_cache = False
     with open(args.sequences) as f:
         sequences = [json.loads(line) for line in f]
@@ -66,7 +77,7 @@ def main():
     )
     model.train()
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    print(f"torch {torch.__version__}, {args.threads} threads, model loaded in "
+    print(f"torch {torch.__version__}, {args.device}, {args.threads} threads, model loaded in "
           f"{time.time() - started:.1f} s, {trainable} trainable parameters", flush=True)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=args.lr, betas=(0.9, 0.999),
@@ -81,7 +92,7 @@ def main():
         tokens, loss_sum = 0, 0.0
         for micro in range(args.grad_accumulation):
             seq = sequences[step * args.grad_accumulation + micro]
-            ids = torch.tensor([seq["tokens"]])
+            ids = torch.tensor([seq["tokens"]], device=args.device)
             start = seq["answer_start"]
             answer = ids[0, start:]
             # Logits of positions start-1 .. T-2 predict the answer tokens start .. T-1.
@@ -95,6 +106,8 @@ def main():
             [p for p in model.parameters() if p.requires_grad], args.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
         seconds = time.time() - t0
         total_tokens += tokens
         total_seconds += seconds

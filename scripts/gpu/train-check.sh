@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `quorum train --device cuda` on a lent GPU machine, against PyTorch + PEFT on the same
+# sequences (docs/GPU.md). Needs gpu-bundle/ from scripts/gpu/bundle.sh with a small
+# Spider-format directory in gpu-bundle/spider-mini (train.json, tables.json and the databases
+# it names; bundle.sh copies one). The weights are a synthetic Qwen2.5-Coder-0.5B in f32 with a
+# byte-level tokenizer, so sequences are several times longer than with the real tokenizer.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/quorum-gpu-out}
+WORK=${WORK:-/tmp/quorum-gpu}
+DEVICE=${DEVICE:-cuda:0}
+STEPS=${STEPS:-6}
+ACC=${ACC:-4}
+mkdir -p "$OUT" "$WORK"
+LOG=$OUT/train-summary.txt
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$LOG"; }
+python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
+  gpu-bundle/quorum.xz "$WORK/quorum" && chmod +x "$WORK/quorum"
+Q=$WORK/quorum
+LIBS=$(python3 -c "
+import glob, os, site
+dirs = []
+for lib in ['libcublas.so.13', 'libcurand.so.10', 'libcudart.so.13']:
+    for r in site.getsitepackages():
+        hits = glob.glob(os.path.join(r, '**', lib), recursive=True)
+        if hits and os.path.dirname(hits[0]) not in dirs:
+            dirs.append(os.path.dirname(hits[0]))
+print(':'.join(dirs))")
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+say "host: $(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
+SYN=$WORK/synthetic-0.5b
+[ -d "$SYN" ] || "$Q" synth-checkpoint --arch qwen2.5-coder-0.5b --dtype f32 --out "$SYN" 2>&1 | tee -a "$LOG"
+rm -rf "$WORK/adapter"
+timeout 200 "$Q" --device "$DEVICE" train --model "$SYN" --data gpu-bundle/spider-mini \
+  --out "$WORK/adapter" --steps "$STEPS" --grad-accumulation "$ACC" --warmup-steps 1 \
+  --max-tokens 1536 --limit 96 --checkpoint-every 0 --write-sequences "$WORK/seq.jsonl" \
+  >"$OUT/quorum-train.log" 2>&1
+say "quorum train: rc=$?"
+grep -v '^\s*$' "$OUT/quorum-train.log" | grep -v '\[' | tail -4 | tee -a "$LOG"
+cp "$WORK/adapter/train-log.jsonl" "$OUT/" 2>/dev/null && tail -n 2 "$OUT/train-log.jsonl" | tee -a "$LOG"
+timeout 150 python3 scripts/bench-train-torch.py --model-dir "$SYN" --device "${DEVICE%%:*}" \
+  --sequences "$WORK/seq.jsonl" --steps "$STEPS" --grad-accumulation "$ACC" \
+  >"$OUT/torch-train.log" 2>&1
+say "pytorch+peft: rc=$?"
+tail -n 3 "$OUT/torch-train.log" | tee -a "$LOG"
