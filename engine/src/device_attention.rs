@@ -121,8 +121,8 @@ impl<'a> DevicePagedAttention<'a> {
         let mut position = vec![0u32; batch.n_tokens()];
         let mut next = 0u32;
         for c in short.iter().chain(&long) {
-            for r in c.offset..c.offset + c.len {
-                position[r] = next;
+            for p in &mut position[c.offset..c.offset + c.len] {
+                *p = next;
                 next += 1;
             }
         }
