@@ -1,12 +1,11 @@
-//! The engine's [`Attention`]: keys/values go into the paged block store at the slots the
-//! scheduler assigned; then, on the CPU, the whole batch attends straight from the blocks
-//! ([`PagedKvStore::attend`]); elsewhere each chunk attends over its gathered context with the
-//! dense cache's `causal_attention`. Both run the same per-row arithmetic as the dense cache,
-//! so paged and dense results agree.
+//! The engine's [`Attention`] on the CPU: keys/values go into the paged block store at the
+//! slots the scheduler assigned, then the whole batch attends straight from the blocks
+//! ([`PagedKvStore::attend`]) with the same per-row arithmetic as the dense cache, so paged and
+//! dense results agree. Off the CPU the engine uses [`crate::DevicePagedAttention`].
 
 use candle_core::{Result, Tensor};
 use quorum_kernels::{PagedChunk, PagedKvStore};
-use quorum_models::{Attention, AttentionRows, BatchLayout, causal_attention};
+use quorum_models::{Attention, AttentionRows, BatchLayout};
 
 /// Where one scheduled sequence's tokens go and what it attends to.
 #[derive(Debug, Clone)]
@@ -88,33 +87,23 @@ impl Attention for PagedAttention<'_> {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<Tensor> {
-        // Token-major rows for slot writes: [tokens, kv_heads * dim].
+        if !(q.device().is_cpu() && q.dtype() == candle_core::DType::F32) {
+            // Off the CPU the engine keeps its blocks in a `DeviceKvStore` instead.
+            candle_core::bail!("the host KV store serves f32 models on the CPU only");
+        }
+        // Token-major rows: [tokens, heads * dim].
         let rows = |t: &Tensor| -> Result<Vec<f32>> {
             t.transpose(0, 1)?
                 .contiguous()?
                 .flatten_all()?
-                .to_device(&candle_core::Device::Cpu)?
                 .to_vec1::<f32>()
         };
         let (k_rows, v_rows) = (rows(k)?, rows(v)?);
         self.write_rows(layer, batch, &k_rows, &v_rows)?;
-        if q.device().is_cpu() && q.dtype() == candle_core::DType::F32 {
-            // The whole batch in one pass over the blocks (bit-identical to the gather below).
-            let (num_heads, tokens, head_dim) = q.dims3()?;
-            let out = self.attend_blocks(layer, batch, &rows(q)?, num_heads)?;
-            return Tensor::from_vec(out, (tokens, num_heads * head_dim), q.device());
-        }
-        let mut outs = Vec::with_capacity(batch.chunks.len());
-        for c in &batch.chunks {
-            let (kc, vc) = self
-                .store
-                .gather(layer, &self.seq_of(c)?.block_table, c.context_len())
-                .map_err(kernel_err)?;
-            let (kc, vc) = (kc.to_device(q.device())?, vc.to_device(q.device())?);
-            let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;
-            outs.push(causal_attention(&qc, &kc, &vc, c.start_position)?);
-        }
-        Tensor::cat(&outs, 0)
+        // The whole batch in one pass over the blocks.
+        let (num_heads, tokens, head_dim) = q.dims3()?;
+        let out = self.attend_blocks(layer, batch, &rows(q)?, num_heads)?;
+        Tensor::from_vec(out, (tokens, num_heads * head_dim), q.device())
     }
 
     fn attend_rows(
