@@ -4,14 +4,14 @@
 //!
 //! The batched pass pads every short chunk to the longest one and every context to the longest
 //! context, and masks the padding with -inf, so a layer costs the same dozen kernel launches for
-//! one sequence or a hundred; long chunks (prefill) attend one by one with the candle-op
-//! reference. Slot and context indices depend only on the step, so they are uploaded once, at
+//! one sequence or a hundred; long chunks (prefill) attend one by one, with their masks built
+//! once per step. Slot and context indices depend only on the step, so they are uploaded once, at
 //! the first layer, and reused by the others. Padding changes the length of the sums, so a
 //! sequence's rows may differ in the last bits with the batch it runs in (the CPU path, not
 //! this one, is bit-invariant to batching).
 
 use candle_core::{Device, Result, Tensor};
-use quorum_models::{Attention, BatchLayout, ChunkLayout, causal_attention_reference};
+use quorum_models::{Attention, BatchLayout, ChunkLayout};
 
 use crate::device_kv::{DeviceKvStore, slot_index};
 use crate::paged_attention::SeqBlocks;
@@ -33,11 +33,19 @@ struct StepIndex {
     /// `[tokens, token_width]`: each new token's slot.
     write: Tensor,
     short: Option<ShortGroup>,
-    /// Context slots of each long chunk, in chunk order.
-    long_contexts: Vec<Tensor>,
+    /// The long chunks, in chunk order.
+    long: Vec<LongChunk>,
     /// Output row `i` is row `order[i]` of the short chunks' rows followed by the long
     /// chunks' rows; `None` when that order is already the batch's.
     order: Option<Tensor>,
+}
+
+/// A long chunk's context and causal mask, built once per step.
+struct LongChunk {
+    /// `[context]`: its context slots.
+    context_slots: Tensor,
+    /// `[len, context]`: 0 where query i sees the key, -inf elsewhere.
+    mask: Tensor,
 }
 
 /// The short chunks of a step, padded to `max_len` queries over `max_context` keys.
@@ -110,11 +118,26 @@ impl<'a> DevicePagedAttention<'a> {
         } else {
             Some(self.short_group(&short, device)?)
         };
-        let long_contexts = long
+        let long_chunks = long
             .iter()
             .map(|c| {
-                let s = self.context_slots(c, c.context_len())?;
-                Tensor::from_vec(s, c.context_len(), device)
+                let (len, context) = (c.len, c.context_len());
+                let slots = self.context_slots(c, context)?;
+                let mask: Vec<f32> = (0..len)
+                    .flat_map(|i| {
+                        (0..context).map(move |p| {
+                            if p <= c.start_position + i {
+                                0f32
+                            } else {
+                                f32::NEG_INFINITY
+                            }
+                        })
+                    })
+                    .collect();
+                Ok(LongChunk {
+                    context_slots: Tensor::from_vec(slots, context, device)?,
+                    mask: Tensor::from_vec(mask, (len, context), device)?,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         // Where each batch row sits among [short chunks' rows, long chunks' rows].
@@ -135,7 +158,7 @@ impl<'a> DevicePagedAttention<'a> {
         Ok(StepIndex {
             write,
             short: short_group,
-            long_contexts,
+            long: long_chunks,
             order,
         })
     }
@@ -217,23 +240,46 @@ impl<'a> DevicePagedAttention<'a> {
             .index_select(&g.real_rows, 0)
     }
 
-    /// One long chunk over its gathered context; returns `[len, num_heads * head_dim]`.
+    /// One long chunk over its gathered context; returns `[len, num_heads * head_dim]`. The
+    /// query heads that share a kv head are stacked (`[kvh, n_rep * len, d]`) rather than the
+    /// keys and values repeated, and the mask is the step's, not rebuilt per layer.
     fn attend_long(
         &self,
         layer: usize,
         c: &ChunkLayout,
-        context: &Tensor,
+        chunk: &LongChunk,
         q: &Tensor,
     ) -> Result<Tensor> {
         let l = self.store.layout();
-        let (k, v) = self.store.gather(layer, context)?;
+        let (num_heads, _, head_dim) = q.dims3()?;
+        let (kvh, n_rep, len, ctx) = (
+            l.num_kv_heads,
+            num_heads / l.num_kv_heads,
+            c.len,
+            c.context_len(),
+        );
+        let (k, v) = self.store.gather(layer, &chunk.context_slots)?;
+        // [ctx, kvh * d] -> [kvh, ctx, d]
         let heads = |t: Tensor| -> Result<Tensor> {
-            t.reshape((c.context_len(), l.num_kv_heads, l.head_dim))?
+            t.reshape((ctx, kvh, head_dim))?
                 .transpose(0, 1)?
                 .contiguous()
         };
-        let qc = q.narrow(1, c.offset, c.len)?.contiguous()?;
-        causal_attention_reference(&qc, &heads(k)?, &heads(v)?, c.start_position)
+        let (k, v) = (heads(k)?, heads(v)?);
+        // Head h = j * n_rep + r: [heads, len, d] is [kvh, n_rep * len, d] as it lies.
+        let q = q
+            .narrow(1, c.offset, len)?
+            .contiguous()?
+            .reshape((kvh, n_rep * len, head_dim))?;
+        let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?
+            .reshape((kvh, n_rep, len, ctx))?
+            .broadcast_add(&chunk.mask.to_dtype(q.dtype())?)?;
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?.reshape((kvh, n_rep * len, ctx))?;
+        probs
+            .matmul(&v)?
+            .reshape((num_heads, len, head_dim))?
+            .transpose(0, 1)?
+            .reshape((len, num_heads * head_dim))
     }
 }
 
@@ -261,8 +307,8 @@ impl Attention for DevicePagedAttention<'_> {
             parts.push(self.attend_short(layer, g, q)?);
         }
         let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
-        for (c, context) in long.zip(&step.long_contexts) {
-            parts.push(self.attend_long(layer, c, context, q)?);
+        for (c, chunk) in long.zip(&step.long) {
+            parts.push(self.attend_long(layer, c, chunk, q)?);
         }
         let out = if parts.len() == 1 {
             parts.pop().expect("one part")
