@@ -38,31 +38,12 @@ figures() { grep -h 'tok/s' "$@" 2>/dev/null | tee -a "$LOG"; }
 say "host: $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$LOG"
 
-# The binaries travel xz-compressed; Python's lzma unpacks them wherever xz is missing.
+# shellcheck source=scripts/gpu/device-env.sh
+. scripts/gpu/device-env.sh
 for b in quorum quorum-load quorum-base; do
-  [ -f "gpu-bundle/$b.xz" ] || continue
-  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
-    "gpu-bundle/$b.xz" "$WORK/$b" && chmod +x "$WORK/$b"
+  [ -f "gpu-bundle/$b.xz" ] && unpack "$b" "$WORK"
 done
 Q=$WORK/quorum
-# The CUDA libraries the binary links (cuBLAS, cuRAND, the runtime) come from PyTorch's wheels
-# or the system toolkit; the driver's libcuda is already on the loader's path.
-LIBS=$(python3 - <<'PY'
-import glob, os, site
-roots = site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
-dirs = []
-for lib in ["libcublas.so.13", "libcublasLt.so.13", "libcurand.so.10", "libcudart.so.13"]:
-    for r in roots:
-        hits = glob.glob(os.path.join(r, "**", lib), recursive=True)
-        if hits:
-            d = os.path.dirname(hits[0])
-            if d not in dirs:
-                dirs.append(d)
-            break
-print(":".join(dirs))
-PY
-)
-export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+${LIBS:+:}$LD_LIBRARY_PATH}
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$Q" | grep -E 'cuda|cublas|curand|not found' | tee -a "$LOG"
 

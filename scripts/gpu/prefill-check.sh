@@ -13,20 +13,9 @@ DTYPE=${DTYPE:-bf16}
 DEVICE=${DEVICE:-cuda:0}
 BIG=${BIG:-qwen2.5-coder-7b}
 mkdir -p "$WORK"
-for b in "$@"; do
-  python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
-    "gpu-bundle/$b.xz" "$WORK/$b" && chmod +x "$WORK/$b"
-done
-LIBS=$(python3 -c "
-import glob, os, site
-dirs = []
-for lib in ['libcublas.so.13', 'libcurand.so.10', 'libcudart.so.13']:
-    for r in site.getsitepackages():
-        hits = glob.glob(os.path.join(r, '**', lib), recursive=True)
-        if hits and os.path.dirname(hits[0]) not in dirs:
-            dirs.append(os.path.dirname(hits[0]))
-print(':'.join(dirs))")
-export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# shellcheck source=scripts/gpu/device-env.sh
+. scripts/gpu/device-env.sh
+for b in "$@"; do unpack "$b" "$WORK"; done
 nvidia-smi --query-gpu=name --format=csv,noheader
 SYN=$WORK/synthetic/$BIG
 [ -d "$SYN" ] || "$WORK/$1" synth-checkpoint --arch "$BIG" --dtype bf16 --out "$SYN"

@@ -14,19 +14,10 @@ ACC=${ACC:-4}
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/train-summary.txt
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$LOG"; }
-python3 -c "import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2],'wb'))" \
-  gpu-bundle/quorum.xz "$WORK/quorum" && chmod +x "$WORK/quorum"
+# shellcheck source=scripts/gpu/device-env.sh
+. scripts/gpu/device-env.sh
+unpack quorum "$WORK"
 Q=$WORK/quorum
-LIBS=$(python3 -c "
-import glob, os, site
-dirs = []
-for lib in ['libcublas.so.13', 'libcurand.so.10', 'libcudart.so.13']:
-    for r in site.getsitepackages():
-        hits = glob.glob(os.path.join(r, '**', lib), recursive=True)
-        if hits and os.path.dirname(hits[0]) not in dirs:
-            dirs.append(os.path.dirname(hits[0]))
-print(':'.join(dirs))")
-export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 say "host: $(nproc) cores; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)"
 SYN=$WORK/synthetic-0.5b
 [ -d "$SYN" ] || "$Q" synth-checkpoint --arch qwen2.5-coder-0.5b --dtype f32 --out "$SYN" 2>&1 | tee -a "$LOG"
