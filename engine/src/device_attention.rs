@@ -10,7 +10,7 @@
 //! sequence's rows may differ in the last bits with the batch it runs in (the CPU path, not
 //! this one, is bit-invariant to batching).
 
-use candle_core::{Device, Result, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 use quorum_models::{Attention, BatchLayout, ChunkLayout};
 
 use crate::device_kv::{DeviceKvStore, slot_index};
@@ -96,7 +96,8 @@ impl<'a> DevicePagedAttention<'a> {
             .collect()
     }
 
-    fn build_index(&self, batch: &BatchLayout, device: &Device) -> Result<StepIndex> {
+    /// The step's indices and masks on `device`, the masks in the activations' `dtype`.
+    fn build_index(&self, batch: &BatchLayout, device: &Device, dtype: DType) -> Result<StepIndex> {
         let mut write_slots = Vec::with_capacity(batch.n_tokens());
         for c in &batch.chunks {
             let slots = &self.seq_of(c)?.slots;
@@ -116,7 +117,7 @@ impl<'a> DevicePagedAttention<'a> {
         let short_group = if short.is_empty() {
             None
         } else {
-            Some(self.short_group(&short, device)?)
+            Some(self.short_group(&short, device, dtype)?)
         };
         let long_chunks = long
             .iter()
@@ -136,7 +137,7 @@ impl<'a> DevicePagedAttention<'a> {
                     .collect();
                 Ok(LongChunk {
                     context_slots: Tensor::from_vec(slots, context, device)?,
-                    mask: Tensor::from_vec(mask, (len, context), device)?,
+                    mask: Tensor::from_vec(mask, (len, context), device)?.to_dtype(dtype)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -163,7 +164,12 @@ impl<'a> DevicePagedAttention<'a> {
         })
     }
 
-    fn short_group(&self, chunks: &[&ChunkLayout], device: &Device) -> Result<ShortGroup> {
+    fn short_group(
+        &self,
+        chunks: &[&ChunkLayout],
+        device: &Device,
+        dtype: DType,
+    ) -> Result<ShortGroup> {
         let count = chunks.len();
         let max_len = chunks.iter().map(|c| c.len).max().unwrap_or(1);
         let max_context = chunks.iter().map(|c| c.context_len()).max().unwrap_or(1);
@@ -197,7 +203,8 @@ impl<'a> DevicePagedAttention<'a> {
             max_context,
             query_rows: Tensor::from_vec(query_rows, count * max_len, device)?,
             context_slots: Tensor::from_vec(slots, count * max_context, device)?,
-            mask: Tensor::from_vec(mask, (count, 1, 1, max_len, max_context), device)?,
+            mask: Tensor::from_vec(mask, (count, 1, 1, max_len, max_context), device)?
+                .to_dtype(dtype)?,
             real_rows: Tensor::from_vec(real_rows, real, device)?,
         })
     }
@@ -227,7 +234,7 @@ impl<'a> DevicePagedAttention<'a> {
             .reshape((count, kvh, n_rep * len, head_dim))?;
         let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?
             .reshape((count, kvh, n_rep, len, ctx))?
-            .broadcast_add(&g.mask.to_dtype(q.dtype())?)?;
+            .broadcast_add(&g.mask)?;
         let probs =
             candle_nn::ops::softmax_last_dim(&scores)?.reshape((count, kvh, n_rep * len, ctx))?;
         // [count, kvh, n_rep * len, d] -> [count, len, kvh, n_rep, d] -> rows.
@@ -273,7 +280,7 @@ impl<'a> DevicePagedAttention<'a> {
             .reshape((kvh, n_rep * len, head_dim))?;
         let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?
             .reshape((kvh, n_rep, len, ctx))?
-            .broadcast_add(&chunk.mask.to_dtype(q.dtype())?)?;
+            .broadcast_add(&chunk.mask)?;
         let probs = candle_nn::ops::softmax_last_dim(&scores)?.reshape((kvh, n_rep * len, ctx))?;
         probs
             .matmul(&v)?
@@ -293,7 +300,7 @@ impl Attention for DevicePagedAttention<'_> {
         v: &Tensor,
     ) -> Result<Tensor> {
         if self.step.is_none() {
-            self.step = Some(self.build_index(batch, q.device())?);
+            self.step = Some(self.build_index(batch, q.device(), q.dtype())?);
         }
         let step = self.step.as_ref().expect("built above");
         // Token-major rows for the slot writes: [tokens, kv_heads * dim].
