@@ -45,24 +45,38 @@ impl CausalAttention {
 
 /// The same attention in plain candle ops, on any device, whose gradients candle derives: the
 /// op's reference, and the path on devices the op has no kernel for (its backward keeps the
-/// `heads × t × t` intermediates).
-pub fn plain_causal_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> candle_core::Result<Tensor> {
+/// `heads × t × t` intermediates). `mask` is [`causal_mask`] of the sequence's length, made once
+/// for all the layers.
+pub fn plain_causal_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &Tensor,
+) -> candle_core::Result<Tensor> {
     let (heads, t, d) = q.dims3()?;
     let kv_heads = k.dim(0)?;
-    let repeat = |x: &Tensor| -> candle_core::Result<Tensor> {
-        x.unsqueeze(1)?
-            .broadcast_as((kv_heads, heads / kv_heads, t, d))?
-            .reshape((heads, t, d))
-    };
-    let mask: Vec<f32> = (0..t)
-        .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
-        .collect();
-    let mask = Tensor::from_vec(mask, (t, t), q.device())?;
-    let scores = (q.matmul(&repeat(k)?.t()?)? * (1.0 / (d as f64).sqrt()))?.broadcast_add(&mask)?;
+    let group = heads / kv_heads;
+    // The query heads that share a kv head are stacked, `[kv_heads, group · t, d]`, so that
+    // keys and values are not copied once per query head.
+    let q = q.contiguous()?.reshape((kv_heads, group * t, d))?;
+    let scores = (q.matmul(&k.t()?)? * (1.0 / (d as f64).sqrt()))?
+        .reshape((kv_heads, group, t, t))?
+        .broadcast_add(mask)?;
     let max = scores.max_keepdim(D::Minus1)?.detach();
     let e = scores.broadcast_sub(&max)?.exp()?;
     let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
-    probs.matmul(&repeat(v)?.contiguous()?)
+    probs
+        .reshape((kv_heads, group * t, t))?
+        .matmul(&v.contiguous()?)?
+        .reshape((heads, t, d))
+}
+
+/// `[t, t]`: 0 where a position may attend (itself and before), -1e30 after it.
+pub fn causal_mask(t: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let mask: Vec<f32> = (0..t)
+        .flat_map(|i| (0..t).map(move |j| if j > i { -1e30 } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(mask, (t, t), device)
 }
 
 /// One head's `[t, d]` slice of a contiguous `[heads, t, d]` tensor.
@@ -208,7 +222,7 @@ mod tests {
         assert_same_gradients(
             &[&q, &k, &v],
             || CausalAttention::forward(qt, kt, vt),
-            || plain_causal_attention(qt, kt, vt),
+            || plain_causal_attention(qt, kt, vt, &causal_mask(qt.dim(1)?, qt.device())?),
         )?;
         Ok(())
     }

@@ -9,6 +9,7 @@
 
 mod adamw;
 mod causal_attention;
+mod dropout;
 mod error;
 mod examples;
 mod frozen_matmul;
@@ -21,6 +22,7 @@ mod op_test_support;
 mod rms_norm;
 mod rotary;
 mod schedule;
+mod seed;
 mod selector_examples;
 mod swiglu;
 mod trainer;

@@ -10,9 +10,9 @@
 use candle_core::{D, DType, Device, Tensor};
 use quorum_models::{DecoderArch, DecoderConfig};
 use quorum_weights::Checkpoint;
-use rand::Rng;
 
-use crate::causal_attention::{CausalAttention, plain_causal_attention};
+use crate::causal_attention::{CausalAttention, causal_mask, plain_causal_attention};
+use crate::dropout;
 use crate::error::{TrainError, TrainResult};
 use crate::frozen_matmul::FrozenMatmul;
 use crate::lora_params::{LoraParams, module_name};
@@ -48,8 +48,10 @@ pub enum TrainKernels {
     /// The hand-written ops with their own backward passes (CPU only): attention's memory
     /// linear in the sequence length, one pass per elementwise step.
     Fused,
-    /// Plain candle ops, on any device (the path on a GPU, where the ops have no kernels):
-    /// more memory and more passes, the same arithmetic within float tolerance.
+    /// Plain candle ops for the norms, rotary, attention and SwiGLU, on any device (the path on
+    /// a GPU, where those ops have no kernels): more memory and more passes, the same
+    /// arithmetic within float tolerance. The frozen projections run as [`FrozenMatmul`] on
+    /// every device.
     Plain,
 }
 
@@ -216,8 +218,15 @@ impl LoraDecoder {
         tokens: &[u32],
         mut dropout: Dropout<'_>,
     ) -> TrainResult<Tensor> {
+        if let Some((_, rng)) = &mut dropout {
+            dropout::seed_device(&self.device, rng)?;
+        }
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embed.index_select(&ids, 0)?;
+        let mask = match self.kernels {
+            TrainKernels::Fused => None,
+            TrainKernels::Plain => Some(causal_mask(tokens.len(), &self.device)?),
+        };
         for (i, layer) in self.layers.iter().enumerate() {
             let project = |x: &Tensor, k: usize, dropout: &mut Dropout<'_>| {
                 self.project(lora, i, k, layer, x, dropout)
@@ -226,7 +235,7 @@ impl LoraDecoder {
             let q = project(&h, 0, &mut dropout)?;
             let k = project(&h, 1, &mut dropout)?;
             let v = project(&h, 2, &mut dropout)?;
-            let attn = self.attention(&q, &k, &v)?;
+            let attn = self.attention(&q, &k, &v, mask.as_ref())?;
             x = (x + project(&attn, 3, &mut dropout)?)?;
             let h = self.norm(&layer.post_attention_norm, &x)?;
             let gate = project(&h, 4, &mut dropout)?;
@@ -248,14 +257,18 @@ impl LoraDecoder {
     }
 
     fn frozen(&self, weight: &FrozenMatmul, x: &Tensor) -> TrainResult<Tensor> {
-        Ok(match self.kernels {
-            TrainKernels::Fused => weight.forward(x)?,
-            TrainKernels::Plain => weight.plain(x)?,
-        })
+        Ok(weight.forward(x)?)
     }
 
-    /// Causal grouped-query attention over `[t, heads·head_dim]` projections.
-    fn attention(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> TrainResult<Tensor> {
+    /// Causal grouped-query attention over `[t, heads·head_dim]` projections; the plain kernels
+    /// take the sequence's causal mask.
+    fn attention(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> TrainResult<Tensor> {
         let t = q.dim(0)?;
         let cfg = &self.config;
         let (nh, nkv, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
@@ -263,12 +276,12 @@ impl LoraDecoder {
             Ok(x.reshape((t, n, hd))?.transpose(0, 1)?.contiguous()?)
         };
         let (q, k, v) = (heads(q, nh)?, heads(k, nkv)?, heads(v, nkv)?);
-        let out = match self.kernels {
-            TrainKernels::Fused => {
+        let out = match mask {
+            None => {
                 CausalAttention::forward(&self.rotary.forward(&q)?, &self.rotary.forward(&k)?, &v)?
             }
-            TrainKernels::Plain => {
-                plain_causal_attention(&self.rotary.plain(&q)?, &self.rotary.plain(&k)?, &v)?
+            Some(mask) => {
+                plain_causal_attention(&self.rotary.plain(&q)?, &self.rotary.plain(&k)?, &v, mask)?
             }
         };
         Ok(out.transpose(0, 1)?.reshape((t, nh * hd))?)
@@ -289,7 +302,7 @@ impl LoraDecoder {
         if let Some(pair) = lora.and_then(|l| l.get(&name)) {
             let scale = lora.map(|l| l.spec().scale()).unwrap_or(1.0);
             let input = match dropout {
-                Some((p, rng)) if *p > 0.0 => apply_dropout(x, *p, rng)?,
+                Some((p, rng)) if *p > 0.0 => dropout::apply(x, *p, rng)?,
                 _ => x.clone(),
             };
             // The scale goes on B (`out x rank`) rather than on the `rows x out` product: one
@@ -315,13 +328,4 @@ fn rotary_tables(cfg: &DecoderConfig) -> TrainResult<(Tensor, Tensor)> {
         .reshape((cfg.max_position, 1))?;
     let angles = positions.broadcast_mul(&inv_freq)?;
     Ok((angles.cos()?, angles.sin()?))
-}
-
-/// Inverted dropout: keeps each value with probability `1 - p`, scaled by `1 / (1 - p)`.
-fn apply_dropout(x: &Tensor, p: f32, rng: &mut rand::rngs::StdRng) -> TrainResult<Tensor> {
-    let keep = 1.0 / (1.0 - p);
-    let mask: Vec<f32> = (0..x.elem_count())
-        .map(|_| if rng.random::<f32>() < p { 0.0 } else { keep })
-        .collect();
-    Ok((x * Tensor::from_vec(mask, x.shape(), x.device())?)?)
 }

@@ -22,6 +22,7 @@ use crate::examples::TrainingExample;
 use crate::lora_decoder::LoraDecoder;
 use crate::lora_params::{LoraParams, LoraSpec, write_json};
 use crate::schedule::LrSchedule;
+use crate::seed::mix;
 
 /// Everything that decides a run's numbers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -253,12 +254,4 @@ struct CheckpointState {
     step: u64,
     examples: usize,
     config: TrainConfig,
-}
-
-/// A seed for stream `index` of a run seeded with `seed` (SplitMix64's finalizer).
-fn mix(seed: u64, index: u64) -> u64 {
-    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
