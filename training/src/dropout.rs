@@ -16,6 +16,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rayon::prelude::*;
 
 use crate::error::TrainResult;
+use crate::frozen_factor::FrozenFactor;
 use crate::seed::mix;
 
 /// `x` with dropout `p` applied. On the CPU the mask's seed is the next draw of `rng`; on a
@@ -28,7 +29,7 @@ pub(crate) fn apply(x: &Tensor, p: f32, rng: &mut StdRng) -> TrainResult<Tensor>
     } else {
         device_mask(x, p)?
     };
-    Ok((x * mask)?)
+    Ok(FrozenFactor::new(mask).apply(x)?)
 }
 
 /// Seeds the generator of a GPU from `rng` before a sequence's forward pass, so that a run's

@@ -12,6 +12,7 @@ mod causal_attention;
 mod dropout;
 mod error;
 mod examples;
+mod frozen_factor;
 mod frozen_matmul;
 mod lora_decoder;
 mod lora_params;
@@ -34,6 +35,7 @@ pub use examples::{
     ExampleOptions, ExampleStats, PromptCodec, TrainingExample, answer_continuation,
     build_examples, render_example,
 };
+pub use frozen_factor::FrozenFactor;
 pub use frozen_matmul::FrozenMatmul;
 pub use lora_decoder::{Dropout, LoraDecoder, TrainKernels};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};

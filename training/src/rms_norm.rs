@@ -11,6 +11,7 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::frozen_factor::FrozenFactor;
 use crate::op_input::contiguous_f32;
 
 /// `x / sqrt(mean(x²) + eps) · w` over the last dimension.
@@ -49,7 +50,7 @@ impl RmsNorm {
         let r = (x.sqr()?.mean_keepdim(candle_core::D::Minus1)? + self.eps as f64)?
             .sqrt()?
             .recip()?;
-        x.broadcast_mul(&r)?.broadcast_mul(&self.weight_tensor)
+        FrozenFactor::new(self.weight_tensor.clone()).apply(&x.broadcast_mul(&r)?)
     }
 
     /// `1 / sqrt(mean(row²) + eps)`.

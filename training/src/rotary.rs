@@ -10,6 +10,7 @@ use std::sync::Arc;
 use candle_core::{CpuStorage, CustomOp1, D, Device, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
+use crate::frozen_factor::FrozenFactor;
 use crate::op_input::contiguous_f32;
 
 /// Rotates `[heads, t, head_dim]` rows by their position `0..t`: the pair
@@ -20,7 +21,8 @@ pub struct Rotary {
     cos: Arc<[f32]>,
     sin: Arc<[f32]>,
     half: usize,
-    /// The tables as given (on their device), for [`Rotary::plain`].
+    /// For [`Rotary::plain`], on the tables' device: `[max_position, head_dim]` tables of
+    /// `cos | cos` and `-sin | sin`, so that a rotation is `x · cos + swap(x) · signed_sin`.
     tables: (Tensor, Tensor),
 }
 
@@ -39,7 +41,10 @@ impl Rotary {
             cos: cos.flatten_all()?.to_vec1::<f32>()?.into(),
             sin: sin.flatten_all()?.to_vec1::<f32>()?.into(),
             half,
-            tables: (cos.clone(), sin.clone()),
+            tables: (
+                Tensor::cat(&[cos, cos], D::Minus1)?,
+                Tensor::cat(&[&sin.neg()?, sin], D::Minus1)?,
+            ),
         })
     }
 
@@ -59,16 +64,12 @@ impl Rotary {
     /// The same rotation in plain candle ops, on any device (the op's reference).
     pub fn plain(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let t = x.dim(1)?;
-        let (cos, sin) = (
-            self.tables.0.narrow(0, 0, t)?,
-            self.tables.1.narrow(0, 0, t)?,
-        );
-        let cos = Tensor::cat(&[&cos, &cos], D::Minus1)?;
-        let sin = Tensor::cat(&[&sin, &sin], D::Minus1)?;
+        let cos = FrozenFactor::new(self.tables.0.narrow(0, 0, t)?);
+        let signed_sin = FrozenFactor::new(self.tables.1.narrow(0, 0, t)?);
         let x1 = x.narrow(D::Minus1, 0, self.half)?;
         let x2 = x.narrow(D::Minus1, self.half, self.half)?;
-        let rotated = Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)?;
-        x.broadcast_mul(&cos)? + rotated.broadcast_mul(&sin)?
+        let swapped = Tensor::cat(&[&x2, &x1], D::Minus1)?;
+        cos.apply(x)? + signed_sin.apply(&swapped)?
     }
 
     /// Rotates every row of `x` (`[heads, t, 2·half]`, flattened) by `sign ×` its angles.
