@@ -1,5 +1,6 @@
 //! Dropout on an adapter's input (PEFT's `lora_dropout`): each value is dropped with
-//! probability `p` and the kept ones are scaled by `1 / (1 - p)`.
+//! probability `p` and the kept ones are scaled by `1 / (1 - p)`. [`crate::LoraProjection`]
+//! applies the mask made here.
 //!
 //! The mask is as large as the input of every adapted projection, tens of millions of values per
 //! sequence, so where it is made matters:
@@ -16,20 +17,19 @@ use rand::{Rng, RngCore, SeedableRng};
 use rayon::prelude::*;
 
 use crate::error::TrainResult;
-use crate::frozen_factor::FrozenFactor;
 use crate::seed::mix;
 
-/// `x` with dropout `p` applied. On the CPU the mask's seed is the next draw of `rng`; on a
-/// GPU the device's generator is used, which [`seed_device`] seeded from `rng`.
-pub(crate) fn apply(x: &Tensor, p: f32, rng: &mut StdRng) -> TrainResult<Tensor> {
-    let mask = if x.device().is_cpu() {
+/// The dropout mask for `x` (same shape, values 0 and `1 / (1 - p)`). On the CPU its seed is
+/// the next draw of `rng`; on a GPU the device's generator draws it, which [`seed_device`]
+/// seeded from `rng`.
+pub(crate) fn mask(x: &Tensor, p: f32, rng: &mut StdRng) -> TrainResult<Tensor> {
+    Ok(if x.device().is_cpu() {
         let cols = x.dim(D::Minus1)?;
         let mask = host_mask(x.elem_count() / cols, cols, p, rng.random());
         Tensor::from_vec(mask, x.shape(), x.device())?
     } else {
         device_mask(x, p)?
-    };
-    Ok(FrozenFactor::new(mask).apply(x)?)
+    })
 }
 
 /// Seeds the generator of a GPU from `rng` before a sequence's forward pass, so that a run's
@@ -138,13 +138,15 @@ mod tests {
     }
 
     #[test]
-    fn apply_scales_what_it_keeps() -> TrainResult<()> {
+    fn mask_takes_the_input_shape_and_the_scale() -> TrainResult<()> {
         let x = Tensor::ones((8, 16), candle_core::DType::F32, &Device::Cpu)?;
         let mut rng = StdRng::seed_from_u64(3);
-        let y = apply(&x, 0.5, &mut rng)?.flatten_all()?.to_vec1::<f32>()?;
-        let kept = y.iter().filter(|&&v| v != 0.0).count();
-        assert!(y.iter().all(|&v| v == 0.0 || v == 2.0));
-        assert!(kept > 0 && kept < y.len());
+        let m = mask(&x, 0.5, &mut rng)?;
+        assert_eq!(m.dims(), x.dims());
+        let m = m.flatten_all()?.to_vec1::<f32>()?;
+        let kept = m.iter().filter(|&&v| v != 0.0).count();
+        assert!(m.iter().all(|&v| v == 0.0 || v == 2.0));
+        assert!(kept > 0 && kept < m.len());
         Ok(())
     }
 }

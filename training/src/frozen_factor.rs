@@ -1,8 +1,8 @@
-//! `x ⊙ f` for a factor that takes no gradient: a dropout mask, a rotary table, a norm's weight.
+//! `x ⊙ f` for a factor that takes no gradient: a rotary table, a norm's weight.
 //!
 //! candle's backward pass of a product computes the gradient of both operands, each into a
-//! zeroed accumulator: for a mask as large as the activations, three passes and a buffer that
-//! nothing reads. This op's backward is the one product the input's gradient needs. It runs on
+//! zeroed accumulator: for a factor as large as the activations, three passes and a buffer
+//! that nothing reads. This op's backward is the one product the input's gradient needs. It runs on
 //! the CPU and on a GPU through the device's own elementwise kernel.
 
 use candle_core::backend::BackendStorage;

@@ -50,6 +50,10 @@ impl FrozenMatmul {
         &self.weight
     }
 
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
     /// `x · Wᵀ (+ b)` for `x` of shape `[rows, in]`; gradients flow to `x` only.
     pub fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let x = x.contiguous()?;

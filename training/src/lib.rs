@@ -16,6 +16,7 @@ mod frozen_factor;
 mod frozen_matmul;
 mod lora_decoder;
 mod lora_params;
+mod lora_projection;
 mod merge;
 mod op_input;
 #[cfg(test)]
@@ -39,6 +40,7 @@ pub use frozen_factor::FrozenFactor;
 pub use frozen_matmul::FrozenMatmul;
 pub use lora_decoder::{Dropout, LoraDecoder, TrainKernels};
 pub use lora_params::{ALL_PROJECTIONS, LoraPair, LoraParams, LoraSpec, module_name};
+pub use lora_projection::LoraProjection;
 pub use merge::{MergeReport, export_merged};
 pub use rms_norm::RmsNorm;
 pub use rotary::Rotary;

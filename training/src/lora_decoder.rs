@@ -16,6 +16,7 @@ use crate::dropout;
 use crate::error::{TrainError, TrainResult};
 use crate::frozen_matmul::FrozenMatmul;
 use crate::lora_params::{LoraParams, module_name};
+use crate::lora_projection::LoraProjection;
 use crate::rms_norm::RmsNorm;
 use crate::rotary::Rotary;
 use crate::swiglu::SwiGlu;
@@ -297,22 +298,17 @@ impl LoraDecoder {
         x: &Tensor,
         dropout: &mut Dropout<'_>,
     ) -> TrainResult<Tensor> {
-        let mut y = self.frozen(&layer.projections[k], x)?;
+        let frozen = &layer.projections[k];
         let name = module_name(i, crate::ALL_PROJECTIONS[k]);
-        if let Some(pair) = lora.and_then(|l| l.get(&name)) {
-            let scale = lora.map(|l| l.spec().scale()).unwrap_or(1.0);
-            let input = match dropout {
-                Some((p, rng)) if *p > 0.0 => dropout::apply(x, *p, rng)?,
-                _ => x.clone(),
-            };
-            // The scale goes on B (`out x rank`) rather than on the `rows x out` product: one
-            // pass over the output fewer, forward and backward.
-            let delta = input
-                .matmul(&pair.a.as_tensor().t()?)?
-                .matmul(&(pair.b.as_tensor() * scale)?.t()?)?;
-            y = (y + delta)?;
-        }
-        Ok(y)
+        let (Some(lora), Some(pair)) = (lora, lora.and_then(|l| l.get(&name))) else {
+            return self.frozen(frozen, x);
+        };
+        let mask = match dropout {
+            Some((p, rng)) if *p > 0.0 => Some(dropout::mask(x, *p, rng)?),
+            _ => None,
+        };
+        let projection = LoraProjection::new(frozen, mask, lora.spec().scale());
+        Ok(projection.forward(x, pair.a.as_tensor(), pair.b.as_tensor())?)
     }
 }
 
