@@ -4,9 +4,9 @@
 //!
 //! The mask is as large as the input of every adapted projection, tens of millions of values per
 //! sequence, so where it is made matters:
-//! - On the CPU each row draws from its own seeded generator, rows in parallel. One generator
-//!   drawing a float per value took about a tenth of a training step, and the mask still does not
-//!   depend on the number of threads.
+//! - On the CPU each row draws from its own seeded generator, rows in parallel, and the mask
+//!   still does not depend on the number of threads. One generator drawing a float per value
+//!   made a training step about 1.2x slower (docs/RESULTS.md, session 22).
 //! - On a GPU the device's generator draws it, seeded once per sequence ([`seed_device`]). A
 //!   mask made on the host would be copied to the device in every projection, and each copy
 //!   waits for the GPU to finish the work queued before it.

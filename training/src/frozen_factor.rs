@@ -9,6 +9,8 @@ use candle_core::backend::BackendStorage;
 use candle_core::op::Mul;
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, Layout, Shape, Storage, Tensor};
 
+use crate::op_input::{cpu, cuda};
+
 /// A factor broadcast to the shape of what it multiplies.
 #[derive(Debug, Clone)]
 pub struct FrozenFactor {
@@ -25,9 +27,21 @@ impl FrozenFactor {
         x.apply_op1(self.clone())
     }
 
-    /// The factor broadcast to `layout`'s shape (a view: nothing is copied).
-    fn broadcast(&self, layout: &Layout) -> candle_core::Result<Tensor> {
-        self.factor.broadcast_as(layout.shape())
+    /// `storage ⊙ factor` on whichever backend `pick` takes the factor's storage from, the
+    /// factor broadcast to `layout`'s shape (a view: nothing is copied).
+    fn product<S: BackendStorage>(
+        &self,
+        pick: for<'s> fn(&'s Storage) -> Option<&'s S>,
+        storage: &S,
+        layout: &Layout,
+    ) -> candle_core::Result<(S, Shape)> {
+        let factor = self.factor.broadcast_as(layout.shape())?;
+        let (factor_storage, factor_layout) = factor.storage_and_layout();
+        let Some(factor_storage) = pick(&factor_storage) else {
+            candle_core::bail!("frozen-factor: the factor is not on the input's device");
+        };
+        let product = storage.binary_impl::<Mul>(factor_storage, layout, factor_layout)?;
+        Ok((product, layout.shape().clone()))
     }
 }
 
@@ -41,13 +55,7 @@ impl CustomOp1 for FrozenFactor {
         storage: &CpuStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let factor = self.broadcast(layout)?;
-        let (factor_storage, factor_layout) = factor.storage_and_layout();
-        let Storage::Cpu(factor_storage) = &*factor_storage else {
-            candle_core::bail!("frozen-factor: the factor is not on the CPU");
-        };
-        let product = storage.binary_impl::<Mul>(factor_storage, layout, factor_layout)?;
-        Ok((product, layout.shape().clone()))
+        self.product(cpu, storage, layout)
     }
 
     fn cuda_fwd(
@@ -55,13 +63,7 @@ impl CustomOp1 for FrozenFactor {
         storage: &CudaStorage,
         layout: &Layout,
     ) -> candle_core::Result<(CudaStorage, Shape)> {
-        let factor = self.broadcast(layout)?;
-        let (factor_storage, factor_layout) = factor.storage_and_layout();
-        let Storage::Cuda(factor_storage) = &*factor_storage else {
-            candle_core::bail!("frozen-factor: the factor is not on the input's GPU");
-        };
-        let product = storage.binary_impl::<Mul>(factor_storage, layout, factor_layout)?;
-        Ok((product, layout.shape().clone()))
+        self.product(cuda, storage, layout)
     }
 
     fn bwd(

@@ -2,8 +2,9 @@
 //! that have gradients, over one sequence at a time.
 //!
 //! The serving decoder (`quorum_models::DecoderModel`) runs quantized weights through int8
-//! kernels that have no backward pass; training dequantizes the base to f32 once and runs every
-//! frozen projection through [`FrozenMatmul`], which passes gradients to its input only. The
+//! kernels that have no backward pass; training dequantizes the base to f32 once and runs each
+//! projection without an adapter through [`FrozenMatmul`], which passes gradients to its input
+//! only, and each adapted one through [`LoraProjection`]. The
 //! computation is the serving decoder's (tested against it: same logits within float
 //! tolerance, the adapter included), so what is trained here is what is served.
 
@@ -51,8 +52,8 @@ pub enum TrainKernels {
     Fused,
     /// Plain candle ops for the norms, rotary, attention and SwiGLU, on any device (the path on
     /// a GPU, where those ops have no kernels): more memory and more passes, the same
-    /// arithmetic within float tolerance. The frozen projections run as [`FrozenMatmul`] on
-    /// every device.
+    /// arithmetic within float tolerance. The projections run as [`FrozenMatmul`] and
+    /// [`LoraProjection`] on every device.
     Plain,
 }
 

@@ -13,6 +13,7 @@ use candle_core::op::{Add, Mul};
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, Layout, Shape, Storage, Tensor};
 
 use crate::frozen_matmul::FrozenMatmul;
+use crate::op_input::{cpu, cuda};
 
 /// The frozen weight and bias of one projection, its dropout mask for this sequence (values 0
 /// and `1 / (1 - p)`, or none) and the adapter's scale.
@@ -120,20 +121,6 @@ impl LoraProjection {
         )?;
         let y = y.binary_impl::<Add>(&up, &dense((rows, outputs)), &dense((rows, outputs)))?;
         Ok((y, Shape::from((rows, outputs))))
-    }
-}
-
-fn cpu(storage: &Storage) -> Option<&CpuStorage> {
-    match storage {
-        Storage::Cpu(s) => Some(s),
-        _ => None,
-    }
-}
-
-fn cuda(storage: &Storage) -> Option<&CudaStorage> {
-    match storage {
-        Storage::Cuda(s) => Some(s),
-        _ => None,
     }
 }
 
