@@ -15,8 +15,9 @@ use quorum_sql::pipeline::PromptFormat;
 use quorum_sql::prompt::PROMPT_FORMAT_VERSION;
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraSpec, LrSchedule, PromptCodec,
-    SelectorExampleOptions, SelectorRecord, StepReport, TrainConfig, TrainKernels, Trainer,
-    TrainingExample, build_examples, build_selector_examples,
+    SelectionAccuracy, SelectorExampleOptions, SelectorRecord, SplitCase, StepReport, TrainConfig,
+    TrainKernels, Trainer, TrainingExample, build_examples, build_selector_examples, score_case,
+    selection_accuracy, split_cases,
 };
 use quorum_weights::load_checkpoint;
 use rand::SeedableRng;
@@ -51,6 +52,12 @@ pub struct TrainArgs {
     /// right group under another label.
     #[arg(long, default_value_t = 1)]
     pub selector_orders: usize,
+    /// `--task selector`: share of the records' databases held out of training. Their split
+    /// votes are scored by the base model before training and by the adapter after it, and
+    /// compared with the majority vote at several `selector_vote_weight`s (printed, and
+    /// written to `validation.jsonl` and the adapter's card).
+    #[arg(long, default_value_t = 0.0)]
+    pub holdout_share: f64,
     /// Where the PEFT adapter is written (adapter_config.json, adapter_model.safetensors,
     /// quorum_adapter.json, train-log.jsonl, checkpoint/).
     #[arg(long)]
@@ -178,6 +185,7 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         chat_template: ckpt.chat_template.as_ref(),
         end_token,
     };
+    let mut held_out: Vec<SplitCase> = Vec::new();
     let (examples, stats, prompt) = match args.task {
         TrainTask::Generator => {
             let mut questions = dataset.train().context("reading train.json")?;
@@ -200,7 +208,8 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
             )
         }
         TrainTask::Selector => {
-            let (examples, stats) = selector_examples(&dataset, codec, &args)?;
+            let (examples, stats, cases) = selector_examples(&dataset, codec, &args)?;
+            held_out = cases;
             (examples, stats, "selection".to_owned())
         }
     };
@@ -211,6 +220,15 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         "quorum train: base model dequantized in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    let base_scores = if held_out.is_empty() {
+        Vec::new()
+    } else {
+        eprintln!(
+            "quorum train: scoring {} held-out split votes with the base model",
+            held_out.len()
+        );
+        score_cases(&model, None, &held_out)?
+    };
     let config = TrainConfig {
         lora: LoraSpec {
             rank: args.rank,
@@ -282,6 +300,17 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
     }
     bar.finish();
     trainer.save(&checkpoint_dir)?;
+    let validation = if held_out.is_empty() {
+        None
+    } else {
+        let trained = score_cases(&model, Some(trainer.lora()), &held_out)?;
+        Some(write_validation(
+            &args.out,
+            &held_out,
+            &base_scores,
+            &trained,
+        )?)
+    };
     let card = serde_json::json!({
         "base_model": args.model,
         "base_file": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
@@ -299,6 +328,7 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         "limit": args.limit,
         "steps": trainer.steps_done(),
         "last_step": last,
+        "validation": validation,
         "command": std::env::args().collect::<Vec<_>>().join(" "),
     });
     trainer
@@ -340,12 +370,81 @@ fn display_rate(tokens: usize, since: Instant) -> String {
     )
 }
 
-/// `--task selector`: the selector's examples from the pipeline's answers in `--candidates`.
+/// The vote weights the held-out split votes are scored at.
+const VALIDATION_WEIGHTS: [f32; 7] = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0];
+
+/// Each held-out split vote's label log-probabilities, with `lora` or the bare base.
+fn score_cases(
+    model: &LoraDecoder,
+    lora: Option<&quorum_training::LoraParams>,
+    cases: &[SplitCase],
+) -> Result<Vec<Vec<f32>>> {
+    let bar = ProgressBar::new(cases.len() as u64);
+    let scores = cases
+        .iter()
+        .map(|case| {
+            let scores = score_case(model, lora, case);
+            bar.inc(1);
+            scores
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    bar.finish_and_clear();
+    Ok(scores)
+}
+
+/// Writes `validation.jsonl` (one line per held-out split vote) and prints how the base
+/// model and the adapter do against the majority vote; returns the summary for the card.
+fn write_validation(
+    out: &Path,
+    cases: &[SplitCase],
+    base: &[Vec<f32>],
+    trained: &[Vec<f32>],
+) -> Result<serde_json::Value> {
+    let path = out.join("validation.jsonl");
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    for ((case, base), trained) in cases.iter().zip(base).zip(trained) {
+        let line = serde_json::json!({
+            "db_id": case.db_id,
+            "question": case.question,
+            "right": case.right,
+            "votes": case.votes,
+            "base_logprobs": base,
+            "logprobs": trained,
+        });
+        writeln!(file, "{line}")?;
+    }
+    file.flush()?;
+    let base = selection_accuracy(cases, base, &VALIDATION_WEIGHTS);
+    let trained = selection_accuracy(cases, trained, &VALIDATION_WEIGHTS);
+    let show = |name: &str, acc: &SelectionAccuracy| {
+        let weighed: Vec<String> = acc
+            .weighed
+            .iter()
+            .map(|(w, right)| format!("{w}: {right}"))
+            .collect();
+        eprintln!(
+            "quorum train: held-out split votes, {name}: {} cases, {} with a right group; \
+             majority right {}; right by vote weight {}",
+            acc.cases,
+            acc.reachable,
+            acc.majority,
+            weighed.join(", ")
+        );
+    };
+    show("base model", &base);
+    show("adapter", &trained);
+    Ok(serde_json::json!({ "base": base, "adapter": trained }))
+}
+
+/// `--task selector`: the selector's examples from the pipeline's answers in `--candidates`,
+/// and the split votes of the held-out databases' records.
 fn selector_examples(
     dataset: &SpiderDataset,
     codec: PromptCodec<'_>,
     args: &TrainArgs,
-) -> Result<(Vec<TrainingExample>, serde_json::Value)> {
+) -> Result<(Vec<TrainingExample>, serde_json::Value, Vec<SplitCase>)> {
     let path = args.candidates.as_ref().context(
         "--task selector needs --candidates (a `quorum eval --questions train.json` output)",
     )?;
@@ -356,7 +455,29 @@ fn selector_examples(
         records.shuffle(&mut rng);
         records.truncate(limit);
     }
+    if !(0.0..1.0).contains(&args.holdout_share) {
+        bail!("--holdout-share must be at least 0 and below 1");
+    }
+    let held_out_dbs = held_out_databases(&records, args.holdout_share, args.seed);
+    let (held_out, records): (Vec<SelectorRecord>, Vec<SelectorRecord>) = records
+        .into_iter()
+        .partition(|r| held_out_dbs.contains(&r.db_id));
     let defaults = quorum_sql::pipeline::PipelineConfig::new(Vec::new()).selector;
+    let cases = split_cases(
+        dataset,
+        &held_out,
+        codec,
+        defaults.max_groups,
+        defaults.preview_rows,
+    )?;
+    if !held_out.is_empty() {
+        eprintln!(
+            "quorum train: {} databases held out ({} records, {} split votes)",
+            held_out_dbs.len(),
+            held_out.len(),
+            cases.len()
+        );
+    }
     let options = SelectorExampleOptions {
         max_groups: defaults.max_groups,
         preview_rows: defaults.preview_rows,
@@ -366,7 +487,22 @@ fn selector_examples(
         seed: args.seed,
     };
     let (examples, stats) = build_selector_examples(dataset, &records, codec, &options)?;
-    Ok((examples, serde_json::to_value(stats)?))
+    Ok((examples, serde_json::to_value(stats)?, cases))
+}
+
+/// A seeded sample of the records' databases, `share` of them (rounded), held out of training.
+fn held_out_databases(
+    records: &[SelectorRecord],
+    share: f64,
+    seed: u64,
+) -> std::collections::BTreeSet<String> {
+    let mut dbs: Vec<&str> = records.iter().map(|r| r.db_id.as_str()).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    dbs.shuffle(&mut rng);
+    let n = (dbs.len() as f64 * share).round() as usize;
+    dbs.into_iter().take(n).map(str::to_owned).collect()
 }
 
 /// One line of a `quorum eval` output, the parts the selector learns from.
@@ -391,6 +527,8 @@ struct EvalCandidate {
 #[derive(serde::Deserialize)]
 struct EvalVotes {
     clusters: Vec<Vec<usize>>,
+    #[serde(default)]
+    split: bool,
 }
 
 /// The records of an eval output over train.json; a line whose question is not train.json's
@@ -440,12 +578,17 @@ fn read_selector_records(
             })
             .transpose()?
             .unwrap_or_default();
+        let (votes, split) = line.votes.as_ref().map_or((Vec::new(), false), |v| {
+            (v.clusters.iter().map(Vec::len).collect(), v.split)
+        });
         records.push(SelectorRecord {
             db_id: line.db_id,
             question: line.question,
             gold: line.gold,
             linked_tables: line.linked_tables.unwrap_or_default(),
             groups,
+            votes,
+            split,
         });
     }
     Ok(records)
@@ -476,7 +619,7 @@ mod tests {
                 {"id": 1, "sql": "SELECT b FROM t"},
                 {"id": 2, "sql": "SELECT a FROM t "},
             ],
-            "votes": {"clusters": [[0, 2], [1]]},
+            "votes": {"clusters": [[0, 2], [1]], "split": true},
         })
         .to_string()
     }
@@ -496,6 +639,10 @@ mod tests {
         assert_eq!(records[0].db_id, "b");
         assert_eq!(records[0].groups, ["SELECT a FROM t", "SELECT b FROM t"]);
         assert_eq!(records[0].linked_tables, ["t"]);
+        assert_eq!(
+            (records[0].votes.as_slice(), records[0].split),
+            ([2, 1].as_slice(), true)
+        );
         // A dev question at an index train.json has for another question.
         std::fs::write(&path, line(0, "a", "How many singers do we have?")).unwrap();
         let err = read_selector_records(&path, &train)

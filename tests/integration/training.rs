@@ -8,6 +8,7 @@ use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraParams, LoraSpec, LrSchedule,
     PromptCodec, SelectorExampleOptions, SelectorRecord, TrainConfig, TrainKernels, Trainer,
     TrainingExample, answer_continuation, build_examples, build_selector_examples, export_merged,
+    score_case, selection_accuracy, split_cases,
 };
 use quorum_weights::{load_checkpoint, load_lora_adapter};
 use rand::{Rng, SeedableRng};
@@ -437,6 +438,8 @@ fn selector_examples_label_the_group_with_the_gold_result() {
         gold: gold.into(),
         linked_tables: vec!["head".into()],
         groups: groups.iter().map(|g| g.to_string()).collect(),
+        votes: vec![1; groups.len()],
+        split: true,
     };
     let right = "SELECT COUNT(*) FROM head WHERE age > 56";
     let wrong = "SELECT count(*) FROM head";
@@ -505,4 +508,68 @@ fn selector_examples_label_the_group_with_the_gold_result() {
         .map(|e| e.tokens[e.answer_start])
         .collect();
     assert!(labels.len() > 1, "{labels:?} {stats:?}");
+}
+
+/// The held-out split votes the selector is validated on: only records whose vote was split,
+/// their groups in the vote's order (as the pipeline shows them, not shuffled), and each
+/// label's score is the log-probability the training loss gives that label.
+#[test]
+fn selector_validation_scores_split_votes_in_the_vote_order() {
+    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
+    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
+    let codec = PromptCodec {
+        tokenizer: &ckpt.tokenizer,
+        chat_template: ckpt.chat_template.as_ref(),
+        end_token: ckpt.eos_token_ids[0],
+    };
+    let right = "SELECT COUNT(*) FROM head WHERE age > 56";
+    let wrong = "SELECT count(*) FROM head";
+    let record = |groups: &[&str], votes: &[usize], split: bool| SelectorRecord {
+        db_id: "department_management".into(),
+        question: "How many heads of the departments are older than 56 ?".into(),
+        gold: "SELECT count(*) FROM head WHERE age  >  56".into(),
+        linked_tables: vec!["head".into()],
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        votes: votes.to_vec(),
+        split,
+    };
+    let records = [
+        record(&[wrong, right], &[2, 1], true),
+        // A majority: the pipeline does not ask.
+        record(&[wrong, right], &[3, 1], false),
+        // One group runs: nothing to choose.
+        record(&[right, "SELECT no_such_column FROM head"], &[1, 1], true),
+    ];
+    let cases = split_cases(&dataset, &records, codec, 5, 10).unwrap();
+    assert_eq!(cases.len(), 1);
+    let case = &cases[0];
+    assert_eq!(
+        (case.right.as_slice(), case.votes.as_slice()),
+        ([false, true].as_slice(), [2, 1].as_slice())
+    );
+    let decode = |ids: &[u32]| ckpt.tokenizer.decode(ids, false).unwrap();
+    let prompt = decode(&case.prompt_tokens);
+    assert!(
+        prompt.contains(&format!("Candidate A\n【SQL】\n{wrong}\n")),
+        "{prompt}"
+    );
+    assert_eq!(decode(&case.label_tokens[..1]), "A");
+    assert_eq!(decode(&case.label_tokens[1..]), "B");
+
+    let model = LoraDecoder::load(&ckpt).unwrap();
+    let scores = score_case(&model, None, case).unwrap();
+    for (label, score) in case.label_tokens.iter().zip(&scores) {
+        let mut tokens = case.prompt_tokens.clone();
+        tokens.push(*label);
+        let loss = model
+            .answer_loss(None, &tokens, case.prompt_tokens.len(), None)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!((score + loss).abs() < 1e-4, "{score} against -{loss}");
+    }
+    let accuracy = selection_accuracy(&cases, &[scores], &[0.0, 100.0]);
+    assert_eq!((accuracy.reachable, accuracy.majority), (1, 0));
+    // An overwhelming vote weight is the majority vote.
+    assert_eq!(accuracy.weighed[1], (100.0, 0));
 }

@@ -26,6 +26,7 @@ mod rotary;
 mod schedule;
 mod seed;
 mod selector_examples;
+mod selector_validation;
 mod swiglu;
 mod trainer;
 
@@ -47,7 +48,9 @@ pub use rotary::Rotary;
 pub use schedule::LrSchedule;
 pub use selector_examples::{
     SelectorExampleOptions, SelectorExampleStats, SelectorRecord, build_selector_examples,
-    render_choice,
+};
+pub use selector_validation::{
+    SelectionAccuracy, SplitCase, score_case, selection_accuracy, split_cases,
 };
 pub use swiglu::SwiGlu;
 pub use trainer::{StepReport, TrainConfig, Trainer};

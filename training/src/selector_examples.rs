@@ -39,6 +39,11 @@ pub struct SelectorRecord {
     pub linked_tables: Vec<String>,
     /// Each result group's first SQL, in the vote's order (largest group first).
     pub groups: Vec<String>,
+    /// Candidates in each group (as `groups`).
+    pub votes: Vec<usize>,
+    /// The vote was split, so the pipeline asks the selector ([`crate::selector_validation`]
+    /// scores only these).
+    pub split: bool,
 }
 
 /// How the selector's examples are rendered.
@@ -85,29 +90,48 @@ pub struct SelectorExampleStats {
 /// Generous enough for any Spider query; a candidate that ran in the pipeline runs here.
 const EXECUTION_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The selector's examples from `records`, in record order.
-pub fn build_selector_examples(
-    dataset: &SpiderDataset,
-    records: &[SelectorRecord],
-    codec: PromptCodec<'_>,
-    options: &SelectorExampleOptions,
-) -> TrainResult<(Vec<TrainingExample>, SelectorExampleStats)> {
-    let max_groups = options.max_groups.clamp(2, MAX_LABELS);
-    let limits = Limits {
-        timeout: EXECUTION_TIMEOUT,
-        ..Limits::default()
-    };
-    let mut databases: HashMap<String, Option<(Schema, Sandbox)>> = HashMap::new();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed);
-    let mut stats = SelectorExampleStats {
-        answer_positions: vec![0; max_groups],
-        ..SelectorExampleStats::default()
-    };
-    let mut out = Vec::new();
-    for record in records {
-        stats.records += 1;
-        let database = databases.entry(record.db_id.clone()).or_insert_with(|| {
+/// A record's groups run again and judged against its gold result.
+pub(crate) struct JudgedRecord {
+    /// The schema as the pipeline showed it (the linked tables, when there are any).
+    pub view: Schema,
+    /// The groups that ran, at most `max_groups`, in the vote's order.
+    pub groups: Vec<JudgedGroup>,
+    /// The gold query as the pipeline would write it (whitespace collapsed: Spider's gold
+    /// spacing, `age  >  56`, would mark a group by its look alone), when it gives the gold
+    /// result that way.
+    pub gold: Option<JudgedGroup>,
+}
+
+pub(crate) struct JudgedGroup {
+    pub sql: String,
+    pub result: QueryResult,
+    pub right: bool,
+    pub votes: usize,
+}
+
+/// Each record's database, opened once: its schema and a read-only sandbox.
+pub(crate) struct RecordDatabases<'d> {
+    dataset: &'d SpiderDataset,
+    open: HashMap<String, Option<(Schema, Sandbox)>>,
+}
+
+impl<'d> RecordDatabases<'d> {
+    pub fn new(dataset: &'d SpiderDataset) -> Self {
+        Self {
+            dataset,
+            open: HashMap::new(),
+        }
+    }
+
+    /// The record's groups, run and judged; `None` when its database or gold query fails.
+    pub fn judge(&mut self, record: &SelectorRecord, max_groups: usize) -> Option<JudgedRecord> {
+        let dataset = self.dataset;
+        let database = self.open.entry(record.db_id.clone()).or_insert_with(|| {
             let path = dataset.database_path(&record.db_id);
+            let limits = Limits {
+                timeout: EXECUTION_TIMEOUT,
+                ..Limits::default()
+            };
             let schema = DatabaseHandle::open(&path, &record.db_id, IntrospectOptions::default())
                 .map(|h| h.schema)
                 .map_err(|e| tracing::warn!(db = %record.db_id, error = %e, "skipping database"))
@@ -117,43 +141,109 @@ pub fn build_selector_examples(
                 .ok()?;
             Some((schema, sandbox))
         });
-        let Some((schema, sandbox)) = database else {
-            stats.database_errors += 1;
-            continue;
-        };
-        let Ok(gold) = sandbox.execute(&record.gold) else {
-            stats.database_errors += 1;
-            continue;
-        };
+        let (schema, sandbox) = database.as_ref()?;
+        let gold = sandbox.execute(&record.gold).ok()?;
         let ordered = order_matters(&record.gold);
-        // (SQL, result, right) per shown group.
-        let mut shown: Vec<(String, QueryResult, bool)> = record
+        let judged = |sql: String, votes: usize| {
+            let result = sandbox.execute(&sql).ok()?;
+            let right = spider_eq(&gold.rows, &result.rows, ordered);
+            Some(JudgedGroup {
+                sql,
+                result,
+                right,
+                votes,
+            })
+        };
+        let groups = record
             .groups
             .iter()
-            .filter_map(|sql| sandbox.execute(sql).ok().map(|r| (sql.clone(), r)))
+            .enumerate()
+            .filter_map(|(i, sql)| judged(sql.clone(), record.votes.get(i).copied().unwrap_or(1)))
             .take(max_groups)
-            .map(|(sql, r)| {
-                let right = spider_eq(&gold.rows, &r.rows, ordered);
-                (sql, r, right)
-            })
             .collect();
-        match shown.iter().filter(|(_, _, right)| *right).count() {
-            0 if options.add_gold && !shown.is_empty() => {
-                // As the pipeline shows its candidates (whitespace collapsed): Spider's gold
-                // spacing (`age  >  56`) would mark the right group by its look alone.
-                let sql = postprocess(&record.gold, false);
-                match sandbox.execute(&sql) {
-                    Ok(r) if spider_eq(&gold.rows, &r.rows, ordered) => {
-                        shown.truncate(max_groups - 1);
-                        shown.push((sql, r, true));
-                        stats.gold_added += 1;
-                    }
-                    _ => {
-                        stats.none_correct += 1;
-                        continue;
-                    }
+        let gold = judged(postprocess(&record.gold, false), 0).filter(|g| g.right);
+        let view = if record.linked_tables.is_empty() {
+            schema.clone()
+        } else {
+            schema.restrict_to(&record.linked_tables)
+        };
+        Some(JudgedRecord { view, groups, gold })
+    }
+}
+
+/// The selection prompt over `groups` (in this order) as the server sends it: one user turn,
+/// no system text.
+pub(crate) fn selection_turn(
+    codec: PromptCodec<'_>,
+    record: &SelectorRecord,
+    view: &Schema,
+    groups: &[&JudgedGroup],
+    preview_rows: usize,
+) -> TrainResult<(String, Vec<String>)> {
+    let listed: Vec<Shown<'_>> = groups
+        .iter()
+        .enumerate()
+        .map(|(candidate, g)| Shown {
+            candidate,
+            sql: g.sql.as_str(),
+            result: &g.result,
+            votes: g.votes,
+        })
+        .collect();
+    let labels = selection_labels(listed.len());
+    let prompt = render_selection(
+        SelectionInput {
+            schema: view,
+            question: &record.question,
+            evidence: None,
+            shown: &listed,
+            preview_rows,
+        },
+        &labels,
+    );
+    let text = render_turn(codec.chat_template, None, &prompt, None)
+        .map_err(|e| TrainError::Data(e.to_string()))?;
+    Ok((text, labels))
+}
+
+/// The selector's examples from `records`, in record order.
+pub fn build_selector_examples(
+    dataset: &SpiderDataset,
+    records: &[SelectorRecord],
+    codec: PromptCodec<'_>,
+    options: &SelectorExampleOptions,
+) -> TrainResult<(Vec<TrainingExample>, SelectorExampleStats)> {
+    let max_groups = options.max_groups.clamp(2, MAX_LABELS);
+    let mut databases = RecordDatabases::new(dataset);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed);
+    let mut stats = SelectorExampleStats {
+        answer_positions: vec![0; max_groups],
+        ..SelectorExampleStats::default()
+    };
+    let mut out = Vec::new();
+    for record in records {
+        stats.records += 1;
+        let Some(JudgedRecord {
+            view,
+            mut groups,
+            gold,
+        }) = databases.judge(record, max_groups)
+        else {
+            stats.database_errors += 1;
+            continue;
+        };
+        match groups.iter().filter(|g| g.right).count() {
+            0 if options.add_gold && !groups.is_empty() => match gold {
+                Some(gold) => {
+                    groups.truncate(max_groups - 1);
+                    groups.push(gold);
+                    stats.gold_added += 1;
                 }
-            }
+                None => {
+                    stats.none_correct += 1;
+                    continue;
+                }
+            },
             0 => {
                 stats.none_correct += 1;
                 continue;
@@ -164,47 +254,29 @@ pub fn build_selector_examples(
                 continue;
             }
         }
-        if shown.len() < 2 {
+        if groups.len() < 2 {
             stats.single_group += 1;
             continue;
         }
-        let view = if record.linked_tables.is_empty() {
-            schema.clone()
-        } else {
-            schema.restrict_to(&record.linked_tables)
-        };
         // One seeded order, then rotations of it: each example of the record puts the right
         // group at another label.
-        shown.shuffle(&mut rng);
-        for k in 0..options.orders.clamp(1, shown.len()) {
+        groups.shuffle(&mut rng);
+        for k in 0..options.orders.clamp(1, groups.len()) {
             if k > 0 {
-                shown.rotate_left(1);
+                groups.rotate_left(1);
             }
-            let answer = shown
+            let answer = groups
                 .iter()
-                .position(|(_, _, right)| *right)
+                .position(|g| g.right)
                 .expect("one shown group is right");
-            let listed: Vec<Shown<'_>> = shown
-                .iter()
-                .enumerate()
-                .map(|(candidate, (sql, result, _))| Shown {
-                    candidate,
-                    sql: sql.as_str(),
-                    result,
-                })
-                .collect();
-            let labels = selection_labels(listed.len());
-            let prompt = render_selection(
-                SelectionInput {
-                    schema: &view,
-                    question: &record.question,
-                    evidence: None,
-                    shown: &listed,
-                    preview_rows: options.preview_rows,
-                },
-                &labels,
-            );
-            let example = render_choice(codec, &prompt, &labels[answer])?;
+            let shown: Vec<&JudgedGroup> = groups.iter().collect();
+            let (text, labels) =
+                selection_turn(codec, record, &view, &shown, options.preview_rows)?;
+            // The label alone: the server reads only the first token after the prompt, so the
+            // loss is all on the choice (an end-of-turn token would add a second target that
+            // the untuned model misses badly, and whose gradient, clipped together with the
+            // label's, would drown it).
+            let example = codec.prompt_and_answer(&text, &labels[answer], false)?;
             if example.tokens.len() > options.max_tokens {
                 stats.too_long += 1;
                 break;
@@ -221,18 +293,4 @@ pub fn build_selector_examples(
         )));
     }
     Ok((out, stats))
-}
-
-/// The selection prompt as the server sends it (one user turn, no system text), answered with
-/// `label` alone: the server reads only the first token after the prompt, so the loss is all
-/// on the choice (an end-of-turn token would add a second target that the untuned model
-/// misses badly, and whose gradient, clipped together with the label's, would drown it).
-pub fn render_choice(
-    codec: PromptCodec<'_>,
-    prompt: &str,
-    label: &str,
-) -> TrainResult<TrainingExample> {
-    let text = render_turn(codec.chat_template, None, prompt, None)
-        .map_err(|e| TrainError::Data(e.to_string()))?;
-    codec.prompt_and_answer(&text, label, false)
 }

@@ -80,6 +80,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         consistency_threshold: o.consistency_threshold,
         voting,
         selector: o.selector,
+        selector_vote_weight: o.selector_vote_weight,
         preview_rows: count(o.preview_rows),
         rep_optimization_rule: o.rep_optimization_rule,
         rep_cell_values: o.rep_cell_values,
@@ -110,6 +111,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
             .voting
             .map_or(pb::VotingMode::Unspecified, voting_mode) as i32,
         selector: knobs.selector,
+        selector_vote_weight: knobs.selector_vote_weight,
         preview_rows: count(knobs.preview_rows),
         rep_optimization_rule: knobs.rep_optimization_rule,
         rep_cell_values: knobs.rep_cell_values,

@@ -214,6 +214,10 @@ pub struct SelectorConfig {
     pub preview_rows: usize,
     /// At most this many result groups are offered, in order of first appearance.
     pub max_groups: usize,
+    /// How much a group's votes count against the selector's log-probabilities
+    /// ([`super::selection::weighed_choice`]); 0 lets the selector alone decide.
+    #[serde(default)]
+    pub vote_weight: f32,
 }
 
 /// The whole two-round method.
@@ -310,6 +314,7 @@ impl PipelineConfig {
                 split_rule: SplitRule::NoStrictMajority,
                 preview_rows: 10,
                 max_groups: 5,
+                vote_weight: 0.0,
             },
             limits: Limits::default(),
             preview_rows: 20,

@@ -290,6 +290,12 @@ knobs! {
     selector: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.selector.enabled,
         write |c, v| c.selector.enabled = v;
+    /// How much a result group's votes weigh against the selector's log-probability on a
+    /// split vote: the selector overrules a group with r times the votes only when it finds
+    /// its choice r^weight times likelier. 0: the selector alone decides.
+    selector_vote_weight: f32 = Some(0.0), Bounds::Real(0.0..=10.0), aliases [],
+        read |c| c.selector.vote_weight,
+        write |c, v| c.selector.vote_weight = v;
     /// Rows of the final result returned with the answer.
     preview_rows: usize = Some(20), Bounds::Count(0..=1000), aliases [],
         read |c| c.preview_rows,

@@ -41,7 +41,9 @@ pub use config::{
 pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
-pub use selection::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
+pub use selection::{
+    MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels, weighed_choice,
+};
 
 use crate::demo_index::DemoIndex;
 

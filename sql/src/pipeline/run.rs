@@ -534,6 +534,7 @@ impl<'r> Run<'r> {
                 result: self.results[cluster[0]]
                     .as_ref()
                     .expect("vote clusters hold only candidates that executed"),
+                votes: cluster.len(),
             })
             .collect();
         let input = SelectionInput {
@@ -543,7 +544,7 @@ impl<'r> Run<'r> {
             shown: &shown,
             preview_rows: config.preview_rows,
         };
-        vote.selector = Some(select(selector.as_ref(), input));
+        vote.selector = Some(select(selector.as_ref(), input, config.vote_weight));
         self.timings.selection_ms += elapsed_ms(start);
     }
 

@@ -1,6 +1,7 @@
 //! XiYan's candidate selection for split votes: candidates are grouped by execution result
 //! (the vote's clusters), each group is shown once as `Candidate {label}` with its SQL and
-//! first rows, and the selection model's log-probability for each label decides.
+//! first rows, and the selection model's log-probability for each label decides, weighed
+//! against the group's votes when `selector.vote_weight` is above zero.
 
 use super::answer::SelectorReport;
 use crate::model::Selector;
@@ -19,6 +20,8 @@ pub struct Shown<'a> {
     pub candidate: usize,
     pub sql: &'a str,
     pub result: &'a QueryResult,
+    /// Candidates in the group (the prompt does not show it; the choice may weigh it).
+    pub votes: usize,
 }
 
 /// What the selector is asked about.
@@ -32,19 +35,18 @@ pub struct SelectionInput<'a> {
 }
 
 /// Asks the selector; a failed call is reported and leaves the choice to the vote.
-pub(crate) fn select(selector: &dyn Selector, input: SelectionInput<'_>) -> SelectorReport {
+pub(crate) fn select(
+    selector: &dyn Selector,
+    input: SelectionInput<'_>,
+    vote_weight: f32,
+) -> SelectorReport {
     let labels = selection_labels(input.shown.len());
     let prompt = render_selection(input, &labels);
     let shown = input.shown.iter().map(|s| s.candidate).collect();
     match selector.choose(&prompt, &labels) {
         Ok(logprobs) if logprobs.len() == labels.len() => {
-            // The first maximum wins, so ties go to the earlier (larger or older) group.
-            let mut best = 0;
-            for (i, lp) in logprobs.iter().enumerate() {
-                if *lp > logprobs[best] {
-                    best = i;
-                }
-            }
+            let votes: Vec<usize> = input.shown.iter().map(|s| s.votes).collect();
+            let best = weighed_choice(&logprobs, &votes, vote_weight);
             SelectorReport {
                 chosen: Some(input.shown[best].candidate),
                 labels,
@@ -72,6 +74,29 @@ pub(crate) fn select(selector: &dyn Selector, input: SelectionInput<'_>) -> Sele
             error: Some(e.to_string()),
         },
     }
+}
+
+/// The shown group with the highest `logprob + vote_weight * ln(votes)`; the first of equals,
+/// so ties go to the earlier (larger or older) group. With weight 0 the selector alone
+/// decides. With weight `w`, overruling a group with `r` times the votes takes `r^w` times its
+/// probability: the selector's sureness is traded against the vote's, so a selector that is
+/// unsure, or equally sure of everything, leaves the majority's answer standing.
+pub fn weighed_choice(logprobs: &[f32], votes: &[usize], vote_weight: f32) -> usize {
+    let score = |i: usize| {
+        let prior = if vote_weight == 0.0 {
+            0.0
+        } else {
+            vote_weight * (votes.get(i).copied().unwrap_or(1).max(1) as f32).ln()
+        };
+        logprobs[i] + prior
+    };
+    let mut best = 0;
+    for i in 1..logprobs.len() {
+        if score(i) > score(best) {
+            best = i;
+        }
+    }
+    best
 }
 
 /// The labels of `n` shown groups, in order: `A`, `B`, ... (at most [`MAX_LABELS`]).
@@ -161,11 +186,13 @@ mod tests {
                 candidate: 0,
                 sql: "SELECT count(*) FROM concert",
                 result: &six,
+                votes: 2,
             },
             Shown {
                 candidate: 3,
                 sql: "SELECT count(*) FROM concert WHERE Year = 2014",
                 result: &two,
+                votes: 1,
             },
         ];
         let input = SelectionInput {
@@ -212,6 +239,23 @@ mod tests {
             [(2,)]
 
             Please output the selected candidate as "A" or "B"."#]].assert_eq(&text);
+    }
+
+    #[test]
+    fn the_vote_weight_trades_the_selectors_sureness_against_the_votes() {
+        // Group A has three votes, B one; the selector prefers B by ln(2) (twice as likely).
+        let logprobs = [-(2.0f32).ln() - 0.5, -0.5];
+        let votes = [3, 1];
+        assert_eq!(weighed_choice(&logprobs, &votes, 0.0), 1);
+        // Weight 0.5: B needs sqrt(3) = 1.73 times A's probability; it has 2.
+        assert_eq!(weighed_choice(&logprobs, &votes, 0.5), 1);
+        // Weight 1: B needs 3 times; it has 2, so the majority stands.
+        assert_eq!(weighed_choice(&logprobs, &votes, 1.0), 0);
+        // Equal scores go to the earlier group, whatever the weight.
+        assert_eq!(weighed_choice(&[-1.0, -1.0], &[2, 2], 1.0), 0);
+        assert_eq!(weighed_choice(&[-1.0, -1.0], &[1, 1], 0.0), 0);
+        // A later, larger group wins on votes once the selector is indifferent.
+        assert_eq!(weighed_choice(&[-1.0, -1.0, -1.0], &[1, 1, 2], 0.1), 2);
     }
 
     #[test]
