@@ -7,8 +7,8 @@
 //! Spider's semantics, and the record becomes an example only when exactly one shown group is
 //! correct: the prompt is the pipeline's selection prompt ([`render_selection`]) over the linked
 //! tables, as the pipeline shows them, and the answer is that group's label. The groups are
-//! shown in a seeded random order, so the label says which result is right, not which group was
-//! largest (the pipeline lists the largest first, and asks only when no group has a majority).
+//! shown in a seeded random order, so the label says which result is right, not where the
+//! pipeline tends to list it (by first voter, so the PreSQL's group is usually `A`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct SelectorRecord {
     pub gold: String,
     /// The tables schema linking kept (empty: the pipeline showed the whole schema).
     pub linked_tables: Vec<String>,
-    /// Each result group's first SQL, in the vote's order (largest group first).
+    /// Each result group's first SQL, in the vote's order (by first voter).
     pub groups: Vec<String>,
     /// Candidates in each group (as `groups`).
     pub votes: Vec<usize>,

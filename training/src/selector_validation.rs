@@ -1,5 +1,5 @@
 //! How a selection model does where the pipeline asks it, on records it was not trained on:
-//! each record with a split vote, its groups shown in the vote's order (largest first, as the
+//! each record with a split vote, its groups shown in the vote's order (by first voter, as the
 //! pipeline shows them), scored by the training decoder (the label's log-probability after
 //! the prompt, as the server reads it), and compared with the majority vote, alone and weighed
 //! against the votes ([`weighed_choice`], the pipeline's `selector.vote_weight`).
@@ -92,7 +92,7 @@ pub struct SelectionAccuracy {
     pub cases: usize,
     /// Cases where some shown group is right: the most any choice can get.
     pub reachable: usize,
-    /// The vote's choice (the first, largest group).
+    /// The vote's choice (the largest group, the earliest of equals).
     pub majority: usize,
     /// `(vote_weight, right choices)` for each weight asked.
     pub weighed: Vec<(f32, usize)>,
@@ -108,7 +108,10 @@ pub fn selection_accuracy(
     SelectionAccuracy {
         cases: cases.len(),
         reachable: cases.iter().filter(|c| c.right.contains(&true)).count(),
-        majority: cases.iter().filter(|c| right_at(c, 0)).count(),
+        majority: cases
+            .iter()
+            .filter(|c| right_at(c, majority_choice(&c.votes)))
+            .count(),
         weighed: weights
             .iter()
             .map(|&w| {
@@ -121,6 +124,17 @@ pub fn selection_accuracy(
             })
             .collect(),
     }
+}
+
+/// The group the vote picks: the largest, the earliest of equals.
+fn majority_choice(votes: &[usize]) -> usize {
+    let mut best = 0;
+    for (i, &n) in votes.iter().enumerate() {
+        if n > votes[best] {
+            best = i;
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -147,13 +161,20 @@ mod tests {
             case(&[false, true], &[2, 1]),
             // Nothing shown is right.
             case(&[false, false], &[1, 1]),
+            // The larger group came second, and is right; the selector prefers it too.
+            case(&[false, true], &[1, 2]),
         ];
-        let logprobs = [vec![-3.0, -0.1], vec![-0.9, -0.5], vec![-0.1, -3.0]];
+        let logprobs = [
+            vec![-3.0, -0.1],
+            vec![-0.9, -0.5],
+            vec![-0.1, -3.0],
+            vec![-0.9, -0.5],
+        ];
         let acc = selection_accuracy(&cases, &logprobs, &[0.0, 1.0, 10.0]);
-        assert_eq!((acc.cases, acc.reachable, acc.majority), (3, 2, 1));
+        assert_eq!((acc.cases, acc.reachable, acc.majority), (4, 3, 2));
         // Weight 0: B twice (wrong, then right). Weight 1 (ln 2 = 0.69): the strong
         // preference still overrules (2.9 > 0.69), the mild one does not (0.4 < 0.69).
-        // Weight 10: the vote everywhere.
-        assert_eq!(acc.weighed, vec![(0.0, 1), (1.0, 0), (10.0, 1)]);
+        // Weight 10: the vote everywhere. The last case is right at every weight.
+        assert_eq!(acc.weighed, vec![(0.0, 2), (1.0, 1), (10.0, 2)]);
     }
 }
