@@ -443,11 +443,28 @@ pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
 ];
 
+/// The shipped adapter of the default selection model, trained by `quorum train --task
+/// selector` to choose among the pipeline's split votes (card in its directory).
+pub struct DefaultSelector {
+    pub name: &'static str,
+    pub dir: &'static str,
+    /// The `selector_vote_weight` it serves with: the middle of the weights that did best on
+    /// the split votes of the training databases held out of its training (its card).
+    pub vote_weight: f32,
+}
+
+pub const DEFAULT_SELECTOR: DefaultSelector = DefaultSelector {
+    name: "select-s1",
+    dir: "coder-selector-s1",
+    vote_weight: 1.5,
+};
+
 /// The default adapters found under `adapters_dir`, by name; a missing one is logged and left
-/// out (its generator then runs the base model).
+/// out (its generator then runs the base model, and selection stays off).
 fn shipped_default_adapters(adapters_dir: &Path) -> BTreeMap<String, PathBuf> {
     let mut found = BTreeMap::new();
-    for &(_, name, dir) in DEFAULT_ADAPTERS {
+    let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
+    for (name, dir) in generators.chain([(DEFAULT_SELECTOR.name, DEFAULT_SELECTOR.dir)]) {
         let path = adapters_dir.join(dir);
         if path.join("adapter_config.json").is_file() {
             found.insert(name.to_owned(), path);
@@ -518,6 +535,21 @@ fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator>
     ]
 }
 
+/// With the shipped selector adapter among `adapters`, the default pipeline asks it on split
+/// votes, at the vote weight it was validated with (unless the config sets either knob).
+/// Without it selection stays off: the untuned base model loses to majority voting.
+fn default_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, PathBuf>) {
+    if !adapters.contains_key(DEFAULT_SELECTOR.name) {
+        return;
+    }
+    pipeline.setup.selector_adapter = Some(DEFAULT_SELECTOR.name.to_owned());
+    pipeline.knobs.selector.get_or_insert(true);
+    pipeline
+        .knobs
+        .selector_vote_weight
+        .get_or_insert(DEFAULT_SELECTOR.vote_weight);
+}
+
 /// The KV cache of a served model when the config names none, in MiB.
 pub const DEFAULT_KV_CACHE_MIB: u64 = 2048;
 
@@ -546,6 +578,9 @@ pub fn resolve(
         let adapters = shipped_default_adapters(&dirs.adapters_dir);
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = default_generators(&adapters);
+        }
+        if raw.pipeline.setup.selector_adapter.is_none() {
+            default_selection(&mut raw.pipeline, &adapters);
         }
         default_models(&adapters)
     } else {
@@ -958,8 +993,8 @@ mod tests {
         let shipped = shipped_default_adapters(&adapters_dir);
         assert_eq!(
             shipped.len(),
-            DEFAULT_ADAPTERS.len(),
-            "every default adapter ships"
+            DEFAULT_ADAPTERS.len() + 1,
+            "every default adapter ships, the selector's too"
         );
         let models = default_models(&shipped);
         assert_eq!(models[0].adapters, shipped);
@@ -986,6 +1021,37 @@ mod tests {
         assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
         // Nothing in place: the directory is not there.
         assert!(shipped_default_adapters(&adapters_dir.join("missing")).is_empty());
+    }
+
+    /// The default pipeline asks the shipped selector on split votes at its validated weight;
+    /// a config's own knobs win, and without the adapter selection stays off.
+    #[test]
+    fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
+        let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+        let shipped = shipped_default_adapters(&adapters_dir);
+        let mut pipeline = RawPipeline::default();
+        default_selection(&mut pipeline, &shipped);
+        assert_eq!(
+            pipeline.setup.selector_adapter.as_deref(),
+            Some("select-s1")
+        );
+        assert_eq!(pipeline.knobs.selector, Some(true));
+        assert_eq!(
+            pipeline.knobs.selector_vote_weight,
+            Some(DEFAULT_SELECTOR.vote_weight)
+        );
+        let mut own = RawPipeline::default();
+        own.knobs.selector = Some(false);
+        own.knobs.selector_vote_weight = Some(0.5);
+        default_selection(&mut own, &shipped);
+        assert_eq!(
+            (own.knobs.selector, own.knobs.selector_vote_weight),
+            (Some(false), Some(0.5))
+        );
+        let mut bare = RawPipeline::default();
+        default_selection(&mut bare, &BTreeMap::new());
+        assert_eq!(bare.setup.selector_adapter, None);
+        assert_eq!(bare.knobs.selector, None);
     }
 
     #[test]

@@ -285,14 +285,16 @@ knobs! {
     voting: VotingMode = Some(VotingMode::Majority), Bounds::Any, aliases [],
         read |c| c.voting,
         write |c, v| c.voting = v;
-    /// Ask the selection model on a split vote. Off by default: the untuned 0.5B selector
-    /// overturned correct majority votes on dev100 (docs/RESULTS.md).
+    /// Ask the selection model on a split vote. Off unless configured: an untuned 0.5B
+    /// selector overturned correct majority votes on dev100. The server's default
+    /// configuration turns it on with its shipped selector adapter (docs/RESULTS.md).
     selector: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.selector.enabled,
         write |c, v| c.selector.enabled = v;
     /// How much a result group's votes weigh against the selector's log-probability on a
     /// split vote: the selector overrules a group with r times the votes only when it finds
-    /// its choice r^weight times likelier. 0: the selector alone decides.
+    /// its choice r^weight times likelier. 0: the selector alone decides. The server's default
+    /// configuration sets its shipped selector's validated weight.
     selector_vote_weight: f32 = Some(0.0), Bounds::Real(0.0..=10.0), aliases [],
         read |c| c.selector.vote_weight,
         write |c, v| c.selector.vote_weight = v;
