@@ -35,7 +35,8 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
     raw.limits.request_timeout_secs = Some(1800.0);
     raw.limits.max_concurrent_text2sql = Some(10);
     let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
-    // The default RE_p and M-Schema voters run the shipped fine-tuned adapters.
+    // The default RE_p and M-Schema voters run the shipped fine-tuned adapters, and split
+    // votes go to the shipped selector adapter.
     let models = server
         .inference()
         .list_models(pb::ListModelsRequest {})
@@ -49,7 +50,7 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
         .expect("the default generator");
     let mut adapters = coder.adapters.clone();
     adapters.sort();
-    assert_eq!(adapters, ["mschema-s1", "rep-s0"]);
+    assert_eq!(adapters, ["mschema-s1", "rep-s0", "select-s1"]);
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");
     let smoke: Vec<_> = slices

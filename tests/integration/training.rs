@@ -370,18 +370,32 @@ fn training_fits_a_tiny_dataset() {
     assert!(after < 0.5 * before, "loss {before} -> {after}");
 }
 
+/// The real Qwen2.5-Coder-0.5B checkpoint (f32) and Spider's data.
+fn qwen_and_spider() -> (
+    quorum_weights::Checkpoint,
+    quorum_sql::dataset::SpiderDataset,
+) {
+    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
+    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
+    (ckpt, dataset)
+}
+
+/// How the trainer renders text for `ckpt`: its tokenizer, chat template and end of turn.
+fn codec(ckpt: &quorum_weights::Checkpoint) -> PromptCodec<'_> {
+    PromptCodec {
+        tokenizer: &ckpt.tokenizer,
+        chat_template: ckpt.chat_template.as_ref(),
+        end_token: ckpt.eos_token_ids[0],
+    }
+}
+
 /// Spider examples rendered with the real Qwen tokenizer and chat template: the prompt is the
 /// pipeline's (ending in the answer prefix), the answer decodes to the gold continuation.
 #[test]
 fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
-    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
-    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
+    let (ckpt, dataset) = qwen_and_spider();
     let train: Vec<_> = dataset.train().unwrap().into_iter().take(40).collect();
-    let codec = PromptCodec {
-        tokenizer: &ckpt.tokenizer,
-        chat_template: ckpt.chat_template.as_ref(),
-        end_token: ckpt.eos_token_ids[0],
-    };
+    let codec = codec(&ckpt);
     let options = ExampleOptions {
         format: quorum_sql::pipeline::PromptFormat::Rep,
         max_tokens: 4096,
@@ -424,13 +438,8 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
 /// out, and a record with no right group gets the gold query as a group of its own.
 #[test]
 fn selector_examples_label_the_group_with_the_gold_result() {
-    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
-    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
-    let codec = PromptCodec {
-        tokenizer: &ckpt.tokenizer,
-        chat_template: ckpt.chat_template.as_ref(),
-        end_token: ckpt.eos_token_ids[0],
-    };
+    let (ckpt, dataset) = qwen_and_spider();
+    let codec = codec(&ckpt);
     let gold = "SELECT count(*) FROM head WHERE age  >  56";
     let record = |groups: &[&str]| SelectorRecord {
         db_id: "department_management".into(),
@@ -515,13 +524,8 @@ fn selector_examples_label_the_group_with_the_gold_result() {
 /// label's score is the log-probability the training loss gives that label.
 #[test]
 fn selector_validation_scores_split_votes_in_the_vote_order() {
-    let ckpt = load_checkpoint(&model_path(QWEN_05B), &Device::Cpu, DType::F32).unwrap();
-    let dataset = quorum_sql::dataset::SpiderDataset::new(quorum_tests::spider_dir());
-    let codec = PromptCodec {
-        tokenizer: &ckpt.tokenizer,
-        chat_template: ckpt.chat_template.as_ref(),
-        end_token: ckpt.eos_token_ids[0],
-    };
+    let (ckpt, dataset) = qwen_and_spider();
+    let codec = codec(&ckpt);
     let right = "SELECT COUNT(*) FROM head WHERE age > 56";
     let wrong = "SELECT count(*) FROM head";
     let record = |groups: &[&str], votes: &[usize], split: bool| SelectorRecord {
