@@ -77,7 +77,7 @@ pub(crate) fn select(
 }
 
 /// The shown group with the highest `logprob + vote_weight * ln(votes)`; the first of equals,
-/// so ties go to the earlier (larger or older) group. With weight 0 the selector alone
+/// so ties go to the earlier group (the one voted for first, as the vote breaks its ties). With weight 0 the selector alone
 /// decides. With weight `w`, overruling a group with `r` times the votes takes `r^w` times its
 /// probability: the selector's sureness is traded against the vote's, so a selector that is
 /// unsure, or equally sure of everything, leaves the majority's answer standing.
