@@ -34,7 +34,7 @@ struct Args {
     /// Run a copy with every quantized matrix re-encoded to Q8_0 (the int8 GEMM's format).
     #[arg(long)]
     all_q8_0: bool,
-    /// Rows from which Q8_0 projections take the int8 GEMM (the engine's default is 2).
+    /// Rows from which Q8_0 projections take the int8 GEMM (the engine takes it from one row).
     #[arg(long, default_value_t = 1)]
     int8_min_rows: usize,
     /// Let requests end at the model's end-of-sequence token. By default every request decodes

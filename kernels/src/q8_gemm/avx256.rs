@@ -175,15 +175,31 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
             // row passes over them; each row's eight lane accumulators wait in `lanes`.
             for b0 in (0..kb).step_by(BLOCKS_PER_RUN) {
                 let run = b0..(b0 + BLOCKS_PER_RUN).min(kb);
-                for (r, l) in rows.clone().zip(lanes.iter_mut()) {
+                // The first row of a run also asks for the weights that follow it in memory
+                // (the next run, or the next strip's first): in a decode step every weight
+                // comes from memory, and with the hardware prefetcher alone the output layer
+                // ran 25% slower per product than a cache-resident projection.
+                let next =
+                    (s * kb + run.end)..(s * kb + run.end + BLOCKS_PER_RUN).min(strips.end * kb);
+                for (i, (r, l)) in rows.clone().zip(lanes.iter_mut()).enumerate() {
+                    let ahead = match i {
+                        0 => Ahead {
+                            blocks: blocks.get(next.clone()).unwrap_or(&[]),
+                        },
+                        _ => Ahead::NONE,
+                    };
                     // SAFETY: the weight was packed for `CpuPath::AvxVnni` (offset) or
                     // `CpuPath::Avx2`, which `from_blocks` checked this CPU supports; row `r`
                     // exists.
                     unsafe {
                         match dot {
-                            StripDot::AbsActivations => strip_avx2::<true>(&job, r, run.clone(), l),
-                            StripDot::AbsWeights => strip_avx2::<false>(&job, r, run.clone(), l),
-                            StripDot::Vnni => strip_vnni(&job, r, run.clone(), l),
+                            StripDot::AbsActivations => {
+                                strip_avx2::<true>(&job, r, run.clone(), &ahead, l)
+                            }
+                            StripDot::AbsWeights => {
+                                strip_avx2::<false>(&job, r, run.clone(), &ahead, l)
+                            }
+                            StripDot::Vnni => strip_vnni(&job, r, run.clone(), &ahead, l),
                         }
                     }
                 }
@@ -210,6 +226,29 @@ struct StripJob<'a> {
     k: usize,
 }
 
+/// Weights to request from memory while a kernel computes (none for most calls): a
+/// [`StripBlock`] or [`TileBlock`] per block computed.
+struct Ahead<'a, B> {
+    blocks: &'a [B],
+}
+
+impl<B> Ahead<'_, B> {
+    const NONE: Self = Self { blocks: &[] };
+
+    /// Requests the cache lines of the `i`-th block ahead, if there is one.
+    #[inline(always)]
+    fn request(&self, i: usize) {
+        if let Some(block) = self.blocks.get(i) {
+            let p: *const u8 = (block as *const B).cast();
+            for line in 0..std::mem::size_of::<B>().div_ceil(64) {
+                // SAFETY: SSE, which every x86_64 CPU has; a prefetch reads nothing and
+                // cannot fault, and the address is inside the block.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(line * 64).cast()) };
+            }
+        }
+    }
+}
+
 /// candle's final reduction of the eight lanes (`hsum_float_8`) of eight outputs.
 fn hsum_lanes(l: &[[f32; STRIP]; 8]) -> [f32; STRIP] {
     std::array::from_fn(|c| {
@@ -218,7 +257,7 @@ fn hsum_lanes(l: &[[f32; STRIP]; 8]) -> [f32; STRIP] {
 }
 
 /// Row `row` against one strip with AVX2 over blocks `run`, continuing the eight lanes of its
-/// eight outputs in `lanes`.
+/// eight outputs in `lanes`, and requesting one block `ahead` per block computed.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; row `row` must exist, and with `ABS_ACTS` the rows
@@ -228,6 +267,7 @@ unsafe fn strip_avx2<const ABS_ACTS: bool>(
     job: &StripJob<'_>,
     row: usize,
     run: std::ops::Range<usize>,
+    ahead: &Ahead<'_, StripBlock>,
     lanes: &mut [[f32; STRIP]; 8],
 ) {
     let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
@@ -243,7 +283,9 @@ unsafe fn strip_avx2<const ABS_ACTS: bool>(
     // SAFETY: 8 f32 each.
     let mut acc: [__m256; 8] =
         std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    let first = run.start;
     for b in run {
+        ahead.request(b - first);
         // SAFETY: 8 f32.
         let wd = unsafe { _mm256_loadu_ps(job.scales[b].as_ptr()) };
         let d = _mm256_mul_ps(wd, _mm256_set1_ps(ds[b]));
@@ -283,6 +325,7 @@ unsafe fn strip_vnni(
     job: &StripJob<'_>,
     row: usize,
     run: std::ops::Range<usize>,
+    ahead: &Ahead<'_, StripBlock>,
     lanes: &mut [[f32; STRIP]; 8],
 ) {
     let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
@@ -296,7 +339,9 @@ unsafe fn strip_vnni(
     // SAFETY: 8 f32 each.
     let mut acc: [__m256; 8] =
         std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    let first = run.start;
     for b in run {
+        ahead.request(b - first);
         // SAFETY: 8 f32.
         let wd = unsafe { _mm256_loadu_ps(job.scales[b].as_ptr()) };
         let d = _mm256_mul_ps(wd, _mm256_set1_ps(ds[b]));
@@ -344,12 +389,22 @@ pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
             while r < rows.end {
                 let mr = (rows.end - r).min(MR16);
                 let mut res = [[0f32; 16]; MR16];
+                // The first rows of a tile also ask for the next tile's weights (as the strips
+                // do, and for the same reason).
+                let ahead = if r == rows.start && t + 1 < tiles.end {
+                    Ahead {
+                        blocks: &blocks[(t + 1) * kb..(t + 2) * kb],
+                    }
+                } else {
+                    Ahead::NONE
+                };
                 let job = TileJob {
                     k,
                     blocks: &blocks[t * kb..(t + 1) * kb],
                     scales: &scales[t * kb..(t + 1) * kb],
                     acts: &acts,
                     row: r,
+                    ahead,
                 };
                 // SAFETY: the weight was packed for `CpuPath::AvxVnni`, which `from_blocks`
                 // checked this CPU supports; rows `r..r + mr` exist.
@@ -378,6 +433,7 @@ struct TileJob<'a> {
     scales: &'a [[f32; 16]],
     acts: &'a Q8kRows,
     row: usize,
+    ahead: Ahead<'a, TileBlock>,
 }
 
 /// `R` rows × one 16-column tile over all blocks.
@@ -393,6 +449,7 @@ unsafe fn tile_vnni<const R: usize>(job: &TileJob<'_>, res: &mut [[f32; 16]; MR1
     let ds = &job.acts.ds[job.row * sb..(job.row + R) * sb];
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
     for b in 0..kb {
+        job.ahead.request(b);
         let mut isum = [[_mm256_setzero_si256(); 2]; R];
         for i in 0..R {
             isum[i] = [_mm256_set1_epi32(init[i * kb + b]); 2];
