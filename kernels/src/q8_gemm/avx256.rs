@@ -208,7 +208,14 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
             let cols = (n - s * STRIP).min(STRIP).min(stride - c0);
             for (i, l) in lanes.iter().enumerate() {
                 let o = i * stride + c0;
-                out[o..o + cols].copy_from_slice(&hsum_lanes(l)[..cols]);
+                let sums = hsum_lanes(l);
+                // A whole strip is a copy of known length, which compiles to two vector moves
+                // instead of a call to `memcpy` per row and strip (2% of a 16-way decode step).
+                if cols == STRIP {
+                    out[o..o + STRIP].copy_from_slice(&sums);
+                } else {
+                    out[o..o + cols].copy_from_slice(&sums[..cols]);
+                }
             }
         }
     });
