@@ -15,9 +15,9 @@ use quorum_sql::pipeline::PromptFormat;
 use quorum_sql::prompt::PROMPT_FORMAT_VERSION;
 use quorum_training::{
     ALL_PROJECTIONS, AdamWConfig, ExampleOptions, LoraDecoder, LoraSpec, LrSchedule, PromptCodec,
-    SelectionAccuracy, SelectorExampleOptions, SelectorRecord, SplitCase, StepReport, TrainConfig,
-    TrainKernels, Trainer, TrainingExample, build_examples, build_selector_examples, score_case,
-    selection_accuracy, split_cases,
+    SelectionAccuracy, SelectorExampleOptions, SelectorRecord, SplitCase, SplitCases, StepReport,
+    TrainConfig, TrainKernels, Trainer, TrainingExample, build_examples, build_selector_examples,
+    score_case, selection_accuracy, split_cases,
 };
 use quorum_weights::load_checkpoint;
 use rand::SeedableRng;
@@ -185,7 +185,7 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         chat_template: ckpt.chat_template.as_ref(),
         end_token,
     };
-    let mut held_out: Vec<SplitCase> = Vec::new();
+    let mut held_out = SplitCases::default();
     let (examples, stats, prompt) = match args.task {
         TrainTask::Generator => {
             let mut questions = dataset.train().context("reading train.json")?;
@@ -220,14 +220,14 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         "quorum train: base model dequantized in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let base_scores = if held_out.is_empty() {
+    let base_scores = if held_out.cases.is_empty() {
         Vec::new()
     } else {
         eprintln!(
             "quorum train: scoring {} held-out split votes with the base model",
-            held_out.len()
+            held_out.cases.len()
         );
-        score_cases(&model, None, &held_out)?
+        score_cases(&model, None, &held_out.cases)?
     };
     let config = TrainConfig {
         lora: LoraSpec {
@@ -300,10 +300,10 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
     }
     bar.finish();
     trainer.save(&checkpoint_dir)?;
-    let validation = if held_out.is_empty() {
+    let validation = if held_out.cases.is_empty() {
         None
     } else {
-        let trained = score_cases(&model, Some(trainer.lora()), &held_out)?;
+        let trained = score_cases(&model, Some(trainer.lora()), &held_out.cases)?;
         Some(write_validation(
             &args.out,
             &held_out,
@@ -396,10 +396,11 @@ fn score_cases(
 /// model and the adapter do against the majority vote; returns the summary for the card.
 fn write_validation(
     out: &Path,
-    cases: &[SplitCase],
+    held_out: &SplitCases,
     base: &[Vec<f32>],
     trained: &[Vec<f32>],
 ) -> Result<serde_json::Value> {
+    let cases = &held_out.cases;
     let path = out.join("validation.jsonl");
     let mut file = std::io::BufWriter::new(
         std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
@@ -435,7 +436,13 @@ fn write_validation(
     };
     show("base model", &base);
     show("adapter", &trained);
-    Ok(serde_json::json!({ "base": base, "adapter": trained }))
+    Ok(serde_json::json!({
+        "split_records": held_out.split_records,
+        "not_judged": held_out.unjudged,
+        "fewer_than_two_groups": held_out.too_few_groups,
+        "base": base,
+        "adapter": trained,
+    }))
 }
 
 /// `--task selector`: the selector's examples from the pipeline's answers in `--candidates`,
@@ -444,7 +451,7 @@ fn selector_examples(
     dataset: &SpiderDataset,
     codec: PromptCodec<'_>,
     args: &TrainArgs,
-) -> Result<(Vec<TrainingExample>, serde_json::Value, Vec<SplitCase>)> {
+) -> Result<(Vec<TrainingExample>, serde_json::Value, SplitCases)> {
     let path = args.candidates.as_ref().context(
         "--task selector needs --candidates (a `quorum eval --questions train.json` output)",
     )?;
@@ -463,7 +470,7 @@ fn selector_examples(
         .into_iter()
         .partition(|r| held_out_dbs.contains(&r.db_id));
     let defaults = quorum_sql::pipeline::PipelineConfig::new(Vec::new()).selector;
-    let cases = split_cases(
+    let split = split_cases(
         dataset,
         &held_out,
         codec,
@@ -472,10 +479,15 @@ fn selector_examples(
     )?;
     if !held_out.is_empty() {
         eprintln!(
-            "quorum train: {} databases held out ({} records, {} split votes)",
+            "quorum train: {} databases held out ({} records, {} split votes: {} to score, \
+             {} not judged because the database or the gold query failed, {} with fewer than \
+             two groups that run)",
             held_out_dbs.len(),
             held_out.len(),
-            cases.len()
+            split.split_records,
+            split.cases.len(),
+            split.unjudged,
+            split.too_few_groups
         );
     }
     let options = SelectorExampleOptions {
@@ -487,7 +499,7 @@ fn selector_examples(
         seed: args.seed,
     };
     let (examples, stats) = build_selector_examples(dataset, &records, codec, &options)?;
-    Ok((examples, serde_json::to_value(stats)?, cases))
+    Ok((examples, serde_json::to_value(stats)?, split))
 }
 
 /// A seeded sample of the records' databases, `share` of them (rounded), held out of training.

@@ -544,7 +544,18 @@ fn selector_validation_scores_split_votes_in_the_vote_order() {
         // One group runs: nothing to choose.
         record(&[right, "SELECT no_such_column FROM head"], &[1, 1], true),
     ];
-    let cases = split_cases(&dataset, &records, codec, 5, 10).unwrap();
+    // The same split vote again with a gold query that does not run: counted, not asked.
+    let broken_gold = SelectorRecord {
+        gold: "SELECT no_such_column FROM head".into(),
+        ..record(&[wrong, right], &[2, 1], true)
+    };
+    let records = [records.as_slice(), &[broken_gold]].concat();
+    let split = split_cases(&dataset, &records, codec, 5, 10).unwrap();
+    assert_eq!(
+        (split.split_records, split.unjudged, split.too_few_groups),
+        (3, 1, 1)
+    );
+    let cases = split.cases;
     assert_eq!(cases.len(), 1);
     let case = &cases[0];
     assert_eq!(

@@ -50,7 +50,7 @@ pub use selector_examples::{
     SelectorExampleOptions, SelectorExampleStats, SelectorRecord, build_selector_examples,
 };
 pub use selector_validation::{
-    SelectionAccuracy, SplitCase, score_case, selection_accuracy, split_cases,
+    SelectionAccuracy, SplitCase, SplitCases, score_case, selection_accuracy, split_cases,
 };
 pub use swiglu::SwiGlu;
 pub use trainer::{StepReport, TrainConfig, Trainer};

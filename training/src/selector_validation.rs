@@ -26,6 +26,20 @@ pub struct SplitCase {
     pub votes: Vec<usize>,
 }
 
+/// The split votes of some records, and how many split records could not be asked, so that a
+/// report says what it left out.
+#[derive(Debug, Clone, Default)]
+pub struct SplitCases {
+    pub cases: Vec<SplitCase>,
+    /// Records whose vote was split.
+    pub split_records: usize,
+    /// Split records that could not be judged: their database did not open or their gold
+    /// query did not run.
+    pub unjudged: usize,
+    /// Split records with fewer than two groups that run: nothing to choose between.
+    pub too_few_groups: usize,
+}
+
 /// The split votes among `records`, as the pipeline would ask the selector about them.
 /// Records whose vote was not split, or with fewer than two groups that run, are not asked.
 pub fn split_cases(
@@ -34,15 +48,18 @@ pub fn split_cases(
     codec: PromptCodec<'_>,
     max_groups: usize,
     preview_rows: usize,
-) -> TrainResult<Vec<SplitCase>> {
+) -> TrainResult<SplitCases> {
     let max_groups = max_groups.clamp(2, MAX_LABELS);
     let mut databases = RecordDatabases::new(dataset);
-    let mut cases = Vec::new();
+    let mut out = SplitCases::default();
     for record in records.iter().filter(|r| r.split) {
+        out.split_records += 1;
         let Some(judged) = databases.judge(record, max_groups) else {
+            out.unjudged += 1;
             continue;
         };
         if judged.groups.len() < 2 {
+            out.too_few_groups += 1;
             continue;
         }
         let shown: Vec<&JudgedGroup> = judged.groups.iter().collect();
@@ -54,7 +71,7 @@ pub fn split_cases(
             label_tokens.push(example.tokens[example.answer_start]);
             prompt_tokens = example.tokens[..example.answer_start].to_vec();
         }
-        cases.push(SplitCase {
+        out.cases.push(SplitCase {
             db_id: record.db_id.clone(),
             question: record.question.clone(),
             prompt_tokens,
@@ -63,7 +80,7 @@ pub fn split_cases(
             votes: judged.groups.iter().map(|g| g.votes).collect(),
         });
     }
-    Ok(cases)
+    Ok(out)
 }
 
 /// Each label's log-probability after the prompt, with `lora` (or the bare base).
