@@ -62,6 +62,14 @@ fn request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
     }
 }
 
+/// `request`, generating past the end-of-sequence token: a request that is still running when
+/// a test acts on it (a fast CPU finished these questions' answers first).
+fn long_request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
+    let mut req = request(tokens, max_new);
+    req.params.ignore_eos = true;
+    req
+}
+
 /// Drains a stream: (tokens, finish event).
 fn collect(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<EngineEvent>,
@@ -416,7 +424,7 @@ fn a_long_prompt_does_not_hold_back_short_requests() {
 fn cancelling_a_stream_frees_its_blocks_within_a_step() {
     let h = engine(SMOLLM2, |_| {});
     let p = prompt(&h, QUESTIONS[1]);
-    let mut rx = h.submit(request(p, 400)).expect("submit");
+    let mut rx = h.submit(long_request(p, 400)).expect("submit");
     for _ in 0..3 {
         assert!(matches!(rx.blocking_recv(), Some(EngineEvent::Token(_))));
     }
@@ -449,8 +457,10 @@ fn admission_fails_fast_and_bad_requests_are_rejected() {
         c.max_waiting = 1;
     });
     let p = prompt(&h, QUESTIONS[0]);
-    let _a = h.submit(request(p.clone(), 200)).expect("first");
-    let _b = h.submit(request(p.clone(), 200)).expect("second waits");
+    let _a = h.submit(long_request(p.clone(), 200)).expect("first");
+    let _b = h
+        .submit(long_request(p.clone(), 200))
+        .expect("second waits");
     let err = h
         .submit(request(p.clone(), 200))
         .expect_err("third is refused");
@@ -499,7 +509,7 @@ fn deadline_cancels_with_a_reason() {
     let req = GenerateRequest {
         draft_hint: Vec::new(),
         deadline: Some(Instant::now() + Duration::from_millis(150)),
-        ..request(p, 2000)
+        ..long_request(p, 2000)
     };
     let (_, fin) = collect(h.submit(req).expect("submit"));
     assert_eq!(fin.reason, FinishReason::Cancelled);
@@ -513,8 +523,8 @@ fn engine_keeps_serving_after_cancelling_running_and_waiting_requests() {
         c.max_waiting = 1;
     });
     let p = prompt(&h, QUESTIONS[0]);
-    let mut a = h.submit(request(p.clone(), 400)).expect("running");
-    let b = h.submit(request(p.clone(), 400)).expect("waiting");
+    let mut a = h.submit(long_request(p.clone(), 400)).expect("running");
+    let b = h.submit(long_request(p.clone(), 400)).expect("waiting");
     assert!(matches!(a.blocking_recv(), Some(EngineEvent::Token(_))));
     assert_eq!(
         h.submit(request(p.clone(), 4)).expect_err("full").kind(),

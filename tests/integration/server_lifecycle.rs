@@ -13,12 +13,24 @@ use super::server_support::{TestConfig, TestServer, collect, prompt_request, wit
 
 const PROMPT: &str = "List every table of a database about concerts and singers, one per line:";
 
+/// 500 tokens past the end-of-sequence token: a request that is still generating when these
+/// tests act on it (a fast CPU answered `PROMPT` in full within their deadlines).
+fn long_generation() -> pb::InferenceRequest {
+    let mut request = prompt_request(PROMPT, 500);
+    request.sampling = Some(pb::SamplingOptions {
+        max_tokens: Some(500),
+        ignore_eos: true,
+        ..Default::default()
+    });
+    request
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_leaving_mid_stream_frees_the_engine() {
     let server = TestServer::start(TestConfig::default()).await;
     let mut client = server.inference();
     let mut stream = client
-        .generate(prompt_request(PROMPT, 500))
+        .generate(long_generation())
         .await
         .expect("generate")
         .into_inner();
@@ -50,10 +62,7 @@ async fn deadlines_end_streams_and_unary_calls() {
     let mut client = server.inference();
     let started = Instant::now();
     let stream = client
-        .generate(with_timeout(
-            prompt_request(PROMPT, 500),
-            Duration::from_millis(400),
-        ))
+        .generate(with_timeout(long_generation(), Duration::from_millis(400)))
         .await
         .expect("stream starts")
         .into_inner();
@@ -95,14 +104,14 @@ async fn a_full_engine_answers_resource_exhausted() {
     let mut streams = Vec::new();
     for _ in 0..2 {
         let s = client
-            .generate(prompt_request(PROMPT, 500))
+            .generate(long_generation())
             .await
             .expect("admitted")
             .into_inner();
         streams.push(s);
     }
     let e = client
-        .generate(prompt_request(PROMPT, 500))
+        .generate(long_generation())
         .await
         .expect_err("no room left");
     assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
@@ -187,7 +196,7 @@ async fn shutdown_cancels_what_outlives_the_grace_period() {
     .await;
     let mut client = server.inference();
     let stream = client
-        .generate(prompt_request(PROMPT, 500))
+        .generate(long_generation())
         .await
         .expect("generate")
         .into_inner();
