@@ -167,8 +167,8 @@ fn tile(
 /// The two outputs of a column pair from its 16 lanes (lane `2e + c` is candle's lane `e` of
 /// column `c`), each summed as [`hsum8`] sums eight lanes, `((l0 + l4) + (l2 + l6)) + ((l1 +
 /// l5) + (l3 + l7))`, both columns with the same vector adds. (Done here rather than at the
-/// end of `micro`: there it made the compiler keep `micro`'s accumulators on the stack, and
-/// 16-row products ran 1.6x slower.)
+/// end of `micro`: there 16-row products ran 1.6x slower, with stores to the stack in
+/// `micro`'s hot loop.)
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
