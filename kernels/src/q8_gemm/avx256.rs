@@ -170,9 +170,11 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
                 acts: &acts,
                 k,
             };
-            lanes.iter_mut().for_each(|l| *l = [[0f32; STRIP]; 8]);
+            let c0 = (s - strips.start) * STRIP;
+            let cols = (n - s * STRIP).min(STRIP).min(stride - c0);
             // Blocks in runs whose weights (256 bytes a block) stay in the L1 cache while every
-            // row passes over them; each row's eight lane accumulators wait in `lanes`.
+            // row passes over them; each row's eight lane accumulators wait in `lanes` between
+            // runs, and the last run writes the row's eight outputs.
             for b0 in (0..kb).step_by(BLOCKS_PER_RUN) {
                 let run = b0..(b0 + BLOCKS_PER_RUN).min(kb);
                 // The first row of a run also asks for the weights that follow it in memory
@@ -188,33 +190,36 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
                         },
                         _ => Ahead::NONE,
                     };
+                    let mut sums = [0f32; STRIP];
+                    let state = RunState {
+                        lanes: l,
+                        sums: &mut sums,
+                    };
                     // SAFETY: the weight was packed for `CpuPath::AvxVnni` (offset) or
                     // `CpuPath::Avx2`, which `from_blocks` checked this CPU supports; row `r`
                     // exists.
                     unsafe {
                         match dot {
                             StripDot::AbsActivations => {
-                                strip_avx2::<true>(&job, r, run.clone(), &ahead, l)
+                                strip_avx2::<true>(&job, r, run.clone(), &ahead, state)
                             }
                             StripDot::AbsWeights => {
-                                strip_avx2::<false>(&job, r, run.clone(), &ahead, l)
+                                strip_avx2::<false>(&job, r, run.clone(), &ahead, state)
                             }
-                            StripDot::Vnni => strip_vnni(&job, r, run.clone(), &ahead, l),
+                            StripDot::Vnni => strip_vnni(&job, r, run.clone(), &ahead, state),
                         }
                     }
-                }
-            }
-            let c0 = (s - strips.start) * STRIP;
-            let cols = (n - s * STRIP).min(STRIP).min(stride - c0);
-            for (i, l) in lanes.iter().enumerate() {
-                let o = i * stride + c0;
-                let sums = hsum_lanes(l);
-                // A whole strip is a copy of known length, which compiles to two vector moves
-                // instead of a call to `memcpy` per row and strip (2% of a 16-way decode step).
-                if cols == STRIP {
-                    out[o..o + STRIP].copy_from_slice(&sums);
-                } else {
-                    out[o..o + cols].copy_from_slice(&sums[..cols]);
+                    if run.end == kb {
+                        let o = i * stride + c0;
+                        // A whole strip is a copy of known length, which compiles to two vector
+                        // moves instead of a call to `memcpy` per row and strip (2% of a
+                        // 16-way decode step).
+                        if cols == STRIP {
+                            out[o..o + STRIP].copy_from_slice(&sums);
+                        } else {
+                            out[o..o + cols].copy_from_slice(&sums[..cols]);
+                        }
+                    }
                 }
             }
         }
@@ -256,15 +261,54 @@ impl<B> Ahead<'_, B> {
     }
 }
 
-/// candle's final reduction of the eight lanes (`hsum_float_8`) of eight outputs.
-fn hsum_lanes(l: &[[f32; STRIP]; 8]) -> [f32; STRIP] {
-    std::array::from_fn(|c| {
-        ((l[0][c] + l[4][c]) + (l[2][c] + l[6][c])) + ((l[1][c] + l[5][c]) + (l[3][c] + l[7][c]))
-    })
+/// A strip kernel's accumulators for one row: a run that starts at the first block starts its
+/// lanes at zero, and one that ends at the last block sums them into the outputs; any other
+/// run continues `lanes` and leaves them there. So when one run covers `k` (`k` ≤ 1,024: the
+/// projections out of the hidden state, and the output layer), the lanes stay in registers
+/// from the first block to the outputs.
+struct RunState<'a> {
+    lanes: &'a mut [[f32; STRIP]; 8],
+    /// The row's eight outputs.
+    sums: &'a mut [f32; STRIP],
+}
+
+/// The lanes a run starts from (see [`RunState`]).
+///
+/// # Safety
+/// The CPU must support AVX.
+#[target_feature(enable = "avx")]
+unsafe fn start_lanes(state: &RunState<'_>, run: &std::ops::Range<usize>) -> [__m256; 8] {
+    if run.start == 0 {
+        [_mm256_setzero_ps(); 8]
+    } else {
+        // SAFETY: 8 f32 each.
+        std::array::from_fn(|g| unsafe { _mm256_loadu_ps(state.lanes[g].as_ptr()) })
+    }
+}
+
+/// Where a run leaves its lanes (see [`RunState`]): after the last block, candle's final
+/// reduction (`hsum_float_8`), `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`, for the
+/// eight outputs at once (`acc[g]` holds lane `g` of each).
+///
+/// # Safety
+/// The CPU must support AVX.
+#[target_feature(enable = "avx")]
+unsafe fn finish_lanes(state: RunState<'_>, acc: &[__m256; 8], last: bool) {
+    if last {
+        let even = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
+        let odd = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
+        // SAFETY: 8 f32.
+        unsafe { _mm256_storeu_ps(state.sums.as_mut_ptr(), _mm256_add_ps(even, odd)) };
+    } else {
+        for (dst, v) in state.lanes.iter_mut().zip(acc) {
+            // SAFETY: 8 f32.
+            unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
+        }
+    }
 }
 
 /// Row `row` against one strip with AVX2 over blocks `run`, continuing the eight lanes of its
-/// eight outputs in `lanes`, and requesting one block `ahead` per block computed.
+/// eight outputs (see [`RunState`]), and requesting one block `ahead` per block computed.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA; row `row` must exist, and with `ABS_ACTS` the rows
@@ -275,7 +319,7 @@ unsafe fn strip_avx2<const ABS_ACTS: bool>(
     row: usize,
     run: std::ops::Range<usize>,
     ahead: &Ahead<'_, StripBlock>,
-    lanes: &mut [[f32; STRIP]; 8],
+    state: RunState<'_>,
 ) {
     let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
     // Bounds, checked once: the loop reads through raw pointers.
@@ -287,9 +331,9 @@ unsafe fn strip_avx2<const ABS_ACTS: bool>(
     let ds = &job.acts.ds[row * kb..(row + 1) * kb];
     let ones = _mm256_set1_epi16(1);
     assert!(run.end <= kb);
-    // SAFETY: 8 f32 each.
-    let mut acc: [__m256; 8] =
-        std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    let last = run.end == kb;
+    // SAFETY: AVX is part of AVX2.
+    let mut acc = unsafe { start_lanes(&state, &run) };
     let first = run.start;
     for b in run {
         ahead.request(b - first);
@@ -316,10 +360,8 @@ unsafe fn strip_avx2<const ABS_ACTS: bool>(
             *lane = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), *lane);
         }
     }
-    for (dst, v) in lanes.iter_mut().zip(&acc) {
-        // SAFETY: 8 f32.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
-    }
+    // SAFETY: AVX is part of AVX2.
+    unsafe { finish_lanes(state, &acc, last) };
 }
 
 /// [`strip_avx2`] with AVX-VNNI.
@@ -333,7 +375,7 @@ unsafe fn strip_vnni(
     row: usize,
     run: std::ops::Range<usize>,
     ahead: &Ahead<'_, StripBlock>,
-    lanes: &mut [[f32; STRIP]; 8],
+    state: RunState<'_>,
 ) {
     let (k, kb) = (job.k, job.k / Q8_0_BLOCK);
     assert!(job.blocks.len() == kb && job.scales.len() == kb);
@@ -343,9 +385,9 @@ unsafe fn strip_vnni(
     let init = &job.acts.init[row * kb * 8..(row + 1) * kb * 8];
     let ds = &job.acts.ds[row * kb..(row + 1) * kb];
     assert!(run.end <= kb);
-    // SAFETY: 8 f32 each.
-    let mut acc: [__m256; 8] =
-        std::array::from_fn(|g| unsafe { _mm256_loadu_ps(lanes[g].as_ptr()) });
+    let last = run.end == kb;
+    // SAFETY: AVX is part of AVX2.
+    let mut acc = unsafe { start_lanes(&state, &run) };
     let first = run.start;
     for b in run {
         ahead.request(b - first);
@@ -364,10 +406,8 @@ unsafe fn strip_vnni(
             *lane = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), *lane);
         }
     }
-    for (dst, v) in lanes.iter_mut().zip(&acc) {
-        // SAFETY: 8 f32.
-        unsafe { _mm256_storeu_ps(dst.as_mut_ptr(), *v) };
-    }
+    // SAFETY: AVX is part of AVX2.
+    unsafe { finish_lanes(state, &acc, last) };
 }
 
 /// Rows per tiles microkernel call.

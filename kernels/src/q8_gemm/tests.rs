@@ -84,7 +84,8 @@ fn assert_bits_eq(got: &[f32], want: &[f32], what: &str) {
 }
 
 const MS: [usize; 5] = [1, 3, 17, 64, 130];
-const KS: [usize; 3] = [32, 96, 896];
+/// 1,056 is 33 blocks: more than one run of the 256-bit lanes kernels.
+const KS: [usize; 4] = [32, 96, 896, 1056];
 const NS: [usize; 4] = [16, 33, 128, 896];
 /// Shapes candle repacks (on CPUs with VNNI): `k` a multiple of 256, `n` of 16.
 const REPACKED_KS: [usize; 2] = [256, 768];
