@@ -161,7 +161,7 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
         unit_align: 1,
         tile_rows: tile_rows(row_bytes, 1),
     };
-    split.run(out, |rows, strips, out, stride| {
+    split.run(out, |rows, strips, mut out| {
         let mut lanes = vec![[[0f32; STRIP]; 8]; rows.len()];
         for s in strips.clone() {
             let job = StripJob {
@@ -171,7 +171,7 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
                 k,
             };
             let c0 = (s - strips.start) * STRIP;
-            let cols = (n - s * STRIP).min(STRIP).min(stride - c0);
+            let cols = (n - s * STRIP).min(STRIP).min(out.cols() - c0);
             // Blocks in runs whose weights (256 bytes a block) stay in the L1 cache while every
             // row passes over them; each row's eight lane accumulators wait in `lanes` between
             // runs, and the last run writes the row's eight outputs.
@@ -210,14 +210,14 @@ pub(super) fn gemm_strips(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) 
                         }
                     }
                     if run.end == kb {
-                        let o = i * stride + c0;
+                        let row = &mut out.row(i)[c0..];
                         // A whole strip is a copy of known length, which compiles to two vector
                         // moves instead of a call to `memcpy` per row and strip (2% of a
                         // 16-way decode step).
                         if cols == STRIP {
-                            out[o..o + STRIP].copy_from_slice(&sums);
+                            row[..STRIP].copy_from_slice(&sums);
                         } else {
-                            out[o..o + cols].copy_from_slice(&sums[..cols]);
+                            row[..cols].copy_from_slice(&sums[..cols]);
                         }
                     }
                 }
@@ -429,7 +429,7 @@ pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
         unit_align: 1,
         tile_rows: tile_rows(k + 4 * kb + 4 * sb, MR16),
     };
-    split.run(out, |rows, tiles, out, stride| {
+    split.run(out, |rows, tiles, mut out| {
         let mut t = tiles.start;
         while t < tiles.end {
             let mut r = rows.start;
@@ -463,8 +463,8 @@ pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
                     }
                 }
                 for (i, v) in res.iter().enumerate().take(mr) {
-                    let o = (r - rows.start + i) * stride + (t - tiles.start) * 16;
-                    out[o..o + 16].copy_from_slice(v);
+                    let c0 = (t - tiles.start) * 16;
+                    out.row(r - rows.start + i)[c0..c0 + 16].copy_from_slice(v);
                 }
                 r += mr;
             }

@@ -1,6 +1,6 @@
 //! The AVX-512 VNNI microkernels: the lanes arithmetic on column pairs, and candle's tiles.
 
-use super::split::{Split, tile_rows};
+use super::split::{OutRows, Split, tile_rows};
 use super::*;
 use std::arch::x86_64::*;
 
@@ -74,12 +74,12 @@ pub(super) fn gemm_pairs(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
         unit_align: NP,
         tile_rows: tile_rows(row_bytes, MR),
     };
-    split.run(out, |rows, units, out, stride| {
+    split.run(out, |rows, units, mut out| {
         let acts = Acts {
             blocks: &blocks[rows.start * kb..rows.end * kb],
             ds: &ds[rows.start * kb..rows.end * kb],
         };
-        tile(w, &weights, &acts, rows.len(), units, out, stride);
+        tile(w, &weights, &acts, rows.len(), units, &mut out);
     });
 }
 
@@ -89,16 +89,15 @@ struct Pairs<'a> {
     scales: &'a [[f32; 2]],
 }
 
-/// All `rows` of `acts` against column pairs `pairs`; `out` holds `rows` rows of `stride`
-/// floats whose first column is column pair `pairs.start`'s first column.
+/// All `rows` of `acts` against column pairs `pairs`; `out`'s first column is column pair
+/// `pairs.start`'s first column.
 fn tile(
     w: &PackedQ8_0,
     weights: &Pairs<'_>,
     acts: &Acts<'_>,
     rows: usize,
     pairs: std::ops::Range<usize>,
-    out: &mut [f32],
-    stride: usize,
+    out: &mut OutRows<'_>,
 ) {
     let kb = w.k_blocks();
     let mut p = pairs.start;
@@ -146,13 +145,13 @@ fn tile(
                 }
             }
             for (i, row_lanes) in lanes.iter().enumerate().take(mr) {
-                let out_row = &mut out[(r + i) * stride..(r + i + 1) * stride];
+                let out_row = out.row(r + i);
                 for (j, l) in row_lanes.iter().enumerate().take(np) {
                     // SAFETY: this path runs only on CPUs with AVX-512 (`from_blocks`).
                     let pair = unsafe { hsum8_pair(l) };
                     for (half, &sum) in pair.iter().enumerate() {
                         let col = 2 * (p + j - pairs.start) + half;
-                        if col < stride && 2 * (p + j) + half < w.n {
+                        if col < out_row.len() && 2 * (p + j) + half < w.n {
                             out_row[col] = sum;
                         }
                     }
@@ -281,13 +280,13 @@ pub(super) fn gemm_tiles(w: &PackedQ8_0, x: &[f32], m: usize, out: &mut [f32]) {
         unit_align: NT16,
         tile_rows: tile_rows(k + 4 * kb + 4 * sb, MR16),
     };
-    split.run(out, |rows, units, out, stride| {
+    split.run(out, |rows, units, mut out| {
         let acts = ActsQ8K {
             qs: &qs[rows.start * k..rows.end * k],
             init: &init[rows.start * kb..rows.end * kb],
             ds: &ds[rows.start * sb..rows.end * sb],
         };
-        tile16(w, &tiles, &acts, rows.len(), units, out, stride);
+        tile16(w, &tiles, &acts, rows.len(), units, &mut out);
     });
 }
 
@@ -313,8 +312,7 @@ fn tile16(
     acts: &ActsQ8K<'_>,
     rows: usize,
     units: std::ops::Range<usize>,
-    out: &mut [f32],
-    stride: usize,
+    out: &mut OutRows<'_>,
 ) {
     let kb = w.k_blocks();
     let mut t = units.start;
@@ -355,9 +353,10 @@ fn tile16(
                 }
             }
             for (i, row_res) in res.iter().enumerate().take(mr) {
-                let c0 = (r + i) * stride + (t - units.start) * 16;
+                let c0 = (t - units.start) * 16;
+                let out_row = out.row(r + i);
                 for (j, v) in row_res.iter().enumerate().take(nt) {
-                    out[c0 + j * 16..c0 + j * 16 + 16].copy_from_slice(v);
+                    out_row[c0 + j * 16..c0 + j * 16 + 16].copy_from_slice(v);
                 }
             }
             r += mr;
