@@ -263,9 +263,9 @@ impl<B> Ahead<'_, B> {
 
 /// A strip kernel's accumulators for one row: a run that starts at the first block starts its
 /// lanes at zero, and one that ends at the last block sums them into the outputs; any other
-/// run continues `lanes` and leaves them there. So when one run covers `k` (`k` ≤ 1,024: the
-/// projections out of the hidden state, and the output layer), the lanes stay in registers
-/// from the first block to the outputs.
+/// run continues `lanes` and leaves them there. So when one run covers `k` (`k` ≤ 1,024: in
+/// Qwen2.5-Coder-0.5B every product but the MLP's down projection), the lanes stay in
+/// registers from the first block to the outputs.
 struct RunState<'a> {
     lanes: &'a mut [[f32; STRIP]; 8],
     /// The row's eight outputs.
