@@ -2,7 +2,7 @@
 //! from the configuration and one registered at run time are listed, described and answered
 //! over with Qwen2.5-Coder-0.5B, through a read-only role; bad credentials, a host the server
 //! does not allow, an unreachable server and a server that goes away in the middle of a
-//! request each get a clear status, and the server keeps serving once PostgreSQL is back.
+//! request (between its two rounds) each get a clear status, and the server keeps serving once PostgreSQL is back.
 
 use std::time::Duration;
 
@@ -243,26 +243,47 @@ max_new_tokens = 96
     assert_eq!(preview.rows.len(), 1);
 
     // PostgreSQL goes away in the middle of a request: UNAVAILABLE, not a vote over errors.
+    // The request runs round 2 as well, and PostgreSQL stops once the PreSQL has executed on
+    // it (the stream's first event), so round 2's query meets a stopped server: stopping after
+    // a fixed delay instead raced the whole request once the engine got faster.
     let mut racing = server.text2sql();
-    let during = tokio::spawn(async move {
-        racing
-            .generate(ask(
-                "pets_pg",
-                "What is the average weight of the pets of each type?",
-            ))
-            .await
+    let mut request = ask(
+        "pets_pg",
+        "What is the average weight of the pets of each type?",
+    );
+    request.options = Some(pb::PipelineOptions {
+        round2: Some(true),
+        ..Default::default()
     });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut during = racing
+        .generate_stream(request)
+        .await
+        .expect("the stream starts")
+        .into_inner();
+    let first = during.message().await.expect("the PreSQL event");
+    assert!(
+        matches!(
+            first.as_ref().and_then(|e| e.event.as_ref()),
+            Some(pb::text2_sql_event::Event::PreSql(_))
+        ),
+        "{first:?}"
+    );
     tokio::task::spawn_blocking({
         let pg_stop = pg.stop_handle();
         move || pg_stop()
     })
     .await
     .expect("stopped");
-    let e = during
-        .await
-        .expect("task")
-        .expect_err("the database went away");
+    let e = loop {
+        match during.message().await {
+            Ok(Some(pb::Text2SqlEvent {
+                event: Some(pb::text2_sql_event::Event::Answer(answer)),
+            })) => panic!("answered after the database went away: {answer:?}"),
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the stream ended without an answer or a status"),
+            Err(e) => break e,
+        }
+    };
     assert_eq!(e.code(), Code::Unavailable, "{e:?}");
     assert!(!e.message().contains(READER_PASSWORD));
     // And while it is down.
