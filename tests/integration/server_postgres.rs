@@ -2,7 +2,8 @@
 //! from the configuration and one registered at run time are listed, described and answered
 //! over with Qwen2.5-Coder-0.5B, through a read-only role; bad credentials, a host the server
 //! does not allow, an unreachable server and a server that goes away in the middle of a
-//! request (between its two rounds) each get a clear status, and the server keeps serving once PostgreSQL is back.
+//! request (between its two rounds) each get a clear status, and the server keeps serving
+//! once PostgreSQL is back.
 
 use std::time::Duration;
 
