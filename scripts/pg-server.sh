@@ -10,6 +10,9 @@
 # root (PostgreSQL refuses to run as root) the server runs as the `postgres` user. When no
 # server binaries are found and apt-get is available (CI), the `postgresql` package is
 # installed first.
+#
+# With PG_TLS=1 at the first start, TCP clients must use TLS (`hostssl` only): a private CA
+# (DIR/tls/ca.pem) signs the server's certificate, which names 127.0.0.1 and no host name.
 set -euo pipefail
 cmd=${1:?usage: pg-server.sh start|stop DIR}
 dir=${2:?usage: pg-server.sh start|stop DIR}
@@ -56,6 +59,28 @@ case "$cmd" in
       run "$bindir/initdb" -D "$dir/data" -U quorum_admin --auth=scram-sha-256 \
         --pwfile="$dir/admin-password" -E UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
+      if [ "${PG_TLS:-0}" = 1 ]; then
+        mkdir -p "$dir/tls"
+        (
+          cd "$dir/tls"
+          openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=quorum test CA" \
+            -keyout ca.key -out ca.pem -addext basicConstraints=critical,CA:TRUE \
+            -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+          openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key \
+            -out server.csr 2>/dev/null
+          printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext.cnf
+          openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+            -extfile ext.cnf -out server.pem 2>/dev/null
+          chmod 600 server.key
+        )
+        [ ${#as_owner[@]} -gt 0 ] && chown -R postgres "$dir/tls"
+        sed -i 's/^host /hostssl /' "$dir/data/pg_hba.conf"
+        cat >>"$dir/data/postgresql.conf" <<CONF
+ssl = on
+ssl_cert_file = '$dir/tls/server.pem'
+ssl_key_file = '$dir/tls/server.key'
+CONF
+      fi
     fi
     # A restarted cluster keeps its port, so clients' URLs stay valid.
     if [ -f "$dir/port" ]; then

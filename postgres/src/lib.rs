@@ -10,6 +10,7 @@
 //!
 //! The client is the `postgres` crate (sync, on tokio-postgres) with an `r2d2` pool per
 //! database: the pipeline is synchronous and runs on blocking threads, as SQLite's does.
+//! Connections use TLS as the connection string's `sslmode` says (`tls.rs`, rustls).
 //!
 //! [`Schema`]: quorum_sql::schema::Schema
 
@@ -19,7 +20,9 @@ mod introspect;
 pub mod load;
 mod session;
 mod source;
+mod tls;
 mod values;
 
 pub use error::PgError;
-pub use source::{PgDatabase, PgSource};
+pub use source::{PgDatabase, PgSource, connect_client};
+pub use tls::{SslMode, TlsSettings};

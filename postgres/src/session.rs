@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
+use postgres::SimpleQueryMessage;
 use postgres::types::Type;
-use postgres::{NoTls, SimpleQueryMessage};
 use quorum_sql::backend::Session;
 use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Value};
 use r2d2::PooledConnection;
@@ -24,7 +24,8 @@ use crate::error::exec_error;
 use crate::guard::check_functions;
 use crate::values::value;
 
-type Connection = PooledConnection<PostgresConnectionManager<NoTls>>;
+type Connection =
+    PooledConnection<PostgresConnectionManager<tokio_postgres_rustls::MakeRustlsConnect>>;
 
 /// Rows per `FETCH`: small enough that a cap stops the transfer soon after it is reached.
 const FETCH_ROWS: usize = 256;

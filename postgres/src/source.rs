@@ -4,16 +4,17 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use postgres::NoTls;
 use quorum_sql::backend::{Backend, Session};
 use quorum_sql::dialect::Dialect;
 use quorum_sql::sandbox::{ExecError, Limits};
 use r2d2_postgres::PostgresConnectionManager;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{PgError, unavailable};
 use crate::session::PgSession;
+use crate::tls::{TlsSettings, connector, tls_settings};
 
-pub(crate) type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
+pub(crate) type Pool = r2d2::Pool<PostgresConnectionManager<MakeRustlsConnect>>;
 
 /// Where a PostgreSQL database is and how to reach it.
 #[derive(Clone)]
@@ -51,10 +52,20 @@ impl PgSource {
         }
     }
 
-    /// The connection settings; the parser's message is not passed on because it can quote
-    /// the string, password included.
+    /// The connection string's TLS settings (libpq's `sslmode`, `sslrootcert`).
+    pub fn tls(&self) -> Result<TlsSettings, PgError> {
+        tls_settings(&self.url)
+    }
+
+    /// The string as tokio-postgres reads it; the parser's message is not passed on because
+    /// it can quote the string, password included.
+    fn driver_config(&self) -> Result<postgres::Config, PgError> {
+        postgres::Config::from_str(&self.tls()?.driver_url).map_err(|_| PgError::BadUrl)
+    }
+
+    /// The connection settings.
     pub(crate) fn config(&self) -> Result<postgres::Config, PgError> {
-        let mut config = postgres::Config::from_str(&self.url).map_err(|_| PgError::BadUrl)?;
+        let mut config = self.driver_config()?;
         if let Some(password) = &self.password {
             config.password(password);
         }
@@ -68,7 +79,7 @@ impl PgSource {
 
     /// The hosts the connection string names (names, addresses or socket directories).
     pub fn hosts(&self) -> Result<Vec<String>, PgError> {
-        let config = postgres::Config::from_str(&self.url).map_err(|_| PgError::BadUrl)?;
+        let config = self.driver_config()?;
         Ok(config
             .get_hosts()
             .iter()
@@ -80,9 +91,10 @@ impl PgSource {
             .collect())
     }
 
-    /// `user@host:port/dbname schema`: what logs and `Describe` may show.
+    /// `user@host:port/dbname schema s sslmode m`: what logs and `Describe` may show.
     pub fn location(&self) -> Result<String, PgError> {
-        let config = postgres::Config::from_str(&self.url).map_err(|_| PgError::BadUrl)?;
+        let config = self.driver_config()?;
+        let mode = self.tls()?.mode;
         let host = self
             .hosts()?
             .into_iter()
@@ -90,12 +102,39 @@ impl PgSource {
             .unwrap_or_else(|| "localhost".into());
         let port = config.get_ports().first().copied().unwrap_or(5432);
         Ok(format!(
-            "postgresql://{}@{host}:{port}/{} schema {}",
+            "postgresql://{}@{host}:{port}/{} schema {} sslmode {}",
             config.get_user().unwrap_or(""),
             config.get_dbname().unwrap_or(""),
-            self.schema
+            self.schema,
+            mode.name()
         ))
     }
+}
+
+/// Why a connection failed: the server's own message, or the driver's with its cause (a TLS
+/// failure is only in the cause).
+fn connect_error(e: &postgres::Error) -> PgError {
+    let message = match e.as_db_error() {
+        Some(db) => db.message().to_owned(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            text
+        }
+    };
+    PgError::Connect { message }
+}
+
+/// A direct client for `url` (TLS as its `sslmode` says), for tools such as the loader.
+pub fn connect_client(url: &str) -> Result<postgres::Client, PgError> {
+    let source = PgSource::new(url, "public");
+    let tls = connector(&source.tls()?)?;
+    source.config()?.connect(tls).map_err(|e| connect_error(&e))
 }
 
 /// A PostgreSQL database ready for sessions: the pool is built without connecting; the first
@@ -136,14 +175,10 @@ impl PgDatabase {
         crate::guard::check_schema_name(&source.schema)?;
         let location = source.location()?;
         let config = source.config()?;
+        let tls = connector(&source.tls()?)?;
         // One direct connection first: the pool would only say that it timed out, this says
-        // why (refused, authentication, unknown database).
-        let mut probe = config.connect(NoTls).map_err(|e| PgError::Connect {
-            message: match e.as_db_error() {
-                Some(db) => db.message().to_owned(),
-                None => e.to_string(),
-            },
-        })?;
+        // why (refused, authentication, unknown database, a certificate not trusted).
+        let mut probe = config.connect(tls.clone()).map_err(|e| connect_error(&e))?;
         let found = probe
             .query_opt(
                 "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
@@ -156,7 +191,7 @@ impl PgDatabase {
             });
         }
         drop(probe);
-        let manager = PostgresConnectionManager::new(config, NoTls);
+        let manager = PostgresConnectionManager::new(config, tls);
         let pool = r2d2::Pool::builder()
             .max_size(source.max_connections.max(1))
             .min_idle(Some(0))

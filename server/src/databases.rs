@@ -277,6 +277,18 @@ impl DatabaseRegistry {
                 reason: "the PostgreSQL host is not among the server's allowed hosts".into(),
             });
         }
+        // A client must not make the server open a file of its choosing; trusted roots for a
+        // registration are Mozilla's, or the operator's in a configured database.
+        let tls = source
+            .tls()
+            .map_err(|_| ServiceError::invalid("postgres.url", "is not a connection string"))?;
+        if tls.root_cert.is_some() {
+            return Err(ServiceError::PermissionDenied {
+                reason: "sslrootcert names a file on the server: only the server's configuration \
+                         may (databases.postgres.<id>.url)"
+                    .into(),
+            });
+        }
         if !password_name.is_empty() {
             let password = self.postgres.passwords.get(password_name).ok_or_else(|| {
                 ServiceError::invalid("postgres.password_name", "names no configured password")

@@ -39,13 +39,7 @@ pub fn pg_load(args: PgLoadArgs) -> Result<()> {
         ids.extend(indices.iter().map(|&i| dev[i].db_id.clone()));
     }
     anyhow::ensure!(!ids.is_empty(), "name databases with --slice or --db");
-    let mut client = postgres::Client::connect(&args.url, postgres::NoTls).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot connect: {}",
-            e.as_db_error()
-                .map_or(e.to_string(), |d| d.message().to_owned())
-        )
-    })?;
+    let mut client = quorum_postgres::connect_client(&args.url)?;
     let (mut dropped_keys, mut skipped_fks) = (0, 0);
     for id in &ids {
         let started = Instant::now();

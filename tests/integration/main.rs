@@ -13,6 +13,7 @@ mod lora;
 mod postgres_gold;
 mod postgres_safety;
 mod postgres_support;
+mod postgres_tls;
 mod random_decoder;
 mod relevance;
 mod server_inference;

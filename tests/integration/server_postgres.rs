@@ -202,6 +202,17 @@ max_new_tokens = 96
         .await
         .expect_err("unknown password name");
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let e = databases
+        .register(register(
+            "rootfile",
+            &format!("{reader_url}?sslmode=verify-full&sslrootcert=/etc/passwd"),
+            "pets_1",
+            "reader",
+        ))
+        .await
+        .expect_err("a file named by the client");
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("sslrootcert"), "{}", e.message());
 
     // The registration went to the shared file by its password's name, never the password;
     // the refused ones did not. A second server on the same file serves it.
