@@ -1,5 +1,7 @@
 //! Generates the tonic/prost code for `quorum.v1` and a file descriptor set that the server's
-//! reflection service publishes (so that `grpcurl` works without the .proto files).
+//! reflection service publishes (so that `grpcurl` works without the .proto files), and from
+//! that descriptor set, serde implementations in the proto3 JSON mapping (pbjson) for the HTTP
+//! face, which sends and takes the same messages as JSON.
 
 use std::path::PathBuf;
 
@@ -15,9 +17,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The vendored protoc keeps the build free of a system protoc install.
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    let descriptor_path = out_dir.join("quorum_v1_descriptor.bin");
     tonic_prost_build::configure()
-        .file_descriptor_set_path(out_dir.join("quorum_v1_descriptor.bin"))
+        .file_descriptor_set_path(&descriptor_path)
         .compile_with_config(config, PROTOS, &["."])?;
+    let descriptors = std::fs::read(&descriptor_path)?;
+    pbjson_build::Builder::new()
+        .register_descriptors(&descriptors)?
+        .build(&[".quorum.v1"])?;
     for proto in PROTOS {
         println!("cargo:rerun-if-changed={proto}");
     }

@@ -107,9 +107,9 @@ pub fn spider_dir() -> PathBuf {
 /// directories, with the adapters of this checkout unless `QUORUM_ADAPTERS_DIR` says otherwise
 /// (tests run in their crate's directory, not the checkout's root).
 pub fn model_dirs() -> quorum_server::model_source::ModelDirs {
-    let mut dirs = quorum_server::model_source::ModelDirs::from_env();
+    let mut dirs = quorum_server::model_source::ModelDirs::from_env(None);
     if std::env::var_os("QUORUM_ADAPTERS_DIR").is_none() {
-        dirs.adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+        dirs.set_adapters_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters"));
     }
     dirs
 }

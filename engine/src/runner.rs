@@ -406,6 +406,7 @@ impl Runner {
         let mut tokens = Vec::with_capacity(plan.num_tokens());
         let mut chunks = Vec::with_capacity(plan.seqs.len());
         let mut seqs = Vec::with_capacity(plan.seqs.len());
+        let mut queued = Vec::new();
         for (i, s) in plan.seqs.iter().enumerate() {
             tokens.extend_from_slice(&s.token_ids);
             chunks.push((i, s.start_position, s.num_tokens(), s.samples));
@@ -417,9 +418,19 @@ impl Runner {
                     .collect(),
                 block_table: s.block_table.iter().map(|b| b.index()).collect(),
             });
-            if let Some(a) = self.active.get_mut(&s.request_id) {
-                a.cached_tokens.get_or_insert(s.start_position);
+            if let Some(a) = self.active.get_mut(&s.request_id)
+                && a.cached_tokens.is_none()
+            {
+                // The request's first step: it waited from submission until now.
+                a.cached_tokens = Some(s.start_position);
+                queued.push(a.submitted.elapsed());
             }
+        }
+        if !queued.is_empty() {
+            let mut stats = self.shared.stats();
+            queued
+                .into_iter()
+                .for_each(|d| stats.queue_time.observe_duration(d));
         }
         let adapters = plan
             .seqs
@@ -564,10 +575,18 @@ impl Runner {
             constrained,
         }));
         self.shared.release(1);
+        let adapter = a
+            .adapter
+            .and_then(|i| self.model.adapters().get(i))
+            .map_or_else(String::new, |w| w.name().to_owned());
         let mut stats = self.shared.stats();
         stats.requests_finished += 1;
         stats.generation_tokens_total += a.generated.len() as u64;
         stats.prompt_tokens_total += a.prompt.len() as u64;
+        stats.prompt_tokens.observe(a.prompt.len() as f64);
+        stats.generation_tokens.observe(a.generated.len() as f64);
+        *stats.finished_by_reason.entry(reason.as_str()).or_insert(0) += 1;
+        *stats.finished_by_adapter.entry(adapter).or_insert(0) += 1;
     }
 
     fn publish_stats(&mut self) {

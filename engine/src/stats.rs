@@ -29,6 +29,13 @@ impl Histogram {
         ])
     }
 
+    /// Token-count buckets, powers of two from 1 to 8,192: a SQL answer is tens of tokens, a
+    /// schema prompt thousands.
+    pub fn token_counts() -> Self {
+        let bounds: Vec<f64> = (0..14).map(|i| f64::from(1u32 << i)).collect();
+        Self::new(&bounds)
+    }
+
     pub fn observe(&mut self, value: f64) {
         let slot = self
             .bounds
@@ -67,6 +74,15 @@ pub struct EngineStats {
     pub draft_tokens_accepted: u64,
     pub ttft: Histogram,
     pub inter_token_latency: Histogram,
+    /// From submission to the first step that computes a request's tokens.
+    pub queue_time: Histogram,
+    /// Prompt and generated tokens of each finished request.
+    pub prompt_tokens: Histogram,
+    pub generation_tokens: Histogram,
+    /// Finished requests by finish reason ([`crate::FinishReason::as_str`]).
+    pub finished_by_reason: std::collections::BTreeMap<&'static str, u64>,
+    /// Finished requests by LoRA adapter name ("" for the base model).
+    pub finished_by_adapter: std::collections::BTreeMap<String, u64>,
 }
 
 impl Default for EngineStats {
@@ -87,6 +103,11 @@ impl Default for EngineStats {
             draft_tokens_accepted: 0,
             ttft: Histogram::latency(),
             inter_token_latency: Histogram::latency(),
+            queue_time: Histogram::latency(),
+            prompt_tokens: Histogram::token_counts(),
+            generation_tokens: Histogram::token_counts(),
+            finished_by_reason: std::collections::BTreeMap::new(),
+            finished_by_adapter: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -161,6 +161,11 @@ impl BertEmbedder {
         &self.tokenizer
     }
 
+    /// The most tokens a sentence may have; [`BertEmbedder::encode`] cuts longer ones.
+    pub fn max_tokens(&self) -> usize {
+        self.cfg.max_position
+    }
+
     /// Token ids of a sentence as the model sees them ([CLS] ... [SEP], truncated).
     pub fn encode(&self, text: &str) -> ModelResult<Vec<u32>> {
         let enc = self

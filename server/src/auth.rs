@@ -1,5 +1,6 @@
-//! Optional bearer-token authentication for the Quorum services. Health and reflection stay
-//! open: probes and tooling (grpcurl, load balancers) do not carry application credentials.
+//! Optional bearer-token authentication for the Quorum services, over gRPC and HTTP alike.
+//! Health, reflection, metrics, probes and the playground page stay open: probes and tooling
+//! (grpcurl, load balancers, Prometheus) do not carry application credentials.
 
 use std::sync::Arc;
 
@@ -34,22 +35,29 @@ fn bearer_token(value: &str) -> Option<&str> {
         .then(|| token.trim_start_matches(' '))
 }
 
-impl Interceptor for BearerAuth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+impl BearerAuth {
+    /// Checks an `authorization` header value (gRPC metadata or HTTP header alike).
+    pub fn check(&self, authorization: Option<&str>) -> Result<(), Status> {
         let Some(expected) = &self.token else {
-            return Ok(request);
+            return Ok(());
         };
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer_token);
-        match presented {
-            Some(token) if same(token.as_bytes(), expected.as_bytes()) => Ok(request),
+        match authorization.and_then(bearer_token) {
+            Some(token) if same(token.as_bytes(), expected.as_bytes()) => Ok(()),
             _ => Err(Status::unauthenticated(
                 "missing or invalid bearer token (send `authorization: Bearer <token>`)",
             )),
         }
+    }
+}
+
+impl Interceptor for BearerAuth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        self.check(presented)?;
+        Ok(request)
     }
 }
 

@@ -241,6 +241,17 @@ pub enum Role {
     Embedder,
 }
 
+impl Role {
+    /// The name a configuration file writes it by.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Generator => "generator",
+            Self::Selector => "selector",
+            Self::Embedder => "embedder",
+        }
+    }
+}
+
 /// Command-line and environment overrides (the binary fills these from clap).
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -259,10 +270,62 @@ impl RawConfig {
         toml::from_str(text).context("parsing the configuration")
     }
 
+    /// Reads a file; relative paths in it are taken relative to the file's own directory, so
+    /// that a configuration means the same files whatever directory the server starts in.
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the configuration {}", path.display()))?;
-        Self::from_toml_str(&text).with_context(|| path.display().to_string())
+        let mut raw = Self::from_toml_str(&text).with_context(|| path.display().to_string())?;
+        let base = crate::model_source::absolute(path);
+        raw.rebase_paths(base.parent().unwrap_or(Path::new("/")));
+        Ok(raw)
+    }
+
+    /// Joins every relative file path of the configuration onto `base`. A model's `source`
+    /// is a path only when that path exists there: it may also be a short name or a hub id.
+    pub fn rebase_paths(&mut self, base: &Path) {
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        let rebase_set = |p: &mut Option<PathBuf>| {
+            if let Some(p) = p {
+                rebase(p);
+            }
+        };
+        let server = &mut self.server;
+        for p in [
+            &mut server.tls_cert,
+            &mut server.tls_key,
+            &mut server.adapter_dir,
+        ] {
+            rebase_set(p);
+        }
+        for model in &mut self.models {
+            let local = base.join(&model.source);
+            if Path::new(&model.source).is_relative() && local.exists() {
+                model.source = local.display().to_string();
+            }
+            model.adapters.values_mut().for_each(rebase);
+        }
+        let db = &mut self.databases;
+        for p in [&mut db.dir, &mut db.allowed_dir, &mut db.registrations_file] {
+            rebase_set(p);
+        }
+        db.entries.values_mut().for_each(rebase);
+        db.postgres_passwords.values_mut().for_each(rebase);
+        for pg in db.postgres.values_mut() {
+            rebase_set(&mut pg.password_file);
+        }
+        let setup = &mut self.pipeline.setup;
+        for p in [
+            &mut setup.demos_file,
+            &mut setup.demos_database_dir,
+            &mut setup.demos_cache,
+        ] {
+            rebase_set(p);
+        }
     }
 
     /// Flags and environment win over the file.
@@ -424,6 +487,8 @@ pub struct ServerConfig {
     pub limits: Limits,
     pub models: Vec<ModelSpec>,
     pub databases: Vec<DatabaseSpec>,
+    /// The directory scanned for SQLite databases (absolute; it may not exist).
+    pub database_dir: PathBuf,
     pub allowed_dir: Option<PathBuf>,
     pub postgres_policy: PostgresPolicy,
     pub registrations_file: Option<PathBuf>,
@@ -459,24 +524,29 @@ pub const DEFAULT_SELECTOR: DefaultSelector = DefaultSelector {
     vote_weight: 1.5,
 };
 
-/// The default adapters found under `adapters_dir`, by name; a missing one is logged and left
-/// out (its generator then runs the base model, and selection stays off).
-fn shipped_default_adapters(adapters_dir: &Path) -> BTreeMap<String, PathBuf> {
+/// The default adapters under `dirs.adapters_dir`, by name. A missing one is an error naming it
+/// and every directory searched: without them the default configuration would serve a
+/// different, less accurate product than the one documented, and nothing may degrade silently.
+fn shipped_default_adapters(dirs: &ModelDirs) -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let mut found = BTreeMap::new();
     let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
     for (name, dir) in generators.chain([(DEFAULT_SELECTOR.name, DEFAULT_SELECTOR.dir)]) {
-        let path = adapters_dir.join(dir);
-        if path.join("adapter_config.json").is_file() {
-            found.insert(name.to_owned(), path);
-        } else {
-            tracing::warn!(
-                "the default adapter {name} is not at {} (set QUORUM_ADAPTERS_DIR to the \
-                 checkout's adapters/): its generator runs the base model",
-                path.display()
-            );
-        }
+        let path = dirs.adapters_dir.join(dir);
+        ensure!(
+            path.join("adapter_config.json").is_file(),
+            "the default configuration's adapter `{name}` is not at {} (searched for the \
+             shipped adapters in: {}); point --adapters-dir (QUORUM_ADAPTERS_DIR) or QUORUM_HOME \
+             at the directory holding {dir}/, or give a configuration that names its own models",
+            path.display(),
+            dirs.adapters_searched
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        found.insert(name.to_owned(), path);
     }
-    found
+    Ok(found)
 }
 
 /// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
@@ -553,10 +623,12 @@ fn default_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, Pat
 /// The KV cache of a served model when the config names none, in MiB.
 pub const DEFAULT_KV_CACHE_MIB: u64 = 2048;
 
-/// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout.
-pub const DEFAULT_SPIDER_DIR: &str = "../shared/data/spider";
+/// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout
+/// this binary was built from (an absolute path, so the working directory does not matter).
+pub const DEFAULT_SPIDER_DIR: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/spider");
 
-/// Spider's dev databases beside the repository, or under `QUORUM_SPIDER_DIR` (read by the
+/// Spider's dev databases beside the checkout, or under `QUORUM_SPIDER_DIR` (read by the
 /// binary and passed in: libraries do not read the environment).
 pub fn default_database_dir(spider_dir: Option<PathBuf>) -> PathBuf {
     spider_dir
@@ -575,7 +647,10 @@ pub fn resolve(
     let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
     let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
-        let adapters = shipped_default_adapters(&dirs.adapters_dir);
+        let adapters = shipped_default_adapters(dirs)?;
+        for (name, path) in &adapters {
+            tracing::info!(adapter = %name, path = %path.display(), "default adapter");
+        }
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = default_generators(&adapters);
         }
@@ -587,11 +662,8 @@ pub fn resolve(
         raw.models.clone()
     };
     let models = resolve_models(raw_models, dirs, &device, cpu_path, &limits)?;
-    let db_dir = raw
-        .databases
-        .dir
-        .clone()
-        .unwrap_or_else(|| default_db_dir.to_path_buf());
+    let db_dir =
+        crate::model_source::absolute(raw.databases.dir.as_deref().unwrap_or(default_db_dir));
     let databases = resolve_databases(&raw.databases, &db_dir)?;
     let allowed_dir = raw
         .databases
@@ -638,6 +710,7 @@ pub fn resolve(
         limits,
         models,
         databases,
+        database_dir: db_dir.clone(),
         allowed_dir,
         postgres_policy: resolve_postgres_policy(&raw.databases)?,
         registrations_file: raw.databases.registrations_file.clone(),
@@ -730,20 +803,25 @@ fn resolve_models(
             !(embedder && m.roles.len() > 1),
             "model `{name}`: an embedder cannot also be a generator or selector"
         );
-        let path = dirs
-            .resolve(&m.source)
-            .with_context(|| format!("model `{name}`"))?;
+        let path = crate::model_source::absolute(
+            &dirs
+                .resolve(&m.source)
+                .with_context(|| format!("model `{name}`"))?,
+        );
         let model_device = m.device.unwrap_or_else(|| device.to_owned());
         let reencode = parse_reencode(m.reencode.as_deref(), &model_device, cpu_path)
             .with_context(|| format!("model `{name}`"))?;
         let dtype = parse_model_dtype(m.dtype.as_deref(), &model_device)
             .with_context(|| format!("model `{name}`"))?;
+        let mut adapters = BTreeMap::new();
         for (adapter, dir) in &m.adapters {
+            let dir = crate::model_source::absolute(dir);
             ensure!(
                 dir.exists(),
                 "model `{name}`: adapter `{adapter}` is missing at {}",
                 dir.display()
             );
+            adapters.insert(adapter.clone(), dir);
         }
         // The prompt limit plus the generation budget must fit the context.
         let max_model_len = m
@@ -758,7 +836,7 @@ fn resolve_models(
             format: m.format.unwrap_or(PromptFormat::SimpleDdl),
             max_model_len,
             reencode,
-            adapters: m.adapters,
+            adapters,
             dtype,
         });
     }
@@ -990,7 +1068,8 @@ mod tests {
     #[test]
     fn the_default_voters_run_the_shipped_adapters_when_present() {
         let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
-        let shipped = shipped_default_adapters(&adapters_dir);
+        let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
+            .expect("the checkout ships the default adapters");
         assert_eq!(
             shipped.len(),
             DEFAULT_ADAPTERS.len() + 1,
@@ -1019,8 +1098,26 @@ mod tests {
             .map(|g| g.adapter.clone())
             .collect();
         assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
-        // Nothing in place: the directory is not there.
-        assert!(shipped_default_adapters(&adapters_dir.join("missing")).is_empty());
+        // Nothing in place: an error that names the adapter and where it was looked for.
+        let missing = adapters_dir.join("missing");
+        let err = shipped_default_adapters(&dirs_with_adapters(&missing))
+            .expect_err("no adapters there")
+            .to_string();
+        assert!(err.contains("`rep-s0`"), "{err}");
+        assert!(err.contains("missing"), "{err}");
+        assert!(err.contains("--adapters-dir"), "{err}");
+    }
+
+    fn dirs_with_adapters(dir: &Path) -> ModelDirs {
+        let mut dirs = ModelDirs::with_adapter_candidates(
+            PathBuf::from("/nonexistent/models"),
+            quorum_weights::HubCache {
+                root: PathBuf::from("/nonexistent/hub"),
+            },
+            Vec::new(),
+        );
+        dirs.set_adapters_dir(dir.to_path_buf());
+        dirs
     }
 
     /// The default pipeline asks the shipped selector on split votes at its validated weight;
@@ -1028,7 +1125,8 @@ mod tests {
     #[test]
     fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
         let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
-        let shipped = shipped_default_adapters(&adapters_dir);
+        let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
+            .expect("the checkout ships the default adapters");
         let mut pipeline = RawPipeline::default();
         default_selection(&mut pipeline, &shipped);
         assert_eq!(

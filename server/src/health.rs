@@ -1,45 +1,48 @@
 //! `grpc.health.v1`: readiness per service and for the server as a whole (the empty name),
 //! NOT_SERVING until every model is loaded and warmed and again while draining. Liveness is a
 //! separate entry, `liveness`, SERVING for as long as the process answers: a busy or loading
-//! server must not fail liveness, or orchestrators restart it in a loop.
+//! server must not fail liveness, or orchestrators restart it in a loop. `quorum.v1.Text2Sql`
+//! is also NOT_SERVING while the server has no database to answer over (its other services,
+//! and the server as a whole, still serve).
 
-use quorum_proto::v1::databases_server::DatabasesServer;
-use quorum_proto::v1::inference_server::InferenceServer;
-use quorum_proto::v1::text2_sql_server::Text2SqlServer;
-use tonic::server::NamedService;
+use quorum_proto::v1::{databases_server, inference_server, text2_sql_server};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
-
-use crate::services::databases::DatabasesService;
-use crate::services::inference::InferenceService;
-use crate::services::text2sql::Text2SqlService;
 
 /// The health entry that reports liveness only.
 pub const LIVENESS: &str = "liveness";
 
-/// Entries that follow readiness: the whole server and each Quorum service.
-fn readiness_names() -> [&'static str; 4] {
+/// Entries that follow readiness alone: the whole server and the services that need no
+/// database.
+fn readiness_names() -> [&'static str; 3] {
     [
         "",
-        <InferenceServer<InferenceService> as NamedService>::NAME,
-        <Text2SqlServer<Text2SqlService> as NamedService>::NAME,
-        <DatabasesServer<DatabasesService> as NamedService>::NAME,
+        inference_server::SERVICE_NAME,
+        databases_server::SERVICE_NAME,
     ]
 }
 
-pub async fn set_ready(reporter: &HealthReporter, ready: bool) {
-    let status = if ready {
+fn status(serving: bool) -> ServingStatus {
+    if serving {
         ServingStatus::Serving
     } else {
         ServingStatus::NotServing
-    };
-    for name in readiness_names() {
-        reporter.set_service_status(name, status).await;
     }
 }
 
-pub async fn set_live(reporter: &HealthReporter) {
+/// Publishes readiness (every entry follows `ready`, and Text2Sql also needs a database) and
+/// liveness, which is SERVING whenever the process can say so.
+pub async fn publish(reporter: &HealthReporter, ready: bool, has_databases: bool) {
     reporter
         .set_service_status(LIVENESS, ServingStatus::Serving)
+        .await;
+    for name in readiness_names() {
+        reporter.set_service_status(name, status(ready)).await;
+    }
+    reporter
+        .set_service_status(
+            text2_sql_server::SERVICE_NAME,
+            status(ready && has_databases),
+        )
         .await;
 }

@@ -46,6 +46,11 @@ struct Cli {
         value_parser = clap::builder::FalseyValueParser::new()
     )]
     download: bool,
+    /// The directory holding the shipped LoRA adapters the default configuration serves (also
+    /// QUORUM_ADAPTERS_DIR). Unset: `$QUORUM_HOME/adapters`, then `share/quorum/adapters` beside
+    /// the binary's directory, then the checkout the binary was built from.
+    #[arg(long, global = true)]
+    adapters_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -212,7 +217,7 @@ fn run() -> Result<()> {
     // has run no quantized matmul.
     unsafe { align_candle_with(cpu_path) };
     tracing::info!(%cpu_path, "CPU kernel path");
-    let mut dirs = ModelDirs::from_env();
+    let mut dirs = ModelDirs::from_env(cli.adapters_dir.clone());
     if cli.download {
         dirs.hub_download = Some(quorum_server::model_source::hub_download_from_env());
     }

@@ -18,8 +18,16 @@ const RPC_BUCKETS: &[f64] = &[
 /// Counters and histograms of the RPC layer.
 #[derive(Debug, Default)]
 pub struct Metrics {
+    /// Text-to-SQL answers by how their vote went.
+    answers: Mutex<BTreeMap<&'static str, u64>>,
+    /// Selector calls on split votes by outcome.
+    selector_calls: Mutex<BTreeMap<&'static str, u64>>,
+    /// Candidates by stage and whether they executed.
+    candidates: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     outcomes: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
+    http_outcomes: Mutex<BTreeMap<(String, u16), u64>>,
+    http_latency: Mutex<BTreeMap<String, Histogram>>,
 }
 
 impl Metrics {
@@ -31,6 +39,120 @@ impl Metrics {
             .entry(method)
             .or_insert_with(|| Histogram::new(RPC_BUCKETS))
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records what one text-to-SQL answer went through: its vote (`unanimous`, `majority`,
+    /// `split`, `all_failed`, or `none` without voting), the selector's call on a split vote
+    /// (`kept_vote`, `overruled_vote`, `failed`), and each candidate by stage and outcome.
+    pub fn record_answer(&self, answer: &quorum_sql::pipeline::PipelineAnswer) {
+        use quorum_sql::pipeline::CandidateRound;
+        let vote = &answer.vote;
+        let kind = if vote.all_failed {
+            "all_failed"
+        } else if vote.voters.is_empty() {
+            "none"
+        } else if vote.split {
+            "split"
+        } else if vote.clusters.len() <= 1 {
+            "unanimous"
+        } else {
+            "majority"
+        };
+        *lock(&self.answers).entry(kind).or_insert(0) += 1;
+        if let Some(selector) = &vote.selector {
+            let outcome = match selector.chosen {
+                None => "failed",
+                Some(c) if Some(c) == vote.winner => "kept_vote",
+                Some(_) => "overruled_vote",
+            };
+            *lock(&self.selector_calls).entry(outcome).or_insert(0) += 1;
+        }
+        let mut candidates = lock(&self.candidates);
+        for c in &answer.candidates {
+            let round = match c.round {
+                CandidateRound::PreSql => "pre_sql",
+                CandidateRound::FinSql => "fin_sql",
+                CandidateRound::Revision { .. } => "revision",
+            };
+            let outcome = if c.outcome.is_ok() { "ok" } else { "failed" };
+            *candidates.entry((round, outcome)).or_insert(0) += 1;
+        }
+    }
+
+    /// The text-to-SQL metrics in Prometheus text format.
+    pub fn render_text2sql(&self, out: &mut String) {
+        let samples = |map: &BTreeMap<&'static str, u64>, label: &str| -> Vec<(String, f64)> {
+            map.iter()
+                .map(|(k, n)| (format!("{label}=\"{k}\""), *n as f64))
+                .collect()
+        };
+        render_family(
+            out,
+            "quorum_text2sql_answers_total",
+            "counter",
+            "Text-to-SQL answers by how the vote went (unanimous, majority, split, all_failed, none).",
+            &samples(&lock(&self.answers), "vote"),
+        );
+        render_family(
+            out,
+            "quorum_text2sql_selector_calls_total",
+            "counter",
+            "Selector calls on split votes by outcome (kept_vote, overruled_vote, failed).",
+            &samples(&lock(&self.selector_calls), "outcome"),
+        );
+        let candidates: Vec<(String, f64)> = lock(&self.candidates)
+            .iter()
+            .map(|((round, outcome), n)| {
+                (
+                    format!("round=\"{round}\",outcome=\"{outcome}\""),
+                    *n as f64,
+                )
+            })
+            .collect();
+        render_family(
+            out,
+            "quorum_text2sql_candidates_total",
+            "counter",
+            "Candidate SQL by stage (pre_sql, fin_sql, revision) and outcome (ok, failed to execute).",
+            &candidates,
+        );
+    }
+
+    /// Records one HTTP request: its route pattern, status and time to the response head (a
+    /// stream's body goes on after it; its RPC's own duration covers the whole stream).
+    pub fn record_http(&self, route: &str, status: u16, elapsed: Duration) {
+        *lock(&self.http_outcomes)
+            .entry((route.to_owned(), status))
+            .or_insert(0) += 1;
+        lock(&self.http_latency)
+            .entry(route.to_owned())
+            .or_insert_with(|| Histogram::new(RPC_BUCKETS))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The HTTP metrics in Prometheus text format.
+    pub fn render_http(&self, out: &mut String) {
+        out.push_str("# HELP quorum_http_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE quorum_http_requests_total counter\n");
+        for ((route, status), n) in lock(&self.http_outcomes).iter() {
+            let _ = writeln!(
+                out,
+                "quorum_http_requests_total{{route=\"{}\",status=\"{status}\"}} {n}",
+                label_value(route)
+            );
+        }
+        out.push_str(
+            "# HELP quorum_http_response_head_seconds Time from an HTTP request to its response head.\n",
+        );
+        out.push_str("# TYPE quorum_http_response_head_seconds histogram\n");
+        for (route, h) in lock(&self.http_latency).iter() {
+            render_histogram(
+                out,
+                "quorum_http_response_head_seconds",
+                &format!("route=\"{}\"", label_value(route)),
+                h,
+            );
+        }
     }
 
     /// The RPC metrics in Prometheus text format.
@@ -78,6 +200,14 @@ pub fn render_histogram(out: &mut String, name: &str, labels: &str, h: &Histogra
     }
     let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum);
     let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
+}
+
+/// A label value escaped as the text format requires (backslash, double quote, line feed).
+pub fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Writes one gauge or counter sample with its HELP and TYPE lines.
@@ -135,6 +265,18 @@ mod tests {
         assert!(out.contains("x_bucket{m=\"a\",le=\"1\"} 2\n"));
         assert!(out.contains("x_bucket{m=\"a\",le=\"+Inf\"} 3\n"));
         assert!(out.contains("x_count{m=\"a\"} 3\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(
+            label_value(
+                r#"a"b\c
+d"#
+            ),
+            r#"a\"b\\c\nd"#
+        );
+        assert_eq!(label_value("rep-s0"), "rep-s0");
     }
 
     #[test]

@@ -46,11 +46,52 @@ const CATALOG: &[(&str, &str, &str)] = &[
 pub struct ModelDirs {
     pub models_dir: PathBuf,
     pub hub_cache: HubCache,
-    /// The LoRA adapters shipped with Quorum (`adapters/` of the checkout or image).
+    /// The LoRA adapters shipped with Quorum: the first of [`ModelDirs::adapters_searched`] that
+    /// exists (the last one when none does, so that errors name a real candidate).
     pub adapters_dir: PathBuf,
+    /// Every directory the shipped adapters were looked for in, in order, for error messages.
+    pub adapters_searched: Vec<PathBuf>,
     /// Where hub models missing from the cache are downloaded from. `None` (the default): model
     /// resolution is offline and never makes a network request.
     pub hub_download: Option<HubDownload>,
+}
+
+/// The checkout this binary was built from: `cargo run` and `cargo install --path server` find
+/// the shipped adapters there, whatever the working directory.
+const BUILD_CHECKOUT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// Where the shipped adapters are looked for, in order: the directory named by `--adapters-dir`
+/// or `QUORUM_ADAPTERS_DIR` alone when one is; else `$QUORUM_HOME/adapters`, then
+/// `share/quorum/adapters` beside the binary's directory (`scripts/install.sh` and the images
+/// put them there), then the checkout the binary was built from.
+pub fn adapter_candidates(
+    explicit: Option<PathBuf>,
+    quorum_home: Option<PathBuf>,
+    executable: Option<PathBuf>,
+) -> Vec<PathBuf> {
+    if let Some(dir) = explicit {
+        return vec![absolute(&dir)];
+    }
+    let mut out = Vec::new();
+    if let Some(home) = quorum_home {
+        out.push(absolute(&home.join("adapters")));
+    }
+    if let Some(bin_dir) = executable.as_deref().and_then(Path::parent)
+        && let Some(prefix) = bin_dir.parent()
+    {
+        out.push(prefix.join("share/quorum/adapters"));
+    }
+    out.push(absolute(&Path::new(BUILD_CHECKOUT).join("adapters")));
+    out
+}
+
+/// A path made absolute against the working directory and cleaned of `..` where the file
+/// system allows, so that logs and errors say exactly which file was meant.
+pub fn absolute(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The download settings `--download` turns on: `HF_ENDPOINT` (default `https://huggingface.co`)
@@ -73,9 +114,9 @@ pub fn hub_download_from_env() -> HubDownload {
 impl ModelDirs {
     /// `QUORUM_MODELS_DIR`, else `$XDG_CACHE_HOME/quorum/models` (default `~/.cache`); the hub
     /// cache is `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`; the
-    /// shipped adapters are under `QUORUM_ADAPTERS_DIR`, else `adapters` in the working
-    /// directory (the checkout's root, where the scripts run). Downloads are off.
-    pub fn from_env() -> Self {
+    /// shipped adapters as [`adapter_candidates`] says, with `explicit_adapters` from
+    /// `--adapters-dir` (or `QUORUM_ADAPTERS_DIR`) and `QUORUM_HOME`. Downloads are off.
+    pub fn from_env(explicit_adapters: Option<PathBuf>) -> Self {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_default();
@@ -89,15 +130,47 @@ impl ModelDirs {
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
             .unwrap_or_else(|| cache.join("huggingface/hub"));
-        let adapters_dir = std::env::var_os("QUORUM_ADAPTERS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("adapters"));
+        let explicit = explicit_adapters.or_else(|| {
+            std::env::var_os("QUORUM_ADAPTERS_DIR")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+        });
+        let quorum_home = std::env::var_os("QUORUM_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        let executable = std::env::current_exe().ok().map(|e| absolute(&e));
+        Self::with_adapter_candidates(
+            models_dir,
+            HubCache { root: hub_root },
+            adapter_candidates(explicit, quorum_home, executable),
+        )
+    }
+
+    /// Directories with the shipped adapters looked for in `candidates`, in order.
+    pub fn with_adapter_candidates(
+        models_dir: PathBuf,
+        hub_cache: HubCache,
+        candidates: Vec<PathBuf>,
+    ) -> Self {
+        let adapters_dir = candidates
+            .iter()
+            .find(|d| d.is_dir())
+            .or(candidates.last())
+            .cloned()
+            .unwrap_or_default();
         Self {
             models_dir,
-            hub_cache: HubCache { root: hub_root },
+            hub_cache,
             adapters_dir,
+            adapters_searched: candidates,
             hub_download: None,
         }
+    }
+
+    /// Points the shipped adapters at one directory (tests, and callers that know it).
+    pub fn set_adapters_dir(&mut self, dir: PathBuf) {
+        self.adapters_dir = absolute(&dir);
+        self.adapters_searched = vec![self.adapters_dir.clone()];
     }
 
     /// Resolves a model name to a file (GGUF) or directory (Hugging Face layout).

@@ -94,6 +94,7 @@ impl ModelRegistry {
             }
             tracing::info!(
                 model = %spec.name,
+                path = %spec.path.display(),
                 device = %spec.device,
                 secs = started.elapsed().as_secs_f64(),
                 "model loaded"
@@ -249,6 +250,34 @@ impl ModelRegistry {
             &|s| s.steps as f64,
         );
         self.render_latency(out, &stats);
+        let label = crate::metrics::label_value;
+        let mut reasons = Vec::new();
+        let mut adapters = Vec::new();
+        for (labels, s) in &stats {
+            for (reason, n) in &s.finished_by_reason {
+                reasons.push((format!("{labels},reason=\"{reason}\""), *n as f64));
+            }
+            for (adapter, n) in &s.finished_by_adapter {
+                adapters.push((
+                    format!("{labels},adapter=\"{}\"", label(adapter)),
+                    *n as f64,
+                ));
+            }
+        }
+        render_family(
+            out,
+            "quorum_engine_requests_finished_total",
+            "counter",
+            "Finished requests by finish reason (stop, length, cancelled, error).",
+            &reasons,
+        );
+        render_family(
+            out,
+            "quorum_engine_adapter_requests_total",
+            "counter",
+            "Finished requests by LoRA adapter (empty: the base model).",
+            &adapters,
+        );
     }
 
     fn render_latency(&self, out: &mut String, stats: &[(String, EngineStats)]) {
@@ -260,8 +289,23 @@ impl ModelRegistry {
             ),
             (
                 "quorum_engine_inter_token_latency_seconds",
-                "Time between consecutive tokens of a sequence.",
+                "Time between consecutive tokens of a sequence (time per output token).",
                 |s: &EngineStats| &s.inter_token_latency,
+            ),
+            (
+                "quorum_engine_queue_time_seconds",
+                "Time from submission to a request's first engine step.",
+                |s: &EngineStats| &s.queue_time,
+            ),
+            (
+                "quorum_engine_request_prompt_tokens",
+                "Prompt tokens of each finished request.",
+                |s: &EngineStats| &s.prompt_tokens,
+            ),
+            (
+                "quorum_engine_request_generation_tokens",
+                "Tokens generated for each finished request.",
+                |s: &EngineStats| &s.generation_tokens,
             ),
         ] {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));

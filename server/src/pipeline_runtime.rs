@@ -94,7 +94,82 @@ fn generator_routes(raw: &[RawGenerator], models: &ModelRegistry) -> anyhow::Res
     Ok(routes)
 }
 
+/// A pipeline generator as served: the model and adapter behind it and its prompt format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedGenerator {
+    pub name: String,
+    pub model: String,
+    pub format: String,
+    /// `None`: the base model.
+    pub adapter: Option<String>,
+}
+
+/// The selection model as the pipeline asks it on split votes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServedSelector {
+    /// `None`: no model has the selector role.
+    pub model: Option<String>,
+    pub adapter: Option<String>,
+    /// Whether split votes ask it by default (`pipeline.selector`).
+    pub enabled: bool,
+}
+
 impl PipelineRuntime {
+    /// The configured generators in pipeline order, each with the model and adapter it runs.
+    pub fn served_generators(&self) -> Vec<ServedGenerator> {
+        self.base
+            .generators
+            .iter()
+            .filter_map(|g| {
+                let target = self.routes.get(&g.name)?;
+                Some(ServedGenerator {
+                    name: g.name.clone(),
+                    model: target.model.clone(),
+                    format: g.format.name(),
+                    adapter: target.adapter.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The selection model, its adapter, and whether split votes ask it by default.
+    pub fn served_selector(&self, models: &ModelRegistry) -> ServedSelector {
+        ServedSelector {
+            model: models.selector().map(|d| d.spec.name.clone()),
+            adapter: self.selector_adapter.clone(),
+            enabled: self.base.selector.enabled,
+        }
+    }
+
+    /// What the answer's `settings` add to the knobs: `generator.<name>` and `selector`, each
+    /// as `model=M format=F adapter=A` (`adapter=none` for the base model).
+    pub fn served_settings(&self, models: &ModelRegistry) -> Vec<(String, String)> {
+        let adapter = |a: &Option<String>| a.clone().unwrap_or_else(|| "none".to_owned());
+        let mut out: Vec<(String, String)> = self
+            .served_generators()
+            .into_iter()
+            .map(|g| {
+                (
+                    format!("generator.{}", g.name),
+                    format!(
+                        "model={} format={} adapter={}",
+                        g.model,
+                        g.format,
+                        adapter(&g.adapter)
+                    ),
+                )
+            })
+            .collect();
+        let selector = self.served_selector(models);
+        if let Some(model) = &selector.model {
+            out.push((
+                "selector_model".to_owned(),
+                format!("model={model} adapter={}", adapter(&selector.adapter)),
+            ));
+        }
+        out
+    }
+
     /// What runs `model` with `adapter`: the generators by name, sorted, then `selector`
     /// when the pipeline's selection calls do.
     pub fn users_of_adapter(

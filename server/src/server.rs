@@ -15,18 +15,17 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
-use tonic_health::server::HealthReporter;
 
 use crate::auth::BearerAuth;
 use crate::config::ServerConfig;
 use crate::databases::DatabaseRegistry;
+use crate::http;
 use crate::models::ModelRegistry;
 use crate::pipeline_runtime::PipelineRuntime;
 use crate::services::databases::DatabasesService;
 use crate::services::inference::InferenceService;
 use crate::services::text2sql::Text2SqlService;
 use crate::state::{AppState, Phase};
-use crate::{health, metrics_http};
 
 /// After the grace period, cancelled requests get this long to notice and release.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
@@ -73,7 +72,8 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         DatabaseRegistry::open(&specs, allowed, policy, registrations.as_deref())
     })
     .await??;
-    let state = Arc::new(AppState::new(
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let mut state = AppState::new(
         config.models.clone(),
         databases,
         config.pipeline.clone(),
@@ -82,36 +82,45 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             .auth_token
             .is_some()
             .then(|| config.adapter_dir.clone()),
-    ));
+        reporter,
+    );
+    state.database_dir = config.database_dir.clone();
+    let state = Arc::new(state);
+    match state.no_databases_note() {
+        Some(note) => tracing::warn!("{note}"),
+        None => tracing::info!(
+            databases = state.databases.list().len(),
+            dir = %config.database_dir.display(),
+            "databases"
+        ),
+    }
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
     let stop_transport = CancellationToken::new();
+    let auth = BearerAuth::new(config.auth_token.clone());
     let metrics_addr = match config.metrics_listen {
         Some(a) => {
-            let l = metrics_http::bind(a)
+            let l = http::bind(a)
                 .await
-                .with_context(|| format!("binding the metrics port {a}"))?;
+                .with_context(|| format!("binding the HTTP port {a}"))?;
             let bound = l.local_addr()?;
-            tokio::spawn(metrics_http::serve(
-                l,
-                state.clone(),
-                stop_transport.clone(),
-            ));
+            let face = http::Http {
+                state: state.clone(),
+                auth: auth.clone(),
+            };
+            tokio::spawn(http::serve(l, face, stop_transport.clone()));
             Some(bound)
         }
         None => None,
     };
-    let (reporter, health_service) = tonic_health::server::health_reporter();
-    health::set_ready(&reporter, false).await;
-    health::set_live(&reporter).await;
+    state.publish_health().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(quorum_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .context("building the reflection service")?;
-    let auth = BearerAuth::new(config.auth_token.clone());
     let mut builder = tonic::transport::Server::builder();
     if let Some(pem) = &config.tls {
         let identity = tonic::transport::Identity::from_pem(&pem.cert, &pem.key);
@@ -149,7 +158,6 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let lifecycle = Lifecycle {
         state: state.clone(),
         config,
-        reporter,
         drain: drain.clone(),
         stop_transport,
     };
@@ -166,7 +174,6 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
 struct Lifecycle {
     state: Arc<AppState>,
     config: ServerConfig,
-    reporter: HealthReporter,
     drain: CancellationToken,
     stop_transport: CancellationToken,
 }
@@ -190,7 +197,7 @@ impl Lifecycle {
                 Ok((models, pipeline)) => {
                     self.state.models_ready(models, pipeline);
                     if self.state.phase() == Phase::Serving {
-                        health::set_ready(&self.reporter, true).await;
+                        self.state.publish_health().await;
                         tracing::info!("ready");
                     }
                 }
@@ -210,7 +217,7 @@ impl Lifecycle {
 
     async fn shut_down(self, serve: ServeHandle) -> anyhow::Result<()> {
         self.state.set_phase(Phase::Draining);
-        health::set_ready(&self.reporter, false).await;
+        self.state.publish_health().await;
         let grace = self.config.grace_period;
         tracing::info!(in_flight = self.state.in_flight(), ?grace, "draining");
         if tokio::time::timeout(grace, self.state.wait_idle())

@@ -36,6 +36,10 @@ pub struct AppState {
     pipeline_runtime: OnceLock<Arc<PipelineRuntime>>,
     pub model_specs: Vec<ModelSpec>,
     pub databases: DatabaseRegistry,
+    /// The directory scanned for SQLite databases, named when there are none.
+    pub database_dir: std::path::PathBuf,
+    /// The gRPC health entries, kept in step with the phase and the databases.
+    health: tonic_health::server::HealthReporter,
     pub pipeline: PipelineSettings,
     pub limits: Limits,
     pub metrics: Metrics,
@@ -97,6 +101,7 @@ impl AppState {
         pipeline: PipelineSettings,
         limits: Limits,
         adapter_admin: Option<std::path::PathBuf>,
+        health: tonic_health::server::HealthReporter,
     ) -> Self {
         let boot_id = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -107,6 +112,8 @@ impl AppState {
             pipeline_runtime: OnceLock::new(),
             model_specs,
             databases,
+            database_dir: std::path::PathBuf::new(),
+            health,
             pipeline,
             text2sql_queue: RunQueue::new(
                 limits.max_concurrent_text2sql,
@@ -165,6 +172,25 @@ impl AppState {
         self.phase() == Phase::Serving
     }
 
+    /// Brings the health entries in step with the phase and the databases.
+    pub async fn publish_health(&self) {
+        let has_databases = !self.databases.list().is_empty();
+        crate::health::publish(&self.health, self.is_ready(), has_databases).await;
+    }
+
+    /// Why text-to-SQL has nothing to answer over, when the server has no database; `None`
+    /// when it has one.
+    pub fn no_databases_note(&self) -> Option<String> {
+        self.databases.list().is_empty().then(|| {
+            format!(
+                "the server has no database: none was found in {} and the configuration names \
+                 none; start it with --database-dir (or QUORUM_DATABASE_DIR), set \
+                 QUORUM_SPIDER_DIR, list databases under [databases], or call Databases.Register",
+                self.database_dir.display()
+            )
+        })
+    }
+
     /// Admits a request, or refuses it with UNAVAILABLE while starting or draining.
     pub fn admit(self: &Arc<Self>) -> Result<(Admission, Arc<ModelRegistry>), ServiceError> {
         let reason = match self.phase() {
@@ -219,12 +245,35 @@ impl AppState {
     pub fn render_metrics(&self) -> String {
         let mut out = String::new();
         self.metrics.render_rpc(&mut out);
+        self.metrics.render_http(&mut out);
+        self.metrics.render_text2sql(&mut out);
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_build_info",
+            "gauge",
+            "The running build (value 1): its version and whether it was built with CUDA.",
+            &[(
+                format!(
+                    "version=\"{}\",cuda=\"{}\"",
+                    env!("CARGO_PKG_VERSION"),
+                    cfg!(feature = "cuda")
+                ),
+                1.0,
+            )],
+        );
         crate::metrics::render_family(
             &mut out,
             "quorum_ready",
             "gauge",
             "1 when models are loaded and requests are admitted.",
             &[(String::new(), f64::from(u8::from(self.is_ready())))],
+        );
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_databases",
+            "gauge",
+            "Databases the server answers over (0: text-to-SQL has nothing to answer over).",
+            &[(String::new(), self.databases.list().len() as f64)],
         );
         crate::metrics::render_family(
             &mut out,
@@ -250,6 +299,59 @@ impl AppState {
         if let Some(models) = self.models.get() {
             models.render_metrics(&mut out);
         }
+        if let (Some(runtime), Some(models)) = (self.pipeline_runtime.get(), self.models.get()) {
+            self.render_pipeline_metrics(runtime, models, &mut out);
+        }
         out
+    }
+
+    /// Which model and adapter each pipeline generator and the selector run with, as info
+    /// gauges (value 1): a dashboard shows at once when a generator runs its base model.
+    fn render_pipeline_metrics(
+        &self,
+        runtime: &PipelineRuntime,
+        models: &ModelRegistry,
+        out: &mut String,
+    ) {
+        let label = crate::metrics::label_value;
+        let generators: Vec<(String, f64)> = runtime
+            .served_generators()
+            .iter()
+            .map(|g| {
+                (
+                    format!(
+                        "generator=\"{}\",model=\"{}\",format=\"{}\",adapter=\"{}\"",
+                        label(&g.name),
+                        label(&g.model),
+                        label(&g.format),
+                        label(g.adapter.as_deref().unwrap_or(""))
+                    ),
+                    1.0,
+                )
+            })
+            .collect();
+        crate::metrics::render_family(
+            out,
+            "quorum_pipeline_generator_info",
+            "gauge",
+            "A pipeline generator with its model, prompt format and adapter (empty: the base model).",
+            &generators,
+        );
+        let selector = runtime.served_selector(models);
+        crate::metrics::render_family(
+            out,
+            "quorum_pipeline_selector_info",
+            "gauge",
+            "The selection model and adapter; enabled=\"true\" when split votes ask it by default.",
+            &[(
+                format!(
+                    "model=\"{}\",adapter=\"{}\",enabled=\"{}\"",
+                    label(selector.model.as_deref().unwrap_or("")),
+                    label(selector.adapter.as_deref().unwrap_or("")),
+                    selector.enabled
+                ),
+                1.0,
+            )],
+        );
     }
 }

@@ -263,7 +263,7 @@ impl TestServer {
         let addr = self.server.metrics_addr.expect("metrics enabled");
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .await
             .expect("write");
         let mut body = String::new();

@@ -48,10 +48,14 @@ async fn text2sql_answers_with_evidence_and_streams_stages() {
     assert_eq!(setting("round1_shots"), Some("0"));
     assert_eq!(setting("voting"), Some("majority"));
     assert_eq!(setting("revision_rounds"), Some("1"));
+    // Every knob, then the model and adapter behind each generator and the selector.
+    let knobs = quorum_sql::pipeline::PipelineKnobs::NAMES.len();
+    assert_eq!(answer.settings.len(), knobs + 2);
     assert_eq!(
-        answer.settings.len(),
-        quorum_sql::pipeline::PipelineKnobs::NAMES.len()
+        setting("generator.smol"),
+        Some("model=smol format=simple_ddl adapter=none")
     );
+    assert_eq!(setting("selector_model"), Some("model=smol adapter=none"));
 
     let mut stream = client
         .generate_stream(question("pets_1", "How many pets are there?"))

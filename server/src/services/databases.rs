@@ -26,6 +26,7 @@ impl Databases for DatabasesService {
         // Databases are introspected before the server listens, so listing works while the
         // models are still loading.
         self.state.sync_databases().await;
+        self.state.publish_health().await;
         let databases = self
             .state
             .databases
@@ -33,7 +34,8 @@ impl Databases for DatabasesService {
             .iter()
             .map(convert::database_summary)
             .collect();
-        ctx.complete(Ok(pb::ListDatabasesResponse { databases }))
+        let note = self.state.no_databases_note().unwrap_or_default();
+        ctx.complete(Ok(pb::ListDatabasesResponse { databases, note }))
     }
 
     async fn describe(
@@ -73,6 +75,7 @@ impl Databases for DatabasesService {
         .map(|db| pb::RegisterDatabaseResponse {
             database: Some(convert::database_summary(&db)),
         });
+        self.state.publish_health().await;
         ctx.complete(result)
     }
 }

@@ -257,7 +257,31 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
             }
         })
         .collect();
-    pb::ListModelsResponse { models }
+    let runtime = state.pipeline_runtime().ok();
+    let generators = runtime.map_or_else(Vec::new, |r| {
+        r.served_generators()
+            .into_iter()
+            .map(|g| pb::PipelineGenerator {
+                name: g.name,
+                model: g.model,
+                format: g.format,
+                adapter: g.adapter.unwrap_or_default(),
+            })
+            .collect()
+    });
+    let selector = runtime.zip(loaded).map(|(r, m)| {
+        let s = r.served_selector(m);
+        pb::PipelineSelector {
+            model: s.model.unwrap_or_default(),
+            adapter: s.adapter.unwrap_or_default(),
+            enabled: s.enabled,
+        }
+    });
+    pb::ListModelsResponse {
+        models,
+        generators,
+        selector,
+    }
 }
 
 /// Runs an adapter administration call off the async workers: it reads files and waits for the

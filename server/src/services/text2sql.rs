@@ -42,6 +42,24 @@ struct Prepared {
 type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
 
 impl Text2SqlService {
+    /// The answer as sent: its evidence, and among its settings the generators' and the
+    /// selector's models and adapters.
+    fn response(&self, answer: &PipelineAnswer) -> pb::Text2SqlResponse {
+        self.state.metrics.record_answer(answer);
+        let mut response = convert::answer_response(answer);
+        if let (Ok(runtime), Some(models)) =
+            (self.state.pipeline_runtime(), self.state.loaded_models())
+        {
+            let served = runtime.served_settings(models);
+            response.settings.extend(
+                served
+                    .into_iter()
+                    .map(|(name, value)| pb::Setting { name, value }),
+            );
+        }
+        response
+    }
+
     fn subtasks(&self) -> Subtasks {
         Subtasks {
             state: self.state.clone(),
@@ -181,7 +199,7 @@ impl Text2SqlService {
         }
         let (message, code) = match result {
             Ok(answer) => {
-                let event = pb::text2_sql_event::Event::Answer(convert::answer_response(&answer));
+                let event = pb::text2_sql_event::Event::Answer(self.response(&answer));
                 (Ok(pb::Text2SqlEvent { event: Some(event) }), Code::Ok)
             }
             Err(e) => {
@@ -302,7 +320,7 @@ impl Text2Sql for Text2SqlService {
         }
         .instrument(ctx.span.clone())
         .await;
-        ctx.complete(result.map(|answer| convert::answer_response(&answer)))
+        ctx.complete(result.map(|answer| self.response(&answer)))
     }
 
     async fn generate_stream(

@@ -1,0 +1,520 @@
+//! The OpenAI-compatible endpoints that generate: `/v1/models`, `/v1/chat/completions` and
+//! `/v1/completions`, as the OpenAI API defines them and vLLM serves them, so that the OpenAI
+//! clients and the tools built on them (LiteLLM, LangChain, Open WebUI) talk to Quorum's models
+//! unchanged. Each request becomes an `Inference.Generate` call.
+//!
+//! Where the two differ, OpenAI's meaning wins: an unset `temperature` samples at 1 (gRPC's
+//! default is greedy). A LoRA adapter is a model of its own, named by the adapter's name (or
+//! `model:adapter` where two models have an adapter of that name), as vLLM lists them. vLLM's
+//! extra sampling fields `top_k`, `repetition_penalty`, `ignore_eos`, `guided_regex`,
+//! `guided_json` and `guided_grammar` are accepted too. What Quorum does not do is refused
+//! with 400 and the field named, never ignored: tools, non-zero presence or frequency
+//! penalties, top log-probabilities, `echo`, `suffix`, `best_of`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use quorum_proto::v1 as pb;
+use quorum_proto::v1::inference_server::Inference;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::openai_stream::{self, Flavor};
+use super::{ApiError, Http, grpc_request};
+use crate::config::Role;
+
+/// Seconds since the epoch, OpenAI's `created`.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `stop`: one string or several.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with the schema.
+#[derive(Debug, Deserialize)]
+struct ResponseFormat {
+    #[serde(rename = "type")]
+    kind: String,
+    json_schema: Option<JsonSchemaFormat>,
+}
+
+#[derive(Debug, Deserialize)]
+struct JsonSchemaFormat {
+    schema: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+/// The sampling fields chat and text completions share.
+#[derive(Debug, Default, Deserialize)]
+struct Sampling {
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    n: Option<u32>,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+    stop: Option<Stop>,
+    seed: Option<u64>,
+    presence_penalty: Option<f32>,
+    frequency_penalty: Option<f32>,
+    response_format: Option<ResponseFormat>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    // vLLM's extensions.
+    top_k: Option<i64>,
+    repetition_penalty: Option<f32>,
+    ignore_eos: Option<bool>,
+    guided_regex: Option<String>,
+    guided_json: Option<Value>,
+    guided_grammar: Option<String>,
+}
+
+impl Sampling {
+    fn streams(&self) -> bool {
+        self.stream.unwrap_or(false)
+    }
+
+    fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false)
+    }
+
+    /// The gRPC sampling options; `logprobs` asks for each token's log-probability.
+    fn options(&self, logprobs: bool) -> Result<pb::SamplingOptions, ApiError> {
+        for (field, value) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if value.is_some_and(|v| v != 0.0) {
+                return Err(ApiError::invalid(
+                    field,
+                    "not supported (use `repetition_penalty`)",
+                ));
+            }
+        }
+        let stop = match &self.stop {
+            None => Vec::new(),
+            Some(Stop::One(s)) => vec![s.clone()],
+            Some(Stop::Many(v)) => v.clone(),
+        };
+        let top_k = match self.top_k {
+            None => None,
+            // vLLM writes "no top-k" as -1; gRPC as 0.
+            Some(k) if k <= 0 => Some(0),
+            Some(k) => Some(u32::try_from(k).map_err(|_| ApiError::invalid("top_k", "too large"))?),
+        };
+        Ok(pb::SamplingOptions {
+            temperature: Some(self.temperature.unwrap_or(1.0)),
+            top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+            repetition_penalty: self.repetition_penalty,
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
+            stop,
+            stop_token_ids: Vec::new(),
+            logprobs,
+            n: self.n,
+            ignore_eos: self.ignore_eos.unwrap_or(false),
+            constraint: self.constraint()?,
+        })
+    }
+
+    /// The structured-output constraint: `response_format` or one of vLLM's `guided_*` fields.
+    fn constraint(&self) -> Result<Option<pb::sampling_options::Constraint>, ApiError> {
+        use pb::sampling_options::Constraint;
+        let mut found: Vec<(&str, Constraint)> = Vec::new();
+        if let Some(format) = &self.response_format {
+            match format.kind.as_str() {
+                "text" => {}
+                "json_object" => {
+                    found.push((
+                        "response_format",
+                        Constraint::JsonSchema(r#"{"type":"object"}"#.into()),
+                    ));
+                }
+                "json_schema" => {
+                    let schema = format
+                        .json_schema
+                        .as_ref()
+                        .and_then(|s| s.schema.as_ref())
+                        .ok_or_else(|| {
+                            ApiError::invalid("response_format.json_schema.schema", "missing")
+                        })?;
+                    found.push((
+                        "response_format",
+                        Constraint::JsonSchema(schema.to_string()),
+                    ));
+                }
+                other => {
+                    return Err(ApiError::invalid(
+                        "response_format.type",
+                        format!("`{other}` is not text, json_object or json_schema"),
+                    ));
+                }
+            }
+        }
+        if let Some(regex) = &self.guided_regex {
+            found.push(("guided_regex", Constraint::Regex(regex.clone())));
+        }
+        if let Some(schema) = &self.guided_json {
+            let text = match schema {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            found.push(("guided_json", Constraint::JsonSchema(text)));
+        }
+        if let Some(grammar) = &self.guided_grammar {
+            found.push(("guided_grammar", Constraint::LarkGrammar(grammar.clone())));
+        }
+        match found.len() {
+            0 | 1 => Ok(found.pop().map(|(_, c)| c)),
+            _ => Err(ApiError::invalid(
+                found[1].0,
+                format!("only one constraint at a time (also given: {})", found[0].0),
+            )),
+        }
+    }
+}
+
+/// A chat message's content: a string, or parts of which only text is supported.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Message {
+    role: String,
+    content: Option<Content>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    #[serde(default)]
+    model: String,
+    messages: Vec<Message>,
+    #[serde(flatten)]
+    sampling: Sampling,
+    logprobs: Option<bool>,
+    top_logprobs: Option<u32>,
+    tools: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Prompt {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    #[serde(default)]
+    model: String,
+    prompt: Prompt,
+    #[serde(flatten)]
+    sampling: Sampling,
+    logprobs: Option<u32>,
+    echo: Option<bool>,
+    suffix: Option<String>,
+    best_of: Option<u32>,
+}
+
+/// The model (and adapter) a request's `model` names: a model, an adapter by its name, or
+/// `model:adapter`. While the models load, the name goes on as given (the call then answers
+/// UNAVAILABLE).
+fn resolve_model(http: &Http, name: &str) -> Result<(String, Option<String>), ApiError> {
+    let Some(models) = http.state.loaded_models() else {
+        return Ok((name.to_owned(), None));
+    };
+    if name.is_empty() || models.decoders.iter().any(|d| d.spec.name == name) {
+        return Ok((name.to_owned(), None));
+    }
+    if let Some((model, adapter)) = name.split_once(':')
+        && let Some(d) = models.decoders.iter().find(|d| d.spec.name == model)
+        && d.engine.adapters().iter().any(|a| a == adapter)
+    {
+        return Ok((model.to_owned(), Some(adapter.to_owned())));
+    }
+    let owners: Vec<&str> = models
+        .decoders
+        .iter()
+        .filter(|d| d.engine.adapters().iter().any(|a| a == name))
+        .map(|d| d.spec.name.as_str())
+        .collect();
+    match owners.as_slice() {
+        [model] => Ok(((*model).to_owned(), Some(name.to_owned()))),
+        [] if models
+            .embedder
+            .as_ref()
+            .is_some_and(|e| e.spec.name == name) =>
+        {
+            Err(ApiError::invalid(
+                "model",
+                format!("`{name}` is an embedder: use /v1/embeddings"),
+            ))
+        }
+        [] => Err(ApiError::not_found(format!(
+            "unknown model `{name}` (GET /v1/models lists them)"
+        ))),
+        several => Err(ApiError::invalid(
+            "model",
+            format!(
+                "adapter `{name}` belongs to several models; name one as {}",
+                several
+                    .iter()
+                    .map(|m| format!("`{m}:{name}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        )),
+    }
+}
+
+fn chat_messages(messages: &[Message]) -> Result<pb::ChatMessages, ApiError> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            other => {
+                return Err(ApiError::invalid(
+                    &format!("messages[{i}].role"),
+                    format!("`{other}` is not supported (system, developer, user, assistant)"),
+                ));
+            }
+        };
+        let content = match &m.content {
+            Some(Content::Text(t)) => t.clone(),
+            Some(Content::Parts(parts)) => {
+                let mut text = String::new();
+                for (j, part) in parts.iter().enumerate() {
+                    match (part.kind.as_str(), &part.text) {
+                        ("text", Some(t)) => text.push_str(t),
+                        (kind, _) => {
+                            return Err(ApiError::invalid(
+                                &format!("messages[{i}].content[{j}]"),
+                                format!("only text parts are supported, not `{kind}`"),
+                            ));
+                        }
+                    }
+                }
+                text
+            }
+            None => {
+                return Err(ApiError::invalid(
+                    &format!("messages[{i}].content"),
+                    "missing",
+                ));
+            }
+        };
+        out.push(pb::ChatMessage {
+            role: role.to_owned(),
+            content,
+        });
+    }
+    Ok(pb::ChatMessages { messages: out })
+}
+
+pub async fn chat_completions(
+    State(http): State<Http>,
+    headers: HeaderMap,
+    body: Result<Json<ChatRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::invalid("tools", "tool calls are not supported"));
+    }
+    if req.top_logprobs.is_some_and(|k| k > 0) {
+        return Err(ApiError::invalid("top_logprobs", "not supported"));
+    }
+    let logprobs = req.logprobs.unwrap_or(false);
+    let (model, adapter) = resolve_model(&http, &req.model)?;
+    let grpc = pb::InferenceRequest {
+        model,
+        input: Some(pb::inference_request::Input::Chat(chat_messages(
+            &req.messages,
+        )?)),
+        sampling: Some(req.sampling.options(logprobs)?),
+        adapter,
+    };
+    generate(
+        http,
+        &headers,
+        grpc,
+        Flavor::Chat,
+        &req.model,
+        &req.sampling,
+    )
+    .await
+}
+
+pub async fn completions(
+    State(http): State<Http>,
+    headers: HeaderMap,
+    body: Result<Json<CompletionRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    if req.echo.unwrap_or(false) {
+        return Err(ApiError::invalid("echo", "not supported"));
+    }
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::invalid("suffix", "not supported"));
+    }
+    if req.best_of.is_some_and(|b| b > 1) {
+        return Err(ApiError::invalid("best_of", "not supported (use `n`)"));
+    }
+    if req.logprobs.is_some_and(|k| k > 0) {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "top log-probabilities are not supported (0 gives each token's)",
+        ));
+    }
+    let prompt = match req.prompt {
+        Prompt::One(p) => p,
+        Prompt::Many(mut v) if v.len() == 1 => v.remove(0),
+        Prompt::Many(_) => {
+            return Err(ApiError::invalid(
+                "prompt",
+                "one prompt per request (send several requests)",
+            ));
+        }
+    };
+    let (model, adapter) = resolve_model(&http, &req.model)?;
+    let grpc = pb::InferenceRequest {
+        model,
+        input: Some(pb::inference_request::Input::Prompt(prompt)),
+        sampling: Some(req.sampling.options(req.logprobs.is_some())?),
+        adapter,
+    };
+    generate(
+        http,
+        &headers,
+        grpc,
+        Flavor::Text,
+        &req.model,
+        &req.sampling,
+    )
+    .await
+}
+
+/// Calls `Inference.Generate` and answers with the whole completion or, with `stream`, its
+/// chunks as server-sent events.
+async fn generate(
+    http: Http,
+    headers: &HeaderMap,
+    grpc: pb::InferenceRequest,
+    flavor: Flavor,
+    model_name: &str,
+    sampling: &Sampling,
+) -> Result<Response, ApiError> {
+    let stream = http
+        .inference()
+        .generate(grpc_request(headers, grpc))
+        .await?
+        .into_inner();
+    let request_id = http.state.new_request_id();
+    let shape = openai_stream::Shape {
+        flavor,
+        id: format!("{}-{request_id}", flavor.id_prefix()),
+        model: model_name.to_owned(),
+        created: unix_now(),
+    };
+    if sampling.streams() {
+        let relay = openai_stream::ChunkRelay::new(shape, sampling.include_usage());
+        Ok(super::sse::respond(stream, relay).into_response())
+    } else {
+        Ok(Json(openai_stream::collect(shape, stream).await?).into_response())
+    }
+}
+
+/// `GET /v1/models`: the decoders, their adapters (each a model of its own whose `parent` is
+/// its base) and the embedder.
+pub async fn list_models(
+    State(http): State<Http>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let listed = http
+        .inference()
+        .list_models(grpc_request(&headers, pb::ListModelsRequest {}))
+        .await?
+        .into_inner();
+    let created = unix_now();
+    let mut data = Vec::new();
+    let adapter_owners = |adapter: &str| {
+        listed
+            .models
+            .iter()
+            .filter(|m| m.adapters.iter().any(|a| a == adapter))
+            .count()
+    };
+    for m in &listed.models {
+        let embedder = m.roles.contains(&(pb::ModelRole::Embedder as i32));
+        let roles: Vec<&str> = m
+            .roles
+            .iter()
+            .filter_map(|r| pb::ModelRole::try_from(*r).ok())
+            .map(|r| match r {
+                pb::ModelRole::Generator => Role::Generator.name(),
+                pb::ModelRole::Selector => Role::Selector.name(),
+                pb::ModelRole::Embedder => Role::Embedder.name(),
+                pb::ModelRole::Unspecified => "unspecified",
+            })
+            .collect();
+        data.push(json!({
+            "id": m.name,
+            "object": "model",
+            "created": created,
+            "owned_by": "quorum",
+            "root": m.source,
+            "parent": null,
+            "max_model_len": (!embedder).then_some(m.max_model_len),
+            "roles": roles,
+        }));
+        for adapter in &m.adapters {
+            let id = if adapter_owners(adapter) > 1 {
+                format!("{}:{adapter}", m.name)
+            } else {
+                adapter.clone()
+            };
+            data.push(json!({
+                "id": id,
+                "object": "model",
+                "created": created,
+                "owned_by": "quorum",
+                "root": m.source,
+                "parent": m.name,
+                "max_model_len": m.max_model_len,
+                "roles": ["adapter"],
+            }));
+        }
+    }
+    Ok(Json(json!({ "object": "list", "data": data })))
+}

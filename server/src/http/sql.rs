@@ -1,0 +1,124 @@
+//! Text-to-SQL and the databases over HTTP, as JSON in the proto3 JSON mapping of the gRPC
+//! messages (the same request and answer as `Text2Sql.Generate`, field names in lowerCamelCase,
+//! snake_case accepted):
+//! - `POST /v1/sql` takes a `Text2SqlRequest` and answers a `Text2SqlResponse`. With `?stream=true`
+//!   or `Accept: text/event-stream` it streams the pipeline's stages as server-sent events
+//!   named after `Text2SqlEvent`'s fields (`pre_sql`, `linked_tables`, `candidate`, `vote`,
+//!   then `answer`), each carrying that message; a failure is an `error` event with the error
+//!   body a plain request would have got.
+//! - `GET /v1/databases` lists the databases (`ListDatabasesResponse`), `GET
+//!   /v1/databases/{db_id}` describes one (`DescribeDatabaseResponse`).
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use quorum_proto::v1 as pb;
+use quorum_proto::v1::databases_server::Databases;
+use quorum_proto::v1::text2_sql_server::Text2Sql;
+use serde::Deserialize;
+
+use super::sse::Relay;
+use super::{ApiError, Http, grpc_request};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct SqlQuery {
+    stream: Option<bool>,
+}
+
+/// Whether the caller asked for the stages as events.
+fn wants_stream(query: &SqlQuery, headers: &HeaderMap) -> bool {
+    query.stream.unwrap_or_else(|| {
+        headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"))
+    })
+}
+
+pub async fn generate(
+    State(http): State<Http>,
+    Query(query): Query<SqlQuery>,
+    headers: HeaderMap,
+    body: Result<Json<pb::Text2SqlRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    let service = http.text2sql();
+    if wants_stream(&query, &headers) {
+        let stream = service
+            .generate_stream(grpc_request(&headers, req))
+            .await?
+            .into_inner();
+        return Ok(super::sse::respond(stream, StageRelay).into_response());
+    }
+    let answer = service
+        .generate(grpc_request(&headers, req))
+        .await?
+        .into_inner();
+    Ok(Json(answer).into_response())
+}
+
+/// Names each stage event after its field of `Text2SqlEvent`.
+struct StageRelay;
+
+fn event(name: &str, body: &impl serde::Serialize) -> Event {
+    let data = serde_json::to_string(body).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "a stage event did not serialize");
+        "{}".to_owned()
+    });
+    Event::default().event(name).data(data)
+}
+
+impl Relay for StageRelay {
+    type Message = pb::Text2SqlEvent;
+
+    fn message(&mut self, message: pb::Text2SqlEvent) -> Vec<Event> {
+        use pb::text2_sql_event::Event as E;
+        let Some(stage) = message.event else {
+            return Vec::new();
+        };
+        vec![match &stage {
+            E::PreSql(c) => event("pre_sql", c),
+            E::LinkedTables(l) => event("linked_tables", l),
+            E::Candidate(c) => event("candidate", c),
+            E::Vote(v) => event("vote", v),
+            E::Answer(a) => event("answer", a),
+        }]
+    }
+
+    fn error(&mut self, status: tonic::Status) -> Vec<Event> {
+        vec![event("error", &ApiError::from(status).body())]
+    }
+
+    fn end(self) -> Vec<Event> {
+        Vec::new()
+    }
+}
+
+pub async fn list_databases(
+    State(http): State<Http>,
+    headers: HeaderMap,
+) -> Result<Json<pb::ListDatabasesResponse>, ApiError> {
+    let listed = http
+        .databases()
+        .list(grpc_request(&headers, pb::ListDatabasesRequest {}))
+        .await?;
+    Ok(Json(listed.into_inner()))
+}
+
+pub async fn describe_database(
+    State(http): State<Http>,
+    Path(db_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<pb::DescribeDatabaseResponse>, ApiError> {
+    let described = http
+        .databases()
+        .describe(grpc_request(
+            &headers,
+            pb::DescribeDatabaseRequest { db_id },
+        ))
+        .await?;
+    Ok(Json(described.into_inner()))
+}
