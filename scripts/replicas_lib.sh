@@ -1,4 +1,4 @@
-# Shared by scripts/replicas_test.sh, scripts/replicas_load.sh and scripts/python_client_test.sh
+# Shared by scripts/replicas_test.sh and scripts/replicas_load.sh
 # (sourced, not run): N
 # `quorum serve` replicas (SmolLM2) on loopback ports behind nginx's gRPC proxy (Debian's
 # nginx). The caller sets `repo`, `work` (a scratch directory), `target` and `free_port`, and

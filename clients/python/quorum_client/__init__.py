@@ -1,0 +1,10 @@
+"""Python client for Quorum, the text-to-SQL inference server.
+
+`Client` wraps the gRPC services (Text2Sql, Inference, Databases, health); `pb` holds the
+generated message modules (`pb.text2sql_pb2.PipelineOptions`, ...).
+"""
+
+from . import pb
+from .client import Client, QuorumError
+
+__all__ = ["Client", "QuorumError", "pb"]

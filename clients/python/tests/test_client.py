@@ -1,0 +1,147 @@
+"""The client against a live Quorum server, every RPC family: health, Inference, Databases and
+Text2Sql, the bearer token, and the retry after RESOURCE_EXHAUSTED.
+
+The server is the one `scripts/http_api_test.sh` starts: Qwen2.5-Coder-0.5B with the `rep-s0`
+adapter on one of two generators, one text-to-SQL run at a time and none waiting (so that a
+second run is refused with the server's pushback), the Spider database concert_singer, and a
+bearer token. QUORUM_TARGET and QUORUM_TOKEN name it; without them the tests fail.
+"""
+
+import os
+import threading
+
+import grpc
+import pytest
+
+from quorum_client import Client, QuorumError, pb
+
+
+@pytest.fixture(scope="module")
+def target() -> str:
+    value = os.environ.get("QUORUM_TARGET")
+    assert value, "set QUORUM_TARGET (host:port of a running quorum serve)"
+    return value
+
+
+@pytest.fixture(scope="module")
+def token() -> str:
+    value = os.environ.get("QUORUM_TOKEN")
+    assert value, "set QUORUM_TOKEN (the server's bearer token)"
+    return value
+
+
+@pytest.fixture(scope="module")
+def quorum(target: str, token: str):
+    with Client(target, token=token, timeout=120) as client:
+        client.wait_ready(timeout=300)
+        yield client
+
+
+def greedy(max_tokens: int) -> pb.inference_pb2.SamplingOptions:
+    return pb.inference_pb2.SamplingOptions(temperature=0.0, max_tokens=max_tokens)
+
+
+def test_health_reports_each_service(quorum: Client) -> None:
+    assert quorum.health() == "SERVING"
+    assert quorum.health("quorum.v1.Text2Sql") == "SERVING"
+    assert quorum.health("liveness") == "SERVING"
+
+
+def test_a_wrong_token_is_refused(target: str) -> None:
+    with Client(target, token="not-the-token") as stranger:
+        with pytest.raises(QuorumError) as refused:
+            stranger.list_models()
+    assert refused.value.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_models_name_the_generators_adapters(quorum: Client) -> None:
+    listed = quorum.list_models()
+    names = [m.name for m in listed.models]
+    assert "qwen2.5-coder-0.5b" in names, names
+    coder = next(m for m in listed.models if m.name == "qwen2.5-coder-0.5b")
+    assert "rep-s0" in coder.adapters
+    adapters = {g.name: g.adapter for g in listed.generators}
+    assert adapters == {"qwen-rep": "rep-s0", "qwen-ddl": ""}, adapters
+    assert listed.selector.model == "qwen2.5-coder-0.5b"
+
+
+def test_generate_streams_text_and_usage(quorum: Client) -> None:
+    messages = list(
+        quorum.generate_stream(messages=[("user", "Write SQL that counts the rows of table singer.")],
+                               sampling=greedy(12))
+    )
+    text = "".join(m.text for m in messages)
+    assert text.strip(), messages
+    last = messages[-1]
+    assert last.finish_reason in (pb.inference_pb2.FINISH_REASON_STOP, pb.inference_pb2.FINISH_REASON_LENGTH)
+    assert 1 <= last.usage.completion_tokens <= 12
+    # The adapter is a request option.
+    adapted = quorum.generate("SELECT count(*) FROM", adapter="rep-s0", sampling=greedy(4))
+    assert adapted.strip()
+
+
+def test_tokenize_counts_tokens(quorum: Client) -> None:
+    tokens = quorum.tokenize("SELECT count(*) FROM singer")
+    assert len(tokens.token_ids) == len(tokens.tokens) >= 5
+    assert tokens.max_model_len > 0
+
+
+def test_databases_are_listed_and_described(quorum: Client) -> None:
+    listed = quorum.list_databases()
+    assert [d.db_id for d in listed.databases] == ["concert_singer"]
+    assert listed.note == ""
+    schema = quorum.describe("concert_singer")
+    assert {"singer", "concert", "stadium"} <= {t.name for t in schema.tables}
+    with pytest.raises(QuorumError) as missing:
+        quorum.describe("no_such_db")
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_ask_answers_with_its_evidence(quorum: Client) -> None:
+    answer = quorum.ask("concert_singer", "How many singers do we have?")
+    assert "count" in answer.sql.lower(), answer.sql
+    assert answer.preview.rows[0].values[0].integer == 6
+    assert len(answer.candidates) >= 2
+    assert {c.model for c in answer.candidates} >= {"qwen-rep"}
+    settings = {s.name: s.value for s in answer.settings}
+    assert "adapter=rep-s0" in settings["generator.qwen-rep"], settings
+
+
+def test_ask_stream_ends_with_the_answer(quorum: Client) -> None:
+    kinds = [e.WhichOneof("event") for e in quorum.ask_stream("concert_singer", "List the names of all singers.")]
+    assert kinds[0] == "pre_sql" and kinds[-1] == "answer", kinds
+
+
+def test_subtasks_link_and_explain(quorum: Client) -> None:
+    linked = quorum.link_schema("concert_singer", "How many singers are older than 40?")
+    assert "singer" in [t.name for t in linked.tables], linked
+    explained = quorum.explain("concert_singer", "SELECT count(*) FROM singer")
+    assert explained.explanation.strip()
+
+
+def test_unknown_database_is_not_found(quorum: Client) -> None:
+    with pytest.raises(QuorumError) as missing:
+        quorum.ask("no_such_db", "How many?")
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_busy_server_is_retried_after_its_pushback(target: str, token: str, quorum: Client) -> None:
+    # Hold the server's only text-to-SQL slot: a streamed run holds it from its first event
+    # to its answer, however fast its events are read.
+    with Client(target, token=token, timeout=120) as holder:
+        events = holder.ask_stream("concert_singer", "What are the names and ages of all singers?")
+        assert next(events).WhichOneof("event") == "pre_sql"
+        rest: list = []
+        drain = threading.Thread(target=lambda: rest.extend(events))
+        drain.start()
+        with Client(target, token=token, retries=0) as impatient:
+            with pytest.raises(QuorumError) as busy:
+                impatient.ask("concert_singer", "How many concerts are there?")
+        assert busy.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert busy.value.pushback_s == 1.0
+        with Client(target, token=token, retries=60) as patient:
+            answer = patient.ask("concert_singer", "How many concerts are there?")
+        assert answer.sql
+        assert patient.retries_made >= 1
+        drain.join(timeout=120)
+    assert rest and rest[-1].WhichOneof("event") == "answer"

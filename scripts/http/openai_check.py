@@ -1,0 +1,107 @@
+"""The OpenAI-compatible face checked with the official `openai` Python client against a live
+`quorum serve` (started by scripts/http_api_test.sh): the model list with the adapters as
+models, a chat completion through an adapter, a streamed completion, a JSON-schema completion,
+embeddings, and the errors the client maps from HTTP statuses.
+
+Usage: python openai_check.py BASE_URL TOKEN   (BASE_URL like http://127.0.0.1:9464/v1)
+"""
+
+import json
+import math
+import sys
+
+import openai
+
+base_url, token = sys.argv[1], sys.argv[2]
+client = openai.OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=120)
+
+models = {m.id: m for m in client.models.list().data}
+assert "qwen2.5-coder-0.5b" in models, models.keys()
+assert "rep-s0" in models and models["rep-s0"].model_extra["parent"] == "qwen2.5-coder-0.5b", models
+assert "all-minilm-l6-v2" in models
+print(f"models: {sorted(models)}")
+
+chat = client.chat.completions.create(
+    model="rep-s0",
+    messages=[{"role": "user", "content": "Write SQL that counts the rows of table singer."}],
+    temperature=0,
+    max_tokens=24,
+)
+content = chat.choices[0].message.content
+assert content and content.strip(), chat
+assert chat.choices[0].finish_reason in ("stop", "length"), chat
+assert chat.usage.completion_tokens >= 1 and chat.usage.prompt_tokens > 5, chat.usage
+print(f"chat (adapter rep-s0): {content!r}")
+
+pieces, finishes, usage = [], [], None
+for chunk in client.completions.create(
+    model="qwen2.5-coder-0.5b",
+    prompt="-- SQLite: count the rows of table singer\nSELECT",
+    max_tokens=12,
+    temperature=0,
+    stream=True,
+    stream_options={"include_usage": True},
+):
+    if chunk.usage:
+        usage = chunk.usage
+    for choice in chunk.choices:
+        pieces.append(choice.text)
+        if choice.finish_reason:
+            finishes.append(choice.finish_reason)
+streamed = "".join(pieces)
+assert streamed.strip() and len(pieces) >= 2, pieces
+assert finishes in (["stop"], ["length"]), finishes
+assert usage and 1 <= usage.completion_tokens <= 12, usage
+print(f"streamed completion in {len(pieces)} chunks: {streamed!r}")
+
+schema = {
+    "type": "object",
+    "properties": {"table": {"type": "string"}, "rows": {"type": "integer"}},
+    "required": ["table", "rows"],
+    "additionalProperties": False,
+}
+structured = client.chat.completions.create(
+    model="qwen2.5-coder-0.5b",
+    messages=[{"role": "user", "content": "Table singer has 6 rows. Answer in JSON with the table name and its row count."}],
+    temperature=0,
+    max_tokens=64,
+    response_format={"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": True}},
+)
+value = json.loads(structured.choices[0].message.content)
+assert set(value) == {"table", "rows"} and isinstance(value["rows"], int), value
+print(f"json_schema completion: {value}")
+
+embedded = client.embeddings.create(
+    model="all-minilm-l6-v2",
+    input=["How many singers do we have?", "What is the total number of singers?", "List the stadiums by capacity."],
+)
+vectors = [d.embedding for d in embedded.data]
+assert len(vectors) == 3 and all(len(v) == 384 for v in vectors), [len(v) for v in vectors]
+assert all(abs(math.sqrt(sum(x * x for x in v)) - 1.0) < 1e-3 for v in vectors)
+cos = lambda a, b: sum(x * y for x, y in zip(a, b))
+assert cos(vectors[0], vectors[1]) > cos(vectors[0], vectors[2]), "paraphrases are not closer"
+floats = client.embeddings.create(model="all-minilm-l6-v2", input="hi", encoding_format="float")
+assert len(floats.data[0].embedding) == 384
+print(f"embeddings: 3 x 384, paraphrase cosine {cos(vectors[0], vectors[1]):.3f} vs {cos(vectors[0], vectors[2]):.3f}")
+
+def expect(error_type, status, call):
+    try:
+        call()
+    except error_type as e:
+        assert e.status_code == status, (e.status_code, e)
+        return e
+    raise AssertionError(f"expected {error_type.__name__}")
+
+stranger = openai.OpenAI(base_url=base_url, api_key="not-the-token", max_retries=0)
+expect(openai.AuthenticationError, 401, lambda: stranger.models.list())
+expect(openai.NotFoundError, 404, lambda: client.chat.completions.create(
+    model="no-such-model", messages=[{"role": "user", "content": "hi"}]))
+bad = expect(openai.BadRequestError, 400, lambda: client.chat.completions.create(
+    model="qwen2.5-coder-0.5b", messages=[{"role": "user", "content": "hi"}], temperature=-1))
+assert "sampling.temperature" in str(bad), bad
+expect(openai.BadRequestError, 400, lambda: client.chat.completions.create(
+    model="qwen2.5-coder-0.5b", messages=[{"role": "user", "content": "hi"}],
+    response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}))
+expect(openai.BadRequestError, 400, lambda: client.embeddings.create(model="all-minilm-l6-v2", input="word " * 600))
+print("errors: 401 wrong token, 404 unknown model, 400 bad temperature / schema / overlong input")
+print("openai client check: OK")

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs `quorum` and the adapters it ships under one prefix, so that it runs the default
+# configuration from any directory:
+#   PREFIX/bin/quorum                  (cargo install --path server)
+#   PREFIX/share/quorum/adapters/      (found beside the binary's directory)
+#   scripts/install.sh [PREFIX]        (default ~/.local)
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+prefix="${1:-$HOME/.local}"
+cargo install --locked --path "$repo/server" --root "$prefix"
+mkdir -p "$prefix/share/quorum"
+rm -rf "$prefix/share/quorum/adapters"
+cp -r "$repo/adapters" "$prefix/share/quorum/adapters"
+echo "installed $prefix/bin/quorum with its adapters in $prefix/share/quorum/adapters"
+echo "models: scripts/fetch-models.sh (QUORUM_MODELS_DIR); databases: quorum serve --database-dir DIR"
