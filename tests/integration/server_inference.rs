@@ -653,3 +653,75 @@ async fn a_missing_selector_adapter_is_refused_at_start() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_databases_says_so_until_one_is_registered() {
+    let allowed = tempfile::tempdir().expect("tempdir");
+    let source = quorum_tests::spider_dir().join("database/pets_1/pets_1.sqlite");
+    std::fs::copy(&source, allowed.path().join("pets_1.sqlite")).expect("copy database");
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+metrics_listen = "127.0.0.1:0"
+
+[[models]]
+name = "smol"
+source = {model:?}
+roles = ["generator"]
+
+[databases]
+allowed_dir = {allowed:?}
+"#,
+        model = quorum_tests::model_path(quorum_tests::SMOLLM2)
+            .display()
+            .to_string(),
+        allowed = allowed.path().display().to_string(),
+    );
+    let raw = quorum_server::RawConfig::from_toml_str(&toml).expect("config parses");
+    let no_scan = std::path::Path::new("/nonexistent-quorum-test-dir");
+    let server = TestServer::start_raw(raw, no_scan, std::time::Duration::from_secs(120)).await;
+
+    // Ready as a whole (Inference serves), but text-to-SQL has nothing to answer over.
+    assert_eq!(server.health("").await, ServingStatus::Serving);
+    assert_eq!(
+        server.health("quorum.v1.Inference").await,
+        ServingStatus::Serving
+    );
+    assert_eq!(
+        server.health("quorum.v1.Text2Sql").await,
+        ServingStatus::NotServing
+    );
+    let mut databases = server.databases();
+    let listed = databases
+        .list(pb::ListDatabasesRequest {})
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(listed.databases.is_empty());
+    assert!(listed.note.contains("no database"), "{}", listed.note);
+    assert!(listed.note.contains("/nonexistent-quorum-test-dir"), "{}", listed.note);
+    assert!(server.metrics().await.contains("quorum_databases{} 0\n"));
+
+    databases
+        .register(pb::RegisterDatabaseRequest {
+            db_id: "pets_1".into(),
+            path: "pets_1.sqlite".into(),
+            postgres: None,
+        })
+        .await
+        .expect("registers");
+    assert_eq!(
+        server.health("quorum.v1.Text2Sql").await,
+        ServingStatus::Serving
+    );
+    let listed = databases
+        .list(pb::ListDatabasesRequest {})
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(listed.databases.len(), 1);
+    assert_eq!(listed.note, "");
+    assert!(server.metrics().await.contains("quorum_databases{} 1\n"));
+    server.stop().await;
+}
