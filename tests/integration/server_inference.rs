@@ -700,7 +700,11 @@ allowed_dir = {allowed:?}
         .into_inner();
     assert!(listed.databases.is_empty());
     assert!(listed.note.contains("no database"), "{}", listed.note);
-    assert!(listed.note.contains("/nonexistent-quorum-test-dir"), "{}", listed.note);
+    assert!(
+        listed.note.contains("/nonexistent-quorum-test-dir"),
+        "{}",
+        listed.note
+    );
     assert!(server.metrics().await.contains("quorum_databases{} 0\n"));
 
     databases
