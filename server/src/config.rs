@@ -1108,6 +1108,50 @@ mod tests {
         assert!(err.contains("--adapters-dir"), "{err}");
     }
 
+    #[test]
+    fn relative_paths_in_a_file_are_taken_from_its_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("model.gguf"), b"x").expect("write");
+        let file = dir.path().join("quorum.toml");
+        std::fs::write(
+            &file,
+            r#"
+[server]
+tls_cert = "certs/cert.pem"
+adapter_dir = "/abs/adapters"
+[[models]]
+source = "model.gguf"
+roles = ["generator"]
+[models.adapters]
+sql = "adapters/sql"
+[[models]]
+source = "qwen2.5-coder-0.5b"
+roles = ["selector"]
+[databases]
+dir = "dbs"
+[databases.entries]
+sales = "sales.sqlite"
+[pipeline]
+demos_file = "train.json"
+"#,
+        )
+        .expect("write");
+        let raw = RawConfig::from_file(&file).expect("parses");
+        let base = crate::model_source::absolute(dir.path());
+        assert_eq!(raw.server.tls_cert, Some(base.join("certs/cert.pem")));
+        assert_eq!(raw.server.adapter_dir, Some(PathBuf::from("/abs/adapters")));
+        assert_eq!(
+            raw.models[0].source,
+            base.join("model.gguf").display().to_string()
+        );
+        assert_eq!(raw.models[0].adapters["sql"], base.join("adapters/sql"));
+        // A short name that is no file there stays a name.
+        assert_eq!(raw.models[1].source, "qwen2.5-coder-0.5b");
+        assert_eq!(raw.databases.dir, Some(base.join("dbs")));
+        assert_eq!(raw.databases.entries["sales"], base.join("sales.sqlite"));
+        assert_eq!(raw.pipeline.setup.demos_file, Some(base.join("train.json")));
+    }
+
     fn dirs_with_adapters(dir: &Path) -> ModelDirs {
         let mut dirs = ModelDirs::with_adapter_candidates(
             PathBuf::from("/nonexistent/models"),

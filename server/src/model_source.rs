@@ -85,13 +85,18 @@ pub fn adapter_candidates(
     out
 }
 
-/// A path made absolute against the working directory and cleaned of `..` where the file
-/// system allows, so that logs and errors say exactly which file was meant.
+/// A path made absolute against the working directory, its directory cleaned of `..` where the
+/// file system allows, so that logs and errors say exactly which file was meant. The last
+/// component is kept as named, never followed: a hub cache's `model.gguf` is a link to a blob
+/// without an extension, and the loader tells formats apart by the name.
 pub fn absolute(path: &Path) -> PathBuf {
-    if let Ok(real) = std::fs::canonicalize(path) {
-        return real;
+    let lexical = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (lexical.parent(), lexical.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|dir| dir.join(name))
+            .unwrap_or(lexical),
+        _ => lexical,
     }
-    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The download settings `--download` turns on: `HF_ENDPOINT` (default `https://huggingface.co`)
@@ -229,5 +234,31 @@ impl ModelDirs {
             },
             Err(e) => Err(anyhow::Error::new(e).context(format!("model `{name}`"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_paths_keep_a_linked_file_as_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blob = dir.path().join("blob-sha");
+        std::fs::write(&blob, b"x").expect("write");
+        let sub = dir.path().join("snapshots");
+        std::fs::create_dir(&sub).expect("mkdir");
+        std::os::unix::fs::symlink(&blob, sub.join("model.gguf")).expect("link");
+        let named = absolute(&sub.join("../snapshots/model.gguf"));
+        assert_eq!(
+            named.file_name().and_then(|n| n.to_str()),
+            Some("model.gguf")
+        );
+        assert!(
+            !named.to_string_lossy().contains(".."),
+            "{}",
+            named.display()
+        );
+        assert!(named.is_absolute());
     }
 }
