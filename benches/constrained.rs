@@ -17,7 +17,8 @@ use quorum_engine::{
 use quorum_models::MatmulPolicy;
 use quorum_sql::dataset::{SpiderDataset, database_path};
 use quorum_sql::grammar::schema_grammar;
-use quorum_sql::pipeline::{PromptFormat, SQL_ANSWER_PREFIX, generation_prompt};
+use quorum_sql::model::SQL_ANSWER_PREFIX;
+use quorum_sql::pipeline::{PromptFormat, generation_prompt};
 use quorum_sql::prompt::RepOptions;
 use quorum_sql::schema::{IntrospectOptions, Schema};
 use quorum_tests::{QWEN_05B, model_path, spider_dir};

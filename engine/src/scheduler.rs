@@ -25,7 +25,8 @@ use crate::ids::{RequestId, SeqId};
 use crate::kv_cache::{KvCache, KvCacheError};
 use crate::prefix_cache::{CacheKey, PrefixCacheStats};
 use crate::prompt_lookup::DraftSource;
-use crate::step::{FinishReason, Finished, ScheduledSeq, StepPlan, StepResult};
+use crate::step::{Finished, ScheduledSeq, StepPlan, StepResult};
+use crate::stop::FinishReason;
 
 #[cfg(test)]
 mod properties;

@@ -81,7 +81,7 @@ pub struct StepResult {
 }
 
 /// Why a request ended (the scheduler itself only finishes with `Stop` or `Length`).
-pub use crate::stop::FinishReason;
+use crate::stop::FinishReason;
 
 /// A request that ended in a commit; its blocks are already released.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,6 @@ use quorum_sql::backend::Session;
 use quorum_sql::compare::{bird_eq, order_matters, spider_eq};
 use quorum_sql::distinct::{DistinctMode, prepare_for_spider_ex};
 use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
-pub use quorum_sql::timing::clean_mean;
 use quorum_sql::timing::time_pair;
 
 /// Which benchmark's notion of "same result" EX uses.

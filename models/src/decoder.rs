@@ -158,7 +158,7 @@ impl DecoderModel {
     /// or f16 on a GPU (half the bytes a decode step reads).
     pub fn load_with(ckpt: &Checkpoint, device: &Device, opts: LoadOptions) -> ModelResult<Self> {
         let config = DecoderConfig::from_checkpoint(ckpt)?;
-        check_dtype(device, opts.dtype)?;
+        check_dtype(device.is_cpu(), opts.dtype)?;
         let embed = ckpt.tensors.get_checked(
             "model.embed_tokens.weight",
             &[config.vocab_size, config.hidden_size],

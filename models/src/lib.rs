@@ -35,7 +35,7 @@ pub use cpu_path::{
 };
 pub use decoder::{DecoderModel, LoadOptions};
 pub use dense_cache::DenseKvCache;
-pub use device::parse_device;
+pub use device::DeviceSpec;
 pub use dtype::{check_dtype, parse_dtype};
 pub use error::{ModelError, ModelResult};
 pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};

@@ -5,6 +5,7 @@
 //! query). A candidate that calls one is refused before it is sent. A read-only role is still
 //! the operator's first line (docs/DEPLOY.md); this is the second.
 
+use quorum_sql::lexer::{LexKind, Lexeme, Quoting, lex_with};
 use quorum_sql::sandbox::ExecError;
 
 use crate::error::PgError;
@@ -61,99 +62,35 @@ fn denied(name: &str) -> bool {
 }
 
 /// Refuses `sql` when it calls a denied function: a name (bare, quoted or schema-qualified)
-/// followed by `(`, outside string literals and comments.
+/// followed by `(`, outside string literals and comments, as PostgreSQL scans them
+/// ([`Quoting::Postgres`]). A name written with Unicode escapes (`U&"…"`) is refused outright:
+/// it could spell any function.
 pub(crate) fn check_functions(sql: &str) -> Result<(), ExecError> {
-    let mut last_name: Option<String> = None;
-    let bytes = sql.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        match c {
-            b'\'' => {
-                // '' inside a literal is an escaped quote; E'..' also allows \' .
-                let escapes = i > 0 && matches!(bytes[i - 1], b'e' | b'E');
-                i += 1;
-                while i < bytes.len() {
-                    if escapes && bytes[i] == b'\\' {
-                        i += 2;
-                        continue;
-                    }
-                    if bytes[i] == b'\'' {
-                        if bytes.get(i + 1) == Some(&b'\'') {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-                last_name = None;
-            }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            b'$' => {
-                // A dollar-quoted literal: $tag$ ... $tag$ (a bare $1 is a parameter).
-                let tag_end = sql[i + 1..].find('$').map(|e| i + 1 + e);
-                let tag_ok = tag_end.is_some_and(|e| {
-                    sql[i + 1..e]
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                        && !sql[i + 1..e].starts_with(|ch: char| ch.is_ascii_digit())
-                });
-                if let (Some(e), true) = (tag_end, tag_ok) {
-                    let tag = &sql[i..=e];
-                    match sql[e + 1..].find(tag) {
-                        Some(close) => i = e + 1 + close + tag.len(),
-                        None => i = bytes.len(),
-                    }
-                    last_name = None;
-                } else {
-                    i += 1;
-                }
-            }
-            b'"' => {
-                let end = sql[i + 1..].find('"').map_or(bytes.len(), |e| i + 1 + e);
-                last_name = Some(sql[i + 1..end.min(bytes.len())].to_owned());
-                i = end + 1;
-            }
-            b'(' => {
-                if let Some(name) = last_name.take()
-                    && denied(&name)
-                {
-                    return Err(ExecError::Denied {
-                        what: format!("the function {name}() acts outside a read-only transaction"),
-                    });
-                }
-                i += 1;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let start = i;
-                while i < bytes.len()
-                    && (bytes[i].is_ascii_alphanumeric() || matches!(bytes[i], b'_' | b'$'))
-                {
-                    i += 1;
-                }
-                last_name = Some(sql[start..i].to_owned());
-            }
-            c if c.is_ascii_whitespace() || c == b'.' => {
-                // A qualifier's dot keeps the name that follows it as the candidate.
-                i += 1;
-            }
-            _ => {
-                last_name = None;
-                i += 1;
-            }
+    let lexemes: Vec<Lexeme> = lex_with(sql, Quoting::Postgres)
+        .into_iter()
+        .filter(|l| l.kind != LexKind::Comment)
+        .collect();
+    for (i, pair) in lexemes.windows(2).enumerate() {
+        let (name, next) = (pair[0], pair[1]);
+        let unicode_escaped = name.kind == LexKind::Quoted('"')
+            && i >= 2
+            && lexemes[i - 1].text(sql) == "&"
+            && lexemes[i - 2].text(sql).eq_ignore_ascii_case("u")
+            && lexemes[i - 2].end == lexemes[i - 1].start
+            && lexemes[i - 1].end == name.start;
+        if unicode_escaped {
+            return Err(ExecError::Denied {
+                what: "names written with Unicode escapes (U&\"…\") are not accepted".to_owned(),
+            });
+        }
+        let callable = matches!(name.kind, LexKind::Word | LexKind::Quoted('"'));
+        if callable && next.text(sql) == "(" && denied(name.unquoted(sql)) {
+            return Err(ExecError::Denied {
+                what: format!(
+                    "the function {}() acts outside a read-only transaction",
+                    name.unquoted(sql)
+                ),
+            });
         }
     }
     Ok(())
@@ -191,6 +128,11 @@ mod tests {
             "SELECT query_to_xml ('select 1', true, true, '')",
             "SELECT /* c */ pg_notify /* c */ ('ch', 'x')",
             "SELECT nextval('s')",
+            // Brackets are code in PostgreSQL, and E'' strings end where PostgreSQL ends them.
+            "SELECT ARRAY[pg_notify('c', 'x')]",
+            "SELECT E'\\'' , pg_notify('c', 'x') , '",
+            "SELECT $a$ x $a$, pg_notify('c', 'x')",
+            "SELECT U&\"\\0070g_notify\"('c', 'x')",
         ] {
             assert!(
                 matches!(check_functions(sql), Err(ExecError::Denied { .. })),

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use postgres::SimpleQueryMessage;
 use postgres::types::Type;
+use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dialect::Dialect;
-use quorum_sql::pipeline::DatabaseHandle;
-use quorum_sql::sandbox::Value;
 use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
+use quorum_sql::value::Value;
 
 use crate::error::PgError;
 use crate::source::PgDatabase;

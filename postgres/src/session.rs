@@ -16,7 +16,8 @@ use std::time::Instant;
 use postgres::SimpleQueryMessage;
 use postgres::types::Type;
 use quorum_sql::backend::Session;
-use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Value};
+use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult};
+use quorum_sql::value::Value;
 use r2d2::PooledConnection;
 use r2d2_postgres::PostgresConnectionManager;
 

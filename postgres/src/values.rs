@@ -5,7 +5,7 @@
 //! timestamps, intervals, arrays, JSON) as PostgreSQL prints it with `DateStyle` pinned to ISO.
 
 use postgres::types::Type;
-use quorum_sql::sandbox::Value;
+use quorum_sql::value::Value;
 
 /// The cell `text` of a column of type `ty`; `None` is SQL NULL.
 pub(crate) fn value(ty: &Type, text: Option<&str>) -> Value {

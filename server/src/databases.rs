@@ -9,10 +9,10 @@ use std::sync::{Arc, RwLock};
 use anyhow::Context;
 
 use quorum_postgres::{PgDatabase, PgError, PgSource};
-use quorum_sql::pipeline::DatabaseHandle;
+use quorum_sql::database::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
-use crate::config::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
+use crate::config::resolved::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
 use crate::db_id::validate_db_id;
 use crate::registration_log::{Registration, RegistrationLog};
 use crate::status::ServiceError;

@@ -24,5 +24,4 @@ pub mod services;
 pub mod state;
 pub mod status;
 
-pub use config::{Overrides, RawConfig, ServerConfig};
 pub use server::{RunningServer, start};

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use quorum_engine::{EngineConfig, EngineHandle, EngineStats, spawn_engine};
-use quorum_models::{BertEmbedder, CpuPath, MatmulPolicy, parse_device};
+use quorum_models::{BertEmbedder, CpuPath, MatmulPolicy};
 use quorum_weights::ChatMessage;
 
-use crate::config::{Limits, ModelSpec, Role};
+use crate::config::file::Role;
+use crate::config::resolved::{Limits, ModelSpec};
 use crate::metrics::{render_family, render_histogram};
 use crate::status::ServiceError;
 
@@ -70,7 +71,9 @@ impl ModelRegistry {
         let mut decoders = Vec::new();
         let mut embedder = None;
         for spec in specs {
-            let device = parse_device(&spec.device)
+            let device = spec
+                .device
+                .open()
                 .with_context(|| format!("model `{}`: device", spec.name))?;
             let started = std::time::Instant::now();
             if spec.has_role(Role::Embedder) {

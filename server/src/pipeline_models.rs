@@ -9,10 +9,10 @@ use std::time::Instant;
 use quorum_engine::{
     EngineError, EngineEvent, FinishReason, GenerateRequest, Grammar, GrammarSpec, SamplingParams,
 };
-use quorum_sql::pipeline::{
+use quorum_sql::model::{ContextEncoder, WordStates};
+use quorum_sql::model::{
     Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Selector,
 };
-use quorum_sql::relevance::{ContextEncoder, WordStates};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 

@@ -10,7 +10,8 @@ use anyhow::{Context, ensure};
 use quorum_sql::demo_index::{DemoIndex, DemoIndexSource, MaskingMode};
 use quorum_sql::pipeline::{GeneratorConfig, Pipeline, PipelineConfig, PipelineModels};
 
-use crate::config::{PipelineSettings, RawGenerator};
+use crate::config::file::RawGenerator;
+use crate::config::resolved::PipelineSettings;
 use crate::models::ModelRegistry;
 use crate::pipeline_models::{
     BertSentenceEmbedder, CallScope, EngineGenerator, EngineSelector, GeneratorTarget,
@@ -330,20 +331,20 @@ impl PipelineRuntime {
             }),
             embedder: models.embedder.as_ref().map(|m| {
                 Arc::new(BertSentenceEmbedder { model: m.clone() })
-                    as Arc<dyn quorum_sql::pipeline::Embedder>
+                    as Arc<dyn quorum_sql::model::Embedder>
             }),
             selector: models.selector().map(|d| {
                 Arc::new(EngineSelector {
                     decoder: d.clone(),
                     adapter: self.selector_adapter.clone(),
                     scope,
-                }) as Arc<dyn quorum_sql::pipeline::Selector>
+                }) as Arc<dyn quorum_sql::model::Selector>
             }),
             demos: self.demos.clone(),
             // Relevance masking probes the embedder model (a BERT) for the asked question.
             context_encoder: models.embedder.as_ref().map(|m| {
                 Arc::new(BertSentenceEmbedder { model: m.clone() })
-                    as Arc<dyn quorum_sql::relevance::ContextEncoder>
+                    as Arc<dyn quorum_sql::model::ContextEncoder>
             }),
         };
         Ok(Pipeline::new(config, pipeline_models)?)

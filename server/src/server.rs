@@ -17,7 +17,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::BearerAuth;
-use crate::config::ServerConfig;
+use crate::config::resolved::ServerConfig;
 use crate::databases::DatabaseRegistry;
 use crate::http;
 use crate::models::ModelRegistry;

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Limits, ModelSpec, PipelineSettings};
+use crate::config::resolved::{Limits, ModelSpec, PipelineSettings};
 use crate::databases::{Database, DatabaseRegistry};
 use crate::metrics::Metrics;
 use crate::models::ModelRegistry;

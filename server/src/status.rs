@@ -4,7 +4,8 @@
 //! never to the caller.
 
 use quorum_engine::EngineError;
-use quorum_sql::pipeline::{ModelCallError, PipelineError};
+use quorum_sql::model::ModelCallError;
+use quorum_sql::pipeline::PipelineError;
 use quorum_sql::sandbox::ExecError;
 use quorum_sql::subtask::SubtaskError;
 use tonic::{Code, Status};

@@ -15,7 +15,7 @@
 
 use std::cmp::Ordering;
 
-use crate::sandbox::Value;
+use crate::value::Value;
 
 /// A cell in canonical comparable form: numbers that are equal in Python (`1 == 1.0`) map to the
 /// same key, so that equality, hashing and sorting agree with the official evaluator.
@@ -70,6 +70,21 @@ fn key(v: &Value) -> Key<'_> {
         Value::Real(r) => Key::Float(ExactFloat(*r)),
         Value::Text(s) => Key::Text(s),
         Value::Blob(b) => Key::Blob(b),
+    }
+}
+
+/// A cell's canonical text: equal exactly when the cells are equal under [`key`] (`1` and `1.0`
+/// alike), so hashes of it agree with the comparison.
+pub(crate) fn canonical_cell(v: &Value) -> String {
+    match key(v) {
+        Key::Null => "n".to_owned(),
+        Key::Int(i) => format!("i{i}"),
+        Key::Float(ExactFloat(r)) => format!("f{:016x}", r.to_bits()),
+        Key::Text(s) => format!("t{s}"),
+        Key::Blob(b) => {
+            let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
+            format!("b{hex}")
+        }
     }
 }
 

@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Example, database_path};
 use crate::linking::link_tables;
+use crate::model::ContextEncoder;
 use crate::model::{Embedder, ModelCallError};
 use crate::prompt::Demo;
-use crate::relevance::ContextEncoder;
 use crate::schema::{IntrospectOptions, Schema};
 use crate::skeleton::{skeleton_jaccard, sql_skeleton};
 

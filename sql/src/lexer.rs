@@ -1,5 +1,5 @@
 //! The one SQL scanner the text-level passes share (schema repair, skeletons, DISTINCT
-//! stripping): lexemes with byte spans, never an error.
+//! stripping, and PostgreSQL's function guard): lexemes with byte spans, never an error.
 //!
 //! sqlparser's tokenizer refuses what a model often writes (an unterminated string, a stray
 //! quote), and these passes must still work on such text: a repair on a half-broken query is
@@ -8,14 +8,15 @@
 
 /// What a lexeme is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LexKind {
+pub enum LexKind {
     /// A run of letters, digits, `_` and `$` that does not start with a digit: a keyword or a
     /// name.
     Word,
     /// A digit (or `.` then a digit) and the letters, digits and dots after it.
     Number,
     /// A run in quotes: `'…'` and `"…"` (a doubled quote inside is an escape), `` `…` `` and
-    /// `[…]`. The opening character says which.
+    /// `[…]` (SQLite only); PostgreSQL's `E'…'` (backslash escapes; the lexeme starts at the
+    /// `E`) and `$tag$…$tag$` (as `Quoted('$')`). The opening character says which.
     Quoted(char),
     /// `-- …` to the end of the line, or `/* … */`.
     Comment,
@@ -25,7 +26,7 @@ pub(crate) enum LexKind {
 
 /// One lexeme: its kind and its byte range in the scanned text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lexeme {
+pub struct Lexeme {
     pub kind: LexKind,
     pub start: usize,
     pub end: usize,
@@ -44,6 +45,17 @@ impl Lexeme {
         let LexKind::Quoted(open) = self.kind else {
             return text;
         };
+        if open == '$' {
+            let tag_len = text[1..].find('$').map_or(text.len(), |e| e + 2);
+            let inner = &text[tag_len.min(text.len())..];
+            return inner
+                .strip_suffix(&text[..tag_len.min(text.len())])
+                .unwrap_or(inner);
+        }
+        let text = match text.strip_prefix(['E', 'e']) {
+            Some(rest) if open == '\'' => rest,
+            _ => text,
+        };
         let close = closing(open);
         let inner = &text[open.len_utf8()..];
         inner.strip_suffix(close).unwrap_or(inner)
@@ -60,8 +72,24 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '$'
 }
 
+/// Whose quoting rules the scan follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quoting {
+    /// SQLite's (and what models write for it): `'…'`, `"…"`, `` `…` `` and `[…]`.
+    Sqlite,
+    /// PostgreSQL's: `'…'`, `"…"`, `E'…'` with backslash escapes and `$tag$…$tag$`; brackets
+    /// and backticks are symbols (`ARRAY[…]` is code).
+    Postgres,
+}
+
+/// Scans `sql` into lexemes with SQLite's quoting ([`lex_with`]).
+pub fn lex(sql: &str) -> Vec<Lexeme> {
+    lex_with(sql, Quoting::Sqlite)
+}
+
 /// Scans `sql` into lexemes, in order; whitespace separates them and is not a lexeme.
-pub(crate) fn lex(sql: &str) -> Vec<Lexeme> {
+pub fn lex_with(sql: &str, quoting: Quoting) -> Vec<Lexeme> {
+    let postgres = quoting == Quoting::Postgres;
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(c) = sql[i..].chars().next() {
@@ -76,7 +104,11 @@ pub(crate) fn lex(sql: &str) -> Vec<Lexeme> {
                 LexKind::Comment,
                 rest.find("*/").map_or(rest.len(), |e| e + 2),
             )
-        } else if matches!(c, '\'' | '"' | '`' | '[') {
+        } else if postgres && matches!(c, 'E' | 'e') && rest[1..].starts_with('\'') {
+            (LexKind::Quoted('\''), 1 + escaped_quoted_len(&rest[1..]))
+        } else if postgres && c == '$' && dollar_tag_len(rest).is_some() {
+            (LexKind::Quoted('$'), dollar_quoted_len(rest))
+        } else if matches!(c, '\'' | '"') || (!postgres && matches!(c, '`' | '[')) {
             (LexKind::Quoted(c), quoted_len(rest, c))
         } else if c.is_ascii_digit()
             || (c == '.' && rest[1..].starts_with(|d: char| d.is_ascii_digit()))
@@ -116,6 +148,45 @@ fn quoted_len(s: &str, open: char) -> usize {
         return after;
     }
     s.len()
+}
+
+/// Byte length of PostgreSQL's `'…'` run after an `E`: a backslash escapes the next
+/// character, and a doubled quote is a quote.
+fn escaped_quoted_len(s: &str) -> usize {
+    let mut chars = s.char_indices().skip(1).peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '\'' if chars.peek().is_some_and(|&(_, n)| n == '\'') => {
+                chars.next();
+            }
+            '\'' => return i + 1,
+            _ => {}
+        }
+    }
+    s.len()
+}
+
+/// The length of a dollar-quote tag (`$$` or `$name$`) at the start of `s`, if one is there: a
+/// `$` then an optional identifier that does not start with a digit, then `$` (`$1` is a
+/// parameter).
+fn dollar_tag_len(s: &str) -> Option<usize> {
+    let end = s[1..].find('$')? + 1;
+    let tag = &s[1..end];
+    let identifier = tag.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !tag.starts_with(|c: char| c.is_ascii_digit());
+    identifier.then_some(end + 1)
+}
+
+/// Byte length of the dollar-quoted run at the start of `s`, to its closing tag or the end.
+fn dollar_quoted_len(s: &str) -> usize {
+    let tag_len = dollar_tag_len(s).expect("called at a dollar tag");
+    let tag = &s[..tag_len];
+    s[tag_len..]
+        .find(tag)
+        .map_or(s.len(), |close| tag_len + close + tag_len)
 }
 
 #[cfg(test)]
@@ -189,5 +260,40 @@ mod tests {
         assert!(lexemes.iter().any(|l| l.text(sql) == "café"));
         assert!(lexemes.iter().any(|l| l.text(sql) == "«"));
         assert!(lexemes.iter().any(|l| l.text(sql) == "ü"));
+    }
+
+    #[test]
+    fn postgres_quoting_knows_escape_strings_dollar_quotes_and_brackets_as_code() {
+        use LexKind::*;
+        let sql = r"SELECT E'a\'b', $f$x'y$f$, ARRAY[1] FROM t WHERE c = $1";
+        let kinds: Vec<(LexKind, &str)> = lex_with(sql, Quoting::Postgres)
+            .iter()
+            .map(|l| (l.kind, l.text(sql)))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Word, "SELECT"),
+                (Quoted('\''), r"E'a\'b'"),
+                (Symbol, ","),
+                (Quoted('$'), "$f$x'y$f$"),
+                (Symbol, ","),
+                (Word, "ARRAY"),
+                (Symbol, "["),
+                (Number, "1"),
+                (Symbol, "]"),
+                (Word, "FROM"),
+                (Word, "t"),
+                (Word, "WHERE"),
+                (Word, "c"),
+                (Symbol, "="),
+                (Word, "$1"),
+            ]
+        );
+        let lexemes = lex_with(sql, Quoting::Postgres);
+        assert_eq!(lexemes[1].unquoted(sql), r"a\'b");
+        assert_eq!(lexemes[3].unquoted(sql), "x'y");
+        // SQLite's scan of the same text treats the bracket as a quoted name.
+        assert!(lex(sql).iter().any(|l| l.kind == Quoted('[')));
     }
 }

@@ -18,7 +18,7 @@ mod fakes;
 mod fingerprint;
 pub mod grammar;
 pub mod hardness;
-mod lexer;
+pub mod lexer;
 pub mod linking;
 pub mod mask;
 pub mod model;

@@ -26,7 +26,7 @@ use crate::poincare;
 use crate::schema::Schema;
 use crate::value::Value;
 
-pub use crate::model::{ContextEncoder, WordStates};
+use crate::model::{ContextEncoder, WordStates};
 
 /// The paper's settings (α = 0.9, β = 0.5, τ = 0.6).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -21,7 +21,7 @@ use authorizer::authorize;
 
 mod authorizer;
 
-pub use crate::value::Value;
+use crate::value::Value;
 
 /// The rows of one successful execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use quorum_postgres::{PgDatabase, PgSource};
 use quorum_sql::backend::Backend;
-use quorum_sql::sandbox::{ExecError, Limits, Overflow, Value};
+use quorum_sql::sandbox::{ExecError, Limits, Overflow};
 use quorum_sql::schema::IntrospectOptions;
+use quorum_sql::value::Value;
 
 use crate::postgres_support::PgServer;
 

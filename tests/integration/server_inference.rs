@@ -634,11 +634,12 @@ async fn a_missing_selector_adapter_is_refused_at_start() {
         "selector_adapter = \"tuned\"",
         "selector_adapter = \"pick\"",
     );
-    let mut raw = quorum_server::config::RawConfig::from_toml_str(&toml).expect("parses");
+    let mut raw = quorum_server::config::file::RawConfig::from_toml_str(&toml).expect("parses");
     raw.cpu_path = Some(quorum_tests::cpu_path());
     let no_scan = std::path::PathBuf::from("/nonexistent-quorum-test-dir");
-    let resolved = quorum_server::config::resolve(raw, &quorum_tests::model_dirs(), &no_scan)
-        .expect("resolves");
+    let resolved =
+        quorum_server::config::resolved::resolve(raw, &quorum_tests::model_dirs(), &no_scan)
+            .expect("resolves");
     let server = quorum_server::start(resolved).await.expect("binds");
     // Models load in the background; the server stops when loading fails.
     let err = tokio::time::timeout(std::time::Duration::from_secs(120), server.wait())
@@ -678,7 +679,7 @@ allowed_dir = {allowed:?}
             .to_string(),
         allowed = allowed.path().display().to_string(),
     );
-    let raw = quorum_server::RawConfig::from_toml_str(&toml).expect("config parses");
+    let raw = quorum_server::config::file::RawConfig::from_toml_str(&toml).expect("config parses");
     let no_scan = std::path::Path::new("/nonexistent-quorum-test-dir");
     let server = TestServer::start_raw(raw, no_scan, std::time::Duration::from_secs(120)).await;
 

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use quorum_proto::v1 as pb;
-use quorum_server::RawConfig;
+use quorum_server::config::file::RawConfig;
 use quorum_tests::{QWEN_05B, model_path};
 use tonic::Code;
 

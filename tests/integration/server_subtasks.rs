@@ -462,7 +462,7 @@ async fn the_consistency_check_needs_a_judge() {
         r#"roles = ["generator", "selector"]"#,
         r#"roles = ["generator"]"#,
     );
-    let raw = quorum_server::RawConfig::from_toml_str(&toml).expect("parses");
+    let raw = quorum_server::config::file::RawConfig::from_toml_str(&toml).expect("parses");
     let no_scan = std::path::Path::new("/nonexistent-quorum-test-dir");
     let server = TestServer::start_raw(raw, no_scan, std::time::Duration::from_secs(120)).await;
     let mut client = server.text2sql();

@@ -8,7 +8,8 @@ use quorum_proto::v1 as pb;
 use quorum_proto::v1::databases_client::DatabasesClient;
 use quorum_proto::v1::inference_client::InferenceClient;
 use quorum_proto::v1::text2_sql_client::Text2SqlClient;
-use quorum_server::{RawConfig, RunningServer};
+use quorum_server::RunningServer;
+use quorum_server::config::file::RawConfig;
 use quorum_tests::{SMOLLM2, model_path, spider_dir};
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -198,8 +199,9 @@ impl TestServer {
     ) -> Self {
         let mut raw = raw;
         raw.cpu_path = Some(quorum_tests::cpu_path());
-        let resolved = quorum_server::config::resolve(raw, &quorum_tests::model_dirs(), db_dir)
-            .expect("test config resolves");
+        let resolved =
+            quorum_server::config::resolved::resolve(raw, &quorum_tests::model_dirs(), db_dir)
+                .expect("test config resolves");
         let server = quorum_server::start(resolved).await.expect("server starts");
         let channel = match ca {
             None => Channel::from_shared(format!("http://{}", server.addr))

@@ -6,7 +6,7 @@
 //! sequence, so where it is made matters:
 //! - On the CPU each row draws from its own seeded generator, rows in parallel, and the mask
 //!   still does not depend on the number of threads. One generator drawing a float per value
-//!   made a training step about 1.2x slower (docs/RESULTS.md, session 22).
+//!   made a training step about 1.2x slower (docs/history/2026-11-27.md).
 //! - On a GPU the device's generator draws it, seeded once per sequence ([`seed_device`]). A
 //!   mask made on the host would be copied to the device in every projection, and each copy
 //!   waits for the GPU to finish the work queued before it.

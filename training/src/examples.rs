@@ -8,11 +8,11 @@
 
 use std::collections::HashMap;
 
+use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::{Example, SpiderDataset};
 use quorum_sql::linking::link_tables;
-use quorum_sql::pipeline::{
-    DatabaseHandle, PromptFormat, SQL_ANSWER_PREFIX, generation_messages, generation_prompt,
-};
+use quorum_sql::model::SQL_ANSWER_PREFIX;
+use quorum_sql::pipeline::{PromptFormat, generation_messages, generation_prompt};
 use quorum_sql::prompt::RepOptions;
 use quorum_sql::schema::{IntrospectOptions, Schema};
 use quorum_weights::{ChatTemplate, render_turn};

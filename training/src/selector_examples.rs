@@ -14,10 +14,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use quorum_sql::compare::{order_matters, spider_eq};
+use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::SpiderDataset;
-use quorum_sql::pipeline::{
-    DatabaseHandle, MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels,
-};
+use quorum_sql::pipeline::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
 use quorum_sql::postprocess::postprocess;
 use quorum_sql::sandbox::{Limits, QueryResult, Sandbox};
 use quorum_sql::schema::{IntrospectOptions, Schema};

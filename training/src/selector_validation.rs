@@ -6,7 +6,8 @@
 
 use candle_core::{D, Tensor};
 use quorum_sql::dataset::SpiderDataset;
-use quorum_sql::pipeline::{MAX_LABELS, weighed_choice};
+use quorum_sql::pipeline::MAX_LABELS;
+use quorum_sql::vote::weighed_choice;
 use serde::Serialize;
 
 use crate::error::{TrainError, TrainResult};

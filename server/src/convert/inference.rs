@@ -4,7 +4,7 @@ use quorum_engine::{FinishEvent, FinishReason, Grammar, GrammarSpec, SamplingPar
 use quorum_proto::v1 as pb;
 use quorum_weights::ChatMessage;
 
-use crate::config::Limits;
+use crate::config::resolved::Limits;
 use crate::status::ServiceError;
 
 /// A budget that fits a long SQL query; callers wanting more say so.

@@ -1,11 +1,11 @@
 //! Pipeline options in, answers and stage events out.
 
 use quorum_proto::v1 as pb;
-use quorum_sql::hardness::Hardness;
 use quorum_sql::pipeline::{
     Candidate, CandidateOutcome, CandidateRound, LinkingReport, PipelineAnswer, PipelineConfig,
-    PipelineEvent, PipelineKnobs, PromptFormat, ResultPreview, VoteReport, VotingMode,
+    PipelineEvent, PipelineKnobs, PromptFormat, ResultPreview, VoteReport,
 };
+use quorum_sql::vote::VotingMode;
 
 use super::schema::value;
 use crate::status::ServiceError;
@@ -49,7 +49,6 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         Ok(pb::VotingMode::Unspecified) => None,
         Ok(pb::VotingMode::None) => Some(VotingMode::None),
         Ok(pb::VotingMode::Majority) => Some(VotingMode::Majority),
-        Ok(pb::VotingMode::DifficultyAware) => Some(VotingMode::DifficultyAware),
         Err(_) => {
             return Err(ServiceError::invalid(
                 "options.voting",
@@ -124,7 +123,6 @@ fn voting_mode(mode: VotingMode) -> pb::VotingMode {
     match mode {
         VotingMode::None => pb::VotingMode::None,
         VotingMode::Majority => pb::VotingMode::Majority,
-        VotingMode::DifficultyAware => pb::VotingMode::DifficultyAware,
     }
 }
 
@@ -180,16 +178,8 @@ fn ids(v: &[usize]) -> Vec<u32> {
 }
 
 fn vote(v: &VoteReport) -> pb::Vote {
-    let hardness = match v.hardness {
-        None => pb::Hardness::Unspecified,
-        Some(Hardness::Easy) => pb::Hardness::Easy,
-        Some(Hardness::Medium) => pb::Hardness::Medium,
-        Some(Hardness::Hard) => pb::Hardness::Hard,
-        Some(Hardness::Extra) => pb::Hardness::Extra,
-    };
     pb::Vote {
         mode: voting_mode(v.mode).into(),
-        hardness: hardness.into(),
         voters: ids(&v.voters),
         clusters: v
             .clusters

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use super::openai_stream::{self, Flavor};
 use super::{ApiError, Http, grpc_request};
-use crate::config::Role;
+use crate::config::file::Role;
 
 /// Seconds since the epoch, OpenAI's `created`.
 pub fn unix_now() -> u64 {

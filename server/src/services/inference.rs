@@ -12,7 +12,7 @@ use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
 use super::ResponseStream;
-use crate::config::Role;
+use crate::config::file::Role;
 use crate::convert;
 use crate::models::LoadedDecoder;
 use crate::rpc::RpcContext;
@@ -236,7 +236,7 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
             pb::ModelInfo {
                 name: spec.name.clone(),
                 roles: spec.roles.iter().copied().map(role).collect(),
-                device: decoder.map_or_else(|| spec.device.clone(), |d| d.engine.device()),
+                device: decoder.map_or_else(|| spec.device.to_string(), |d| d.engine.device()),
                 state: model_state.into(),
                 source: spec.source.clone(),
                 adapters: decoder.map_or_else(

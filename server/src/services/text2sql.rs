@@ -143,7 +143,7 @@ impl Text2SqlService {
             matches!(
                 e,
                 PipelineError::Model {
-                    source: quorum_sql::pipeline::ModelCallError::Cancelled,
+                    source: quorum_sql::model::ModelCallError::Cancelled,
                     ..
                 }
             )

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use super::{DemoEntry, DemoIndex, DemoIndexError, MaskingMode};
 use crate::dataset::Example;
 use crate::fingerprint::Fnv64;
+use crate::model::ContextEncoder;
 use crate::model::Embedder;
 use crate::prompt::PROMPT_FORMAT_VERSION;
-use crate::relevance::ContextEncoder;
 
 const MAGIC: &[u8; 8] = b"QDEMOIX\x01";
 /// Bumped when masking, skeletons or this layout change the cached content.

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::mask::{mask_question, schema_value_probe};
+use crate::model::ContextEncoder;
 use crate::model::ModelCallError;
-use crate::relevance::{ContextEncoder, RelevanceParams, relevance_mask};
+use crate::relevance::{RelevanceParams, relevance_mask};
 use crate::schema::Schema;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

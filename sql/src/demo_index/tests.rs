@@ -247,7 +247,7 @@ impl ContextEncoder for UniformEncoder {
         &self,
         groups: &[Vec<String>],
         masks: &[Option<(usize, usize)>],
-    ) -> Result<Vec<crate::relevance::WordStates>, ModelCallError> {
+    ) -> Result<Vec<crate::model::WordStates>, ModelCallError> {
         Ok(masks
             .iter()
             .map(|mask| {

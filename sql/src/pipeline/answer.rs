@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hardness::Hardness;
-use crate::sandbox::{QueryResult, Value};
+use crate::sandbox::QueryResult;
 use crate::subtask::explain::Consistency;
+use crate::value::Value;
+use crate::vote::VotingMode;
 
 /// The stage that produced a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,9 +93,7 @@ pub struct SelectorReport {
 /// The vote, with candidate ids rather than positions among the voters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VoteReport {
-    pub mode: super::config::VotingMode,
-    /// The PreSQL's Spider hardness (difficulty-aware voting only).
-    pub hardness: Option<Hardness>,
+    pub mode: VotingMode,
     /// Candidate ids that voted (each generator's latest candidate, after revision).
     pub voters: Vec<usize>,
     /// Candidate ids per result cluster, clusters in order of first appearance.

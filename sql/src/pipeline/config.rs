@@ -4,11 +4,10 @@
 use crate::subtask::explain::DEFAULT_THRESHOLD;
 use serde::{Deserialize, Serialize};
 
-use super::knobs::PipelineKnobs;
 use crate::model::Sampling;
 use crate::prompt::{RepOptions, Template};
 use crate::sandbox::Limits;
-use crate::vote::VotingPolicy;
+use crate::vote::{SplitRule, VotingMode};
 
 /// How a prompt presents the schema and the question. Config files and requests write it by
 /// its [`PromptFormat::name`].
@@ -125,7 +124,7 @@ pub struct Round2Config {
 
 /// Revising candidates that fail (seed 1's fallback to the full schema plus seed 2's
 /// self-debugging with the error message).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct RevisionConfig {
     pub enabled: bool,
     /// Debugging rounds; the benchmarking paper finds gains flatten after 1-2.
@@ -137,72 +136,13 @@ pub struct RevisionConfig {
     /// same way, and a small model often repeats the failing query; several samples at
     /// `temperature` find a query that runs far more often. The most common result among the
     /// samples that run is kept. 1 = one greedy fix.
-    #[serde(default = "one")]
     pub samples: usize,
-    #[serde(default = "revision_temperature")]
     pub temperature: f32,
     /// Also revise when the majority vote is settled without the failed candidates: the
     /// leading result outnumbers any group they could join and comes first in voter order, so
     /// their fixes cannot change the answer.
     #[serde(default)]
     pub revise_settled: bool,
-}
-
-fn one() -> usize {
-    1
-}
-
-fn revision_temperature() -> f32 {
-    0.8
-}
-
-/// How the final SQL is chosen among the PreSQL and the FinSQLs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VotingMode {
-    /// No vote: the first generator's last candidate (its FinSQL, or the PreSQL without
-    /// round 2) is the answer.
-    None,
-    /// Cross-consistency: the largest cluster of equal results wins.
-    Majority,
-    /// PET-SQL's difficulty-aware voting: the PreSQL's Spider hardness picks the voters
-    /// ([`PipelineConfig::voting_policy`]).
-    DifficultyAware,
-}
-
-impl VotingMode {
-    pub const ALL: [VotingMode; 3] = [Self::None, Self::Majority, Self::DifficultyAware];
-
-    /// The name config files, requests and reports use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Majority => "majority",
-            Self::DifficultyAware => "difficulty_aware",
-        }
-    }
-}
-
-impl std::str::FromStr for VotingMode {
-    type Err = String;
-    fn from_str(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| {
-                format!("unknown voting mode `{name}`; known: none, majority, difficulty_aware")
-            })
-    }
-}
-
-/// When a vote counts as split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SplitRule {
-    /// The winning cluster holds at most half of the voters.
-    NoStrictMajority,
-    /// Two or more clusters share the largest size.
-    Tie,
 }
 
 /// The selection model for split votes (XiYan's candidate selection).
@@ -215,7 +155,7 @@ pub struct SelectorConfig {
     /// At most this many result groups are offered, in order of first appearance.
     pub max_groups: usize,
     /// How much a group's votes count against the selector's log-probabilities
-    /// ([`super::selection::weighed_choice`]); 0 lets the selector alone decide.
+    /// ([`crate::vote::weighed_choice`]); 0 lets the selector alone decide.
     #[serde(default)]
     pub vote_weight: f32,
 }
@@ -229,9 +169,6 @@ pub struct PipelineConfig {
     pub generators: Vec<GeneratorConfig>,
     pub revision: RevisionConfig,
     pub voting: VotingMode,
-    /// Which generators vote at each hardness in difficulty-aware voting (none listed: all).
-    #[serde(default)]
-    pub voting_policy: VotingPolicy,
     pub selector: SelectorConfig,
     /// Limits for every execution of generated SQL.
     pub limits: Limits,
@@ -279,55 +216,6 @@ impl Default for ConsistencyConfig {
 }
 
 impl PipelineConfig {
-    /// The served configuration over these generators: every knob at its default
-    /// ([`PipelineKnobs::defaults`]), round 1 in the first generator's format, demonstrations
-    /// re-ranked by skeleton when there are any, and the selector's presentation as XiYan's.
-    pub fn new(generators: Vec<GeneratorConfig>) -> Self {
-        let first_format = generators.first().map_or(PromptFormat::Rep, |g| g.format);
-        // The knobs' fields are set again from their defaults below.
-        let mut config = Self {
-            round1: Round1Config {
-                format: first_format,
-                rep: RepOptions::default(),
-                shots: 0,
-            },
-            round2: Round2Config {
-                enabled: true,
-                shots: 0,
-                skeleton_rerank: true,
-                multi_table_filter: false,
-                all_tables_when_unlinked: true,
-            },
-            generators,
-            revision: RevisionConfig {
-                enabled: true,
-                max_rounds: 1,
-                revise_empty: false,
-                samples: 1,
-                temperature: revision_temperature(),
-                revise_settled: false,
-            },
-            voting: VotingMode::Majority,
-            voting_policy: VotingPolicy::default(),
-            selector: SelectorConfig {
-                enabled: false,
-                split_rule: SplitRule::NoStrictMajority,
-                preview_rows: 10,
-                max_groups: 5,
-                vote_weight: 0.0,
-            },
-            limits: Limits::default(),
-            preview_rows: 20,
-            answer_prefix: false,
-            constrained: false,
-            consistency: ConsistencyConfig::default(),
-        };
-        PipelineKnobs::defaults()
-            .apply(&mut config)
-            .expect("the defaults are in bounds");
-        config
-    }
-
     /// Applies `f` to the RE_p switches of round 1 and of every generator.
     pub fn for_each_rep(&mut self, mut f: impl FnMut(&mut RepOptions)) {
         f(&mut self.round1.rep);
@@ -359,7 +247,7 @@ mod tests {
             GeneratorConfig::new("a", PromptFormat::Rep),
             GeneratorConfig::new("b", PromptFormat::Template(Template::DdlMdChat)),
         ]);
-        config.voting = VotingMode::DifficultyAware;
+        config.voting = VotingMode::None;
         config.round1.shots = 9;
         config.round2.shots = 9;
         let json = serde_json::to_string(&config).expect("serializes");

@@ -11,8 +11,15 @@ use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{PipelineConfig, PromptFormat, VotingMode};
+use super::config::{
+    ConsistencyConfig, GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config,
+    Round2Config, SelectorConfig,
+};
+use crate::prompt::RepOptions;
+use crate::sandbox::Limits;
 use crate::subtask::explain::DEFAULT_THRESHOLD;
+use crate::vote::SplitRule;
+use crate::vote::VotingMode;
 
 /// What a knob's value may be.
 #[derive(Debug, Clone, PartialEq)]
@@ -279,9 +286,8 @@ knobs! {
     consistency_threshold: f32 = Some(DEFAULT_THRESHOLD), Bounds::Real(0.0..=1.0), aliases [],
         read |c| c.consistency.threshold,
         write |c, v| c.consistency.threshold = v;
-    /// How the final SQL is chosen: `none` (the first generator's answer), `majority`
-    /// (cross-consistency over execution results) or `difficulty_aware` (PET-SQL: the
-    /// PreSQL's hardness picks the voters).
+    /// How the final SQL is chosen: `none` (the first generator's answer) or `majority`
+    /// (cross-consistency over execution results).
     voting: VotingMode = Some(VotingMode::Majority), Bounds::Any, aliases [],
         read |c| c.voting,
         write |c, v| c.voting = v;
@@ -316,10 +322,55 @@ knobs! {
         write |c, v| c.for_each_rep(|rep| rep.foreign_keys = v);
 }
 
+impl PipelineConfig {
+    /// The served configuration over these generators: every knob at its default
+    /// ([`PipelineKnobs::defaults`]; round 1's format, which has none, is the first
+    /// generator's), and the settings that are not knobs at their one value here:
+    /// demonstrations re-ranked by skeleton, every table linked when the PreSQL names none,
+    /// and the selector shown XiYan's presentation (10 rows of at most 5 result groups,
+    /// split when no group holds a strict majority).
+    pub fn new(generators: Vec<GeneratorConfig>) -> Self {
+        let first_format = generators.first().map_or(PromptFormat::Rep, |g| g.format);
+        // Knob fields start at their type's empty value; `apply` below writes the defaults.
+        let mut config = Self {
+            round1: Round1Config {
+                format: first_format,
+                rep: RepOptions::default(),
+                shots: Default::default(),
+            },
+            round2: Round2Config {
+                enabled: Default::default(),
+                shots: Default::default(),
+                skeleton_rerank: true,
+                multi_table_filter: false,
+                all_tables_when_unlinked: true,
+            },
+            generators,
+            revision: RevisionConfig::default(),
+            voting: VotingMode::default(),
+            selector: SelectorConfig {
+                enabled: Default::default(),
+                split_rule: SplitRule::NoStrictMajority,
+                preview_rows: 10,
+                max_groups: 5,
+                vote_weight: Default::default(),
+            },
+            limits: Limits::default(),
+            preview_rows: Default::default(),
+            answer_prefix: Default::default(),
+            constrained: Default::default(),
+            consistency: ConsistencyConfig::default(),
+        };
+        PipelineKnobs::defaults()
+            .apply(&mut config)
+            .expect("the defaults are in bounds");
+        config
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::GeneratorConfig;
 
     fn config() -> PipelineConfig {
         PipelineConfig::new(vec![
@@ -352,14 +403,14 @@ mod tests {
         let mut c = config();
         let knobs = PipelineKnobs {
             round1_shots: Some(3),
-            voting: Some(VotingMode::DifficultyAware),
+            voting: Some(VotingMode::None),
             rep_cell_values: Some(false),
             revision_temperature: Some(0.5),
             ..PipelineKnobs::default()
         };
         knobs.apply(&mut c).expect("in bounds");
         assert_eq!(c.round1.shots, 3);
-        assert_eq!(c.voting, VotingMode::DifficultyAware);
+        assert_eq!(c.voting, VotingMode::None);
         assert!(c.generators.iter().all(|g| !g.rep.cell_values));
         assert!(!c.round1.rep.cell_values);
         let read = PipelineKnobs::of(&c);
@@ -414,10 +465,10 @@ mod tests {
     #[test]
     fn knobs_read_from_a_config_table_and_refuse_unknown_types() {
         let knobs: PipelineKnobs = serde_json::from_str(
-            r#"{"voting": "difficulty_aware", "round1_format": "DDL-MD-Chat", "round2": false}"#,
+            r#"{"voting": "none", "round1_format": "DDL-MD-Chat", "round2": false}"#,
         )
         .expect("parses");
-        assert_eq!(knobs.voting, Some(VotingMode::DifficultyAware));
+        assert_eq!(knobs.voting, Some(VotingMode::None));
         assert_eq!(knobs.round2, Some(false));
         assert_eq!(
             knobs.round1_format.map(|f| f.name()).as_deref(),

@@ -20,30 +20,23 @@ mod selection;
 pub mod signature;
 #[cfg(test)]
 pub(crate) mod tests;
-mod voting;
 
 use std::sync::Arc;
 
-pub use crate::database::DatabaseHandle;
-pub use crate::model::{
-    Embedder, Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
-    Selector,
-};
-pub use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
+use crate::database::DatabaseHandle;
+use crate::model::{Embedder, Generator, Selector};
 pub use answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
     PipelineEvent, ResultPreview, SelectorReport, StageTimings, VoteReport,
 };
 pub use config::{
     ConsistencyConfig, GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config,
-    Round2Config, SelectorConfig, SplitRule, VotingMode,
+    Round2Config, SelectorConfig,
 };
 pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
-pub use selection::{
-    MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels, weighed_choice,
-};
+pub use selection::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
 
 use crate::demo_index::DemoIndex;
 
@@ -56,7 +49,7 @@ pub struct PipelineModels {
     pub selector: Option<Arc<dyn Selector>>,
     pub demos: Option<Arc<DemoIndex>>,
     /// The masked language model behind relevance masking, when the demo index uses it.
-    pub context_encoder: Option<Arc<dyn crate::relevance::ContextEncoder>>,
+    pub context_encoder: Option<Arc<dyn crate::model::ContextEncoder>>,
 }
 
 impl std::fmt::Debug for PipelineModels {

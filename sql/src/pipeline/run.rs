@@ -9,13 +9,12 @@ use super::answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
     PipelineEvent, ResultPreview, StageTimings, VoteReport,
 };
-use super::config::{GeneratorConfig, PromptFormat, VotingMode};
+use super::config::{GeneratorConfig, PromptFormat};
 use super::error::PipelineError;
 use super::knobs::PipelineKnobs;
 use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
-use super::voting::{Ballot, Tally, tally};
 use crate::backend::Session;
 use crate::database::DatabaseHandle;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
@@ -32,7 +31,7 @@ use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::translate::{complete_group_by, string_literals_for};
-use crate::vote::{VoteOutcome, Voter, vote};
+use crate::vote::{VotingMode, decide, settled_without};
 
 /// The question of a run.
 #[derive(Debug, Clone, Copy)]
@@ -399,44 +398,20 @@ impl<'r> Run<'r> {
         Ok(())
     }
 
-    /// Whether revising the `pending` chains cannot change the answer: majority voting, and
-    /// among the other chains the leading result outnumbers the runner-up even if every pending
-    /// chain joined the runner-up, and its first voter precedes every pending chain (a pending
-    /// chain that joined it would otherwise become the cluster's representative, changing the
-    /// answer's text). With the selector on, the vote must also be beyond a split.
+    /// Whether revising the `pending` chains cannot change the answer
+    /// ([`crate::vote::settled_without`]): only under majority voting, and with the selector
+    /// on the vote must also be beyond a split.
     fn vote_is_settled_without(&self, pending: &[usize]) -> bool {
         let config = &self.pipeline.config;
         if config.revision.revise_settled || config.voting != VotingMode::Majority {
             return false;
         }
-        let settled: Vec<usize> = (0..self.heads.len())
-            .filter(|chain| !pending.contains(chain))
-            .collect();
-        let outcomes: Vec<Option<&QueryResult>> = settled
+        let heads: Vec<Option<&QueryResult>> = self
+            .heads
             .iter()
-            .map(|&chain| self.results[self.heads[chain]].as_ref())
+            .map(|&id| self.results[id].as_ref())
             .collect();
-        let VoteOutcome::Winner {
-            clusters,
-            winning_cluster,
-            ..
-        } = vote(&outcomes)
-        else {
-            return false;
-        };
-        let leading = clusters[winning_cluster].len();
-        let runner_up = clusters
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != winning_cluster)
-            .map(|(_, c)| c.len())
-            .max()
-            .unwrap_or(0);
-        let first_voter = settled[clusters[winning_cluster][0]];
-        let beyond_split = leading * 2 > self.heads.len();
-        leading > runner_up + pending.len()
-            && pending.iter().all(|&chain| chain > first_voter)
-            && (!config.selector.enabled || beyond_split)
+        settled_without(&heads, pending, config.selector.enabled)
     }
 
     /// Among `ids`, the first candidate of the most common result (ties to the earliest);
@@ -485,29 +460,24 @@ impl<'r> Run<'r> {
 
     fn vote(&mut self) -> VoteReport {
         let start = Instant::now();
-        let ballots: Vec<Ballot> = self
-            .heads
-            .iter()
-            .enumerate()
-            .map(|(chain, &candidate)| Ballot {
-                voter: match chain {
-                    0 => Voter::PreSql,
-                    _ => Voter::Generator(self.chain_generator(chain).name.clone()),
-                },
-                candidate,
-            })
-            .collect();
-        let report = tally(Tally {
-            mode: self.pipeline.config.voting,
-            policy: &self.pipeline.config.voting_policy,
-            split_rule: self.pipeline.config.selector.split_rule,
-            ballots: &ballots,
-            results: &self.results,
-            presql: &self.candidates[self.heads[0]].sql,
-            default_choice: self.heads.get(1).copied().unwrap_or(self.heads[0]),
-        });
+        let config = &self.pipeline.config;
+        let decision = decide(
+            config.voting,
+            config.selector.split_rule,
+            &self.heads,
+            &self.results,
+            self.heads.get(1).copied().unwrap_or(self.heads[0]),
+        );
         self.timings.vote_ms += elapsed_ms(start);
-        report
+        VoteReport {
+            mode: config.voting,
+            voters: decision.voters,
+            clusters: decision.clusters,
+            winner: decision.winner,
+            split: decision.split,
+            all_failed: decision.all_failed,
+            selector: None,
+        }
     }
 
     /// Asks the selector when the vote is split between at least two result groups.

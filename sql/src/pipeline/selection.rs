@@ -1,13 +1,16 @@
 //! XiYan's candidate selection for split votes: candidates are grouped by execution result
 //! (the vote's clusters), each group is shown once as `Candidate {label}` with its SQL and
 //! first rows, and the selection model's log-probability for each label decides, weighed
-//! against the group's votes when `selector.vote_weight` is above zero.
+//! against the group's votes when `selector.vote_weight` is above zero
+//! ([`crate::vote::weighed_choice`]).
 
 use super::answer::SelectorReport;
 use crate::model::Selector;
 use crate::prompt::render_mschema;
-use crate::sandbox::{QueryResult, Value};
+use crate::sandbox::QueryResult;
 use crate::schema::Schema;
+use crate::value::Value;
+use crate::vote::weighed_choice;
 
 const LABELS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
@@ -74,29 +77,6 @@ pub(crate) fn select(
             error: Some(e.to_string()),
         },
     }
-}
-
-/// The shown group with the highest `logprob + vote_weight * ln(votes)`; the first of equals,
-/// so ties go to the earlier group (the one voted for first, as the vote breaks its ties). With weight 0 the selector alone
-/// decides. With weight `w`, overruling a group with `r` times the votes takes `r^w` times its
-/// probability: the selector's sureness is traded against the vote's, so a selector that is
-/// unsure, or equally sure of everything, leaves the majority's answer standing.
-pub fn weighed_choice(logprobs: &[f32], votes: &[usize], vote_weight: f32) -> usize {
-    let score = |i: usize| {
-        let prior = if vote_weight == 0.0 {
-            0.0
-        } else {
-            vote_weight * (votes.get(i).copied().unwrap_or(1).max(1) as f32).ln()
-        };
-        logprobs[i] + prior
-    };
-    let mut best = 0;
-    for i in 1..logprobs.len() {
-        if score(i) > score(best) {
-            best = i;
-        }
-    }
-    best
 }
 
 /// The labels of `n` shown groups, in order: `A`, `B`, ... (at most [`MAX_LABELS`]).
@@ -239,23 +219,6 @@ mod tests {
             [(2,)]
 
             Please output the selected candidate as "A" or "B"."#]].assert_eq(&text);
-    }
-
-    #[test]
-    fn the_vote_weight_trades_the_selectors_sureness_against_the_votes() {
-        // Group A has three votes, B one; the selector prefers B by ln(2) (twice as likely).
-        let logprobs = [-(2.0f32).ln() - 0.5, -0.5];
-        let votes = [3, 1];
-        assert_eq!(weighed_choice(&logprobs, &votes, 0.0), 1);
-        // Weight 0.5: B needs sqrt(3) = 1.73 times A's probability; it has 2.
-        assert_eq!(weighed_choice(&logprobs, &votes, 0.5), 1);
-        // Weight 1: B needs 3 times; it has 2, so the majority stands.
-        assert_eq!(weighed_choice(&logprobs, &votes, 1.0), 0);
-        // Equal scores go to the earlier group, whatever the weight.
-        assert_eq!(weighed_choice(&[-1.0, -1.0], &[2, 2], 1.0), 0);
-        assert_eq!(weighed_choice(&[-1.0, -1.0], &[1, 1], 0.0), 0);
-        // A later, larger group wins on votes once the selector is indifferent.
-        assert_eq!(weighed_choice(&[-1.0, -1.0, -1.0], &[1, 1, 2], 0.1), 2);
     }
 
     #[test]

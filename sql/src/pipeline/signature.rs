@@ -1,8 +1,9 @@
 //! A result signature that lets a reader of the pipeline's evidence see at a glance which
 //! candidates returned the same rows.
 
+use crate::compare::canonical_cell;
 use crate::fingerprint::Fnv64;
-use crate::sandbox::{QueryResult, Value};
+use crate::sandbox::QueryResult;
 
 /// A 16-hex-digit signature of a result that ignores row order and column order, and treats
 /// `1` and `1.0` alike, like the vote's equality. Equal results (as the vote sees them) always
@@ -29,29 +30,12 @@ pub fn result_signature(result: &QueryResult) -> String {
     format!("{:016x}", hash.finish())
 }
 
-fn canonical_cell(value: &Value) -> String {
-    // 2^63: floats in [-2^63, 2^63) convert to i64 exactly when integral.
-    const I64_BOUND: f64 = 9_223_372_036_854_775_808.0;
-    match value {
-        Value::Null => "n".to_owned(),
-        Value::Integer(i) => format!("i{i}"),
-        Value::Real(r) if r.fract() == 0.0 && *r >= -I64_BOUND && *r < I64_BOUND => {
-            format!("i{}", *r as i64)
-        }
-        Value::Real(r) => format!("f{:016x}", r.to_bits()),
-        Value::Text(s) => format!("t{s}"),
-        Value::Blob(b) => {
-            let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
-            format!("b{hex}")
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::value::Value;
 
     fn result(rows: Vec<Vec<Value>>) -> QueryResult {
         QueryResult {

@@ -1,6 +1,7 @@
-//! Prompt renderers, one file per format family: the eight zero-shot templates of the
-//! benchmarking paper (`template`), PET-SQL's reference-enhanced representation (`rep`), and
-//! XiYan's M-Schema with its generator prompt (`mschema`, `xiyan`).
+//! Prompt renderers, one file per format family: the twelve zero-shot templates of the
+//! benchmarking paper's appendix, its eight evaluated ones among them (`template`), PET-SQL's
+//! reference-enhanced representation (`rep`), and XiYan's M-Schema with its generator prompt
+//! (`mschema`, `xiyan`).
 //!
 //! Renderers return the text of the user message only; wrapping it in a model's chat template
 //! happens later, in the code that knows the model. Training and serving both render through

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use super::*;
 use super::{Stage, stage};
 use crate::fakes::ScriptedGenerator;
-use crate::pipeline::{
-    CandidateOutcome, CandidateRound, LinkingReport, ModelCallError, PipelineEvent, VotingMode,
-};
-use crate::sandbox::Value;
+use crate::model::ModelCallError;
+use crate::pipeline::{CandidateOutcome, CandidateRound, LinkingReport, PipelineEvent};
+use crate::value::Value;
+use crate::vote::VotingMode;
 
 #[test]
 fn round2_prompts_show_only_linked_tables_and_go_in_one_batch() {
@@ -244,11 +244,11 @@ fn a_failed_round1_call_fails_the_run() {
 #[test]
 fn a_generator_that_drops_results_is_an_error() {
     struct Silent;
-    impl crate::pipeline::Generator for Silent {
+    impl crate::model::Generator for Silent {
         fn generate_batch(
             &self,
-            _: &[crate::pipeline::GenerationRequest],
-        ) -> Vec<Result<crate::pipeline::Generation, ModelCallError>> {
+            _: &[crate::model::GenerationRequest],
+        ) -> Vec<Result<crate::model::Generation, ModelCallError>> {
             Vec::new()
         }
     }
@@ -437,11 +437,7 @@ fn a_failure_that_cannot_change_the_majority_is_not_revised() {
 #[test]
 fn a_settled_vote_is_revised_when_asked_or_when_voting_is_not_majority() {
     let generator = by_stage(S6, |name| if name == "c" { BAD } else { S6 });
-    for (revise_settled, voting) in [
-        (true, VotingMode::Majority),
-        (false, VotingMode::None),
-        (false, VotingMode::DifficultyAware),
-    ] {
+    for (revise_settled, voting) in [(true, VotingMode::Majority), (false, VotingMode::None)] {
         let mut config = config(&["a", "b", "c"]);
         config.revision.enabled = true;
         config.revision.revise_settled = revise_settled;

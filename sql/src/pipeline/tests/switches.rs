@@ -7,9 +7,10 @@ use super::{Stage, stage};
 use crate::demo_index::DemoIndex;
 use crate::demo_index::tests::train_subset;
 use crate::fakes::{BagOfWords, ScriptedGenerator};
-use crate::pipeline::{Sampling, VotingMode};
+use crate::model::Sampling;
 use crate::prompt::Template;
 use crate::spider_fixture::spider;
+use crate::vote::VotingMode;
 
 #[test]
 fn round2_off_answers_with_the_presql() {

@@ -1,13 +1,11 @@
-//! Majority and difficulty-aware voting, and when the selector is asked.
+//! Majority voting, and when the selector is asked.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
 use crate::fakes::{FixedSelector, ScriptedGenerator};
-use crate::hardness::Hardness;
-use crate::pipeline::{ModelCallError, SplitRule, VotingMode};
-use crate::vote::VotingPolicy;
+use crate::model::ModelCallError;
+use crate::vote::{SplitRule, VotingMode};
 
 fn finsql(map: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> &'static str {
     move |name| {
@@ -53,39 +51,6 @@ fn all_errors_are_reported_with_the_presql_as_answer() {
     assert_eq!((answer.chosen, answer.sql.as_str()), (0, BAD));
     assert!(answer.preview.is_none());
     assert!(answer.candidates.iter().all(|c| !c.outcome.is_ok()));
-}
-
-#[test]
-fn difficulty_aware_voting_lets_only_configured_generators_vote() {
-    let generator = by_stage(S6, finsql(&[("a", S6), ("b", S9), ("c", S9), ("d", S9)]));
-    let names = ["a", "b", "c", "d"];
-    let majority = pipeline(config(&names), &generator, None)
-        .run(QUESTION, None, &concert())
-        .expect("answers");
-    assert_eq!(majority.sql, S9);
-
-    let mut config = config(&names);
-    config.voting = VotingMode::DifficultyAware;
-    config.voting_policy = VotingPolicy {
-        by_level: BTreeMap::from([(Hardness::Easy, vec!["a".to_owned()])]),
-    };
-    let aware = pipeline(config.clone(), &generator, None)
-        .run(QUESTION, None, &concert())
-        .expect("answers");
-    assert_eq!(aware.vote.mode, VotingMode::DifficultyAware);
-    assert_eq!(aware.vote.hardness, Some(Hardness::Easy));
-    assert_eq!(aware.vote.voters, vec![0, 1], "PreSQL and a");
-    assert_eq!(aware.sql, S6);
-
-    // A policy for another level leaves an easy question to everyone.
-    config.voting_policy = VotingPolicy {
-        by_level: BTreeMap::from([(Hardness::Extra, vec!["a".to_owned()])]),
-    };
-    let other = pipeline(config, &generator, None)
-        .run(QUESTION, None, &concert())
-        .expect("answers");
-    assert_eq!(other.vote.voters, vec![0, 1, 2, 3, 4]);
-    assert_eq!(other.sql, S9);
 }
 
 fn with_selector(split_rule: SplitRule) -> PipelineConfig {

@@ -39,7 +39,6 @@ class VotingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VOTING_MODE_UNSPECIFIED: _ClassVar[VotingMode]
     VOTING_MODE_NONE: _ClassVar[VotingMode]
     VOTING_MODE_MAJORITY: _ClassVar[VotingMode]
-    VOTING_MODE_DIFFICULTY_AWARE: _ClassVar[VotingMode]
 
 class CandidateRound(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,14 +46,6 @@ class CandidateRound(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CANDIDATE_ROUND_PRE_SQL: _ClassVar[CandidateRound]
     CANDIDATE_ROUND_FIN_SQL: _ClassVar[CandidateRound]
     CANDIDATE_ROUND_REVISION: _ClassVar[CandidateRound]
-
-class Hardness(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    HARDNESS_UNSPECIFIED: _ClassVar[Hardness]
-    HARDNESS_EASY: _ClassVar[Hardness]
-    HARDNESS_MEDIUM: _ClassVar[Hardness]
-    HARDNESS_HARD: _ClassVar[Hardness]
-    HARDNESS_EXTRA: _ClassVar[Hardness]
 LINK_METHOD_UNSPECIFIED: LinkMethod
 LINK_METHOD_ZERO_SHOT: LinkMethod
 LINK_METHOD_FEW_SHOT: LinkMethod
@@ -75,16 +66,10 @@ OPTIMIZE_METHOD_DIRECT: OptimizeMethod
 VOTING_MODE_UNSPECIFIED: VotingMode
 VOTING_MODE_NONE: VotingMode
 VOTING_MODE_MAJORITY: VotingMode
-VOTING_MODE_DIFFICULTY_AWARE: VotingMode
 CANDIDATE_ROUND_UNSPECIFIED: CandidateRound
 CANDIDATE_ROUND_PRE_SQL: CandidateRound
 CANDIDATE_ROUND_FIN_SQL: CandidateRound
 CANDIDATE_ROUND_REVISION: CandidateRound
-HARDNESS_UNSPECIFIED: Hardness
-HARDNESS_EASY: Hardness
-HARDNESS_MEDIUM: Hardness
-HARDNESS_HARD: Hardness
-HARDNESS_EXTRA: Hardness
 
 class LinkSchemaRequest(_message.Message):
     __slots__ = ("question", "db_id", "evidence", "method", "foreign_keys", "generator")
@@ -449,9 +434,8 @@ class SelectorVerdict(_message.Message):
     def __init__(self, labels: _Optional[_Iterable[str]] = ..., shown: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[float]] = ..., chosen: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Vote(_message.Message):
-    __slots__ = ("mode", "hardness", "voters", "clusters", "winner", "split", "all_failed", "selector")
+    __slots__ = ("mode", "voters", "clusters", "winner", "split", "all_failed", "selector")
     MODE_FIELD_NUMBER: _ClassVar[int]
-    HARDNESS_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     WINNER_FIELD_NUMBER: _ClassVar[int]
@@ -459,14 +443,13 @@ class Vote(_message.Message):
     ALL_FAILED_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_FIELD_NUMBER: _ClassVar[int]
     mode: VotingMode
-    hardness: Hardness
     voters: _containers.RepeatedScalarFieldContainer[int]
     clusters: _containers.RepeatedCompositeFieldContainer[Cluster]
     winner: int
     split: bool
     all_failed: bool
     selector: SelectorVerdict
-    def __init__(self, mode: _Optional[_Union[VotingMode, str]] = ..., hardness: _Optional[_Union[Hardness, str]] = ..., voters: _Optional[_Iterable[int]] = ..., clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., winner: _Optional[int] = ..., split: _Optional[bool] = ..., all_failed: _Optional[bool] = ..., selector: _Optional[_Union[SelectorVerdict, _Mapping]] = ...) -> None: ...
+    def __init__(self, mode: _Optional[_Union[VotingMode, str]] = ..., voters: _Optional[_Iterable[int]] = ..., clusters: _Optional[_Iterable[_Union[Cluster, _Mapping]]] = ..., winner: _Optional[int] = ..., split: _Optional[bool] = ..., all_failed: _Optional[bool] = ..., selector: _Optional[_Union[SelectorVerdict, _Mapping]] = ...) -> None: ...
 
 class StageTimings(_message.Message):
     __slots__ = ("retrieval_ms", "round1_ms", "linking_ms", "round2_ms", "revision_ms", "execution_ms", "vote_ms", "selection_ms", "total_ms")

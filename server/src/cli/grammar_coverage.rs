@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use quorum_engine::{Grammar, GrammarCompiler, GrammarSpec, LogitsConstraint};
 use quorum_sql::dataset::{TablesEntry, database_path, load_examples, load_tables};
 use quorum_sql::grammar::schema_grammar;
-use quorum_sql::pipeline::SQL_ANSWER_PREFIX;
+use quorum_sql::model::SQL_ANSWER_PREFIX;
 use quorum_sql::schema::{Column, IntrospectOptions, Schema, Table};
 
 use quorum_server::model_source::ModelDirs;
@@ -20,7 +20,7 @@ use quorum_server::model_source::ModelDirs;
 #[derive(clap::Args, Debug)]
 pub struct GrammarCoverageArgs {
     /// Spider-format data directory (question files and `database/`).
-    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::shipped::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
     /// Question files under --data whose gold queries are checked.
     #[arg(long, value_delimiter = ',', default_value = "train.json,dev.json")]

@@ -15,7 +15,7 @@ pub struct PgLoadArgs {
     #[arg(long, env = "QUORUM_PG_LOAD_URL")]
     pub url: String,
     /// Spider-format data directory (`database/`, the question files, `slices.json`).
-    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::shipped::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
     /// The databases of this slice's questions (of dev.json).
     #[arg(long)]

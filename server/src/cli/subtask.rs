@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use quorum_proto::v1 as pb;
 
-use crate::ask::ClientArgs;
+use super::ask::ClientArgs;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum LinkMethodArg {

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use candle_core::{DType, Device};
 use indicatif::{ProgressBar, ProgressStyle};
+use quorum_models::DeviceSpec;
 use quorum_server::model_source::ModelDirs;
 use quorum_sql::dataset::SpiderDataset;
 use quorum_sql::pipeline::PromptFormat;
@@ -30,7 +31,7 @@ pub struct TrainArgs {
     pub model: String,
     /// Spider-format data directory with `train.json` and `database/`. Only train.json is
     /// read: dev questions never enter training.
-    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::shipped::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
     /// What the adapter learns: `generator` (write the gold SQL for a question) or `selector`
     /// (pick the right result group among the pipeline's candidates, from `--candidates`).
@@ -89,7 +90,7 @@ pub struct TrainArgs {
     /// Longest example kept (prompt and answer, tokens). What a sequence keeps for its
     /// backward pass grows linearly with its length: the 0.5B model with one 768-token
     /// sequence peaks at 7.3 GiB resident, with a 1,024-token one at 8.9 GiB; a whole run at
-    /// 768 peaked at 11.0 GiB (docs/RESULTS.md, session 17).
+    /// 768 peaked at 11.0 GiB (docs/history/2026-11-26.md).
     #[arg(long, default_value_t = 768)]
     pub max_tokens: usize,
     /// Share of examples that show only the gold query's tables, as round 2 does.
@@ -129,12 +130,7 @@ pub enum TrainTask {
 }
 
 fn parse_dtype(flag: &str, value: &str) -> Result<DType> {
-    match value {
-        "f32" => Ok(DType::F32),
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        other => bail!("--{flag} {other}: expected f32, bf16 or f16"),
-    }
+    quorum_models::parse_dtype(value).with_context(|| format!("--{flag}"))
 }
 
 /// `--export-merged`: the adapter in `args.out` folded into the base.
@@ -158,10 +154,10 @@ fn export_merged(dirs: &ModelDirs, args: &TrainArgs, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
+pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()> {
     // The hand-written training ops have CPU kernels; on a GPU the decoder runs plain candle
     // ops (more memory, the same arithmetic).
-    let device = quorum_models::parse_device(device)?;
+    let device = device.open()?;
     let kernels = if device.is_cpu() {
         TrainKernels::Fused
     } else {
@@ -318,7 +314,7 @@ pub fn train(dirs: &ModelDirs, device: &str, args: TrainArgs) -> Result<()> {
         "prompt_format": prompt,
         "prompt_format_version": PROMPT_FORMAT_VERSION,
         "answer_prefix": (args.task == TrainTask::Generator)
-            .then_some(quorum_sql::pipeline::SQL_ANSWER_PREFIX),
+            .then_some(quorum_sql::model::SQL_ANSWER_PREFIX),
         "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
         "candidates": args.candidates,
         "examples": examples.len(),

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use quorum_proto::v1 as pb;
 use quorum_proto::v1::inference_client::InferenceClient;
 
-use crate::ask::ClientArgs;
+use super::ask::ClientArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct AdapterArgs {

@@ -24,8 +24,8 @@ use serde_json::json;
 
 use quorum_eval::DatabaseOpener;
 use quorum_postgres::{PgDatabase, PgSource};
+use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::model_source::ModelDirs;
-use quorum_server::{Overrides, RawConfig};
 use quorum_sql::schema::IntrospectOptions;
 use std::sync::Arc;
 
@@ -37,7 +37,7 @@ const EVAL_KV_CACHE_MIB: u64 = 4096;
 pub struct EvalArgs {
     /// Spider-format data directory: the question file, `database/`, `slices.json` and
     /// `train.json` (the demonstration pool of the in-process server).
-    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::DEFAULT_SPIDER_DIR)]
+    #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::shipped::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
     /// Question file, relative to --data unless absolute.
     #[arg(long, default_value = "dev.json")]
@@ -151,7 +151,7 @@ impl EvalArgs {
 
 pub fn eval(
     dirs: &ModelDirs,
-    device: Option<String>,
+    device: Option<quorum_models::DeviceSpec>,
     cpu_path: CpuPath,
     args: EvalArgs,
 ) -> Result<()> {
@@ -276,7 +276,7 @@ pub fn eval(
 /// A channel to the server named by --server, or to one started here.
 async fn connect(
     dirs: &ModelDirs,
-    device: Option<String>,
+    device: Option<quorum_models::DeviceSpec>,
     cpu_path: CpuPath,
     args: &EvalArgs,
     db_ids: &std::collections::BTreeSet<String>,
@@ -287,7 +287,7 @@ async fn connect(
     // Models load at start-up: a server that is still loading is waited for.
     let wait = Duration::from_secs(1800);
     if let Some(url) = &args.server {
-        return Ok((crate::ask::wait_ready(url, None, wait).await?, None));
+        return Ok((super::ask::wait_ready(url, None, wait).await?, None));
     }
     let mut raw = match &args.config {
         Some(path) => RawConfig::from_file(path)?,
@@ -305,10 +305,10 @@ async fn connect(
     // The train pool of the same data directory gives the demonstrations, when the config has
     // an embedder to retrieve them with (no models listed means the defaults, which have one).
     let has_embedder = raw.models.is_empty()
-        || raw
-            .models
-            .iter()
-            .any(|m| m.roles.contains(&quorum_server::config::Role::Embedder));
+        || raw.models.iter().any(|m| {
+            m.roles
+                .contains(&quorum_server::config::file::Role::Embedder)
+        });
     if raw.pipeline.setup.demos_file.is_none() && has_embedder {
         raw.pipeline.setup.demos_file = Some(args.data.join("train.json"));
         raw.pipeline.setup.demos_database_dir = Some(args.data.join("database"));
@@ -317,7 +317,7 @@ async fn connect(
         for db_id in db_ids {
             raw.databases.postgres.insert(
                 db_id.clone(),
-                quorum_server::config::RawPostgres {
+                quorum_server::config::file::RawPostgres {
                     url: url.clone(),
                     schema: Some(db_id.clone()),
                     password_file: None,
@@ -335,14 +335,14 @@ async fn connect(
     let needed = args.concurrency.max(1);
     limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));
     let default_db_dir = args.data.join("database");
-    let config = quorum_server::config::resolve(raw, dirs, &default_db_dir)?;
+    let config = quorum_server::config::resolved::resolve(raw, dirs, &default_db_dir)?;
     let mut server = quorum_server::start(config).await?;
     let url = format!("http://{}", server.addr);
     eprintln!("quorum eval: in-process server on {url}, loading models");
     // A server whose models fail to load stops: report its error instead of waiting for
     // readiness that will never come.
     let channel = tokio::select! {
-        ready = crate::ask::wait_ready(&url, None, wait) => ready?,
+        ready = super::ask::wait_ready(&url, None, wait) => ready?,
         stopped = server.stopped() => {
             stopped?;
             anyhow::bail!("the in-process server stopped before it was ready");
@@ -433,7 +433,6 @@ fn vote(v: &pb::Vote) -> serde_json::Value {
     });
     json!({
         "mode": v.mode().as_str_name(),
-        "hardness": v.hardness().as_str_name(),
         "voters": v.voters,
         "clusters": clusters,
         "winner": v.winner,

@@ -1,0 +1,13 @@
+//! The binary's subcommands beside `serve`: each file is one command (or a family of them)
+//! and its flags; `main.rs` only parses the command line and dispatches.
+
+pub mod adapter;
+pub mod ask;
+pub mod engine_generate;
+pub mod eval;
+pub mod grammar_coverage;
+pub mod local_model;
+pub mod pg_load;
+pub mod serve;
+pub mod subtask;
+pub mod train;

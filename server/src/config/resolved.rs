@@ -1,0 +1,531 @@
+//! The resolved configuration ([`ServerConfig`]): model names resolved to files, databases
+//! found, limits checked against each other, defaults filled in from [`super::shipped`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail, ensure};
+use quorum_models::{CpuPath, DeviceSpec};
+use quorum_postgres::PgSource;
+use quorum_sql::pipeline::PromptFormat;
+use quorum_weights::Reencode;
+
+use super::file::{RawConfig, RawDatabases, RawLimits, RawModel, RawPipeline, Role};
+use super::shipped::{
+    default_generators, default_models, default_selection, shipped_default_adapters,
+};
+use crate::model_source::ModelDirs;
+
+/// Limits the server enforces per request and per engine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub max_prompt_tokens: usize,
+    pub max_new_tokens: u32,
+    pub max_n: u32,
+    pub max_queue: usize,
+    pub max_running: usize,
+    pub max_batched_tokens: usize,
+    /// Draft tokens a greedy decode checks per step (speculative decoding by prompt lookup;
+    /// 0 turns it off). Answers are the same either way.
+    pub max_draft_tokens: usize,
+    pub kv_cache_bytes: u64,
+    pub request_timeout: Duration,
+    /// Text-to-SQL runs each hold a blocking thread and several engine sequences: at most
+    /// this many run at once.
+    pub max_concurrent_text2sql: usize,
+    /// Text-to-SQL requests that may wait for a run slot (in arrival order, each until its
+    /// deadline); beyond them callers get RESOURCE_EXHAUSTED.
+    pub max_waiting_text2sql: usize,
+}
+
+/// A resolved model.
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub name: String,
+    pub source: String,
+    pub path: PathBuf,
+    pub roles: Vec<Role>,
+    pub device: DeviceSpec,
+    pub format: PromptFormat,
+    pub max_model_len: usize,
+    pub reencode: Reencode,
+    pub adapters: BTreeMap<String, PathBuf>,
+    pub dtype: candle_core::DType,
+}
+
+impl ModelSpec {
+    pub fn has_role(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+}
+
+/// A database found at startup.
+#[derive(Debug, Clone)]
+pub struct DatabaseSpec {
+    pub db_id: String,
+    pub location: DatabaseLocation,
+    pub from_scan: bool,
+}
+
+/// Where a database's rows are.
+#[derive(Debug, Clone)]
+pub enum DatabaseLocation {
+    Sqlite(PathBuf),
+    Postgres(PgSource),
+}
+
+/// What `Databases.Register` may reach on PostgreSQL.
+#[derive(Clone, Default)]
+pub struct PostgresPolicy {
+    /// Host names or addresses, compared as written in the connection string.
+    pub hosts: Vec<String>,
+    /// Named passwords, read from their files at start-up.
+    pub passwords: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for PostgresPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresPolicy")
+            .field("hosts", &self.hosts)
+            .field("passwords", &self.passwords.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The first line of a password file; the error names the file, never its content.
+pub fn read_password(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the password file {}", path.display()))?;
+    Ok(text.lines().next().unwrap_or("").to_owned())
+}
+
+/// The pipeline settings, before per-request overrides.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    pub raw: RawPipeline,
+    pub demos: Option<(PathBuf, PathBuf)>,
+    pub demos_cache: PathBuf,
+}
+
+/// The server's TLS identity.
+#[derive(Clone)]
+pub struct TlsPem {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.write_str("TlsPem { .. }")
+    }
+}
+
+fn read_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<TlsPem>> {
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => {
+            let read = |path: &Path, what: &str| {
+                std::fs::read(path)
+                    .with_context(|| format!("server.{what}: reading {}", path.display()))
+            };
+            let pem = TlsPem {
+                cert: read(cert, "tls_cert")?,
+                key: read(key, "tls_key")?,
+            };
+            ensure!(
+                pem.cert.starts_with(b"-----BEGIN"),
+                "server.tls_cert: {} is not a PEM file",
+                cert.display()
+            );
+            ensure!(
+                pem.key.starts_with(b"-----BEGIN"),
+                "server.tls_key: {} is not a PEM file",
+                key.display()
+            );
+            Ok(Some(pem))
+        }
+        _ => bail!("server.tls_cert and server.tls_key go together"),
+    }
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub auth_token: Option<String>,
+    /// PEM certificate chain and key, read at start-up.
+    pub tls: Option<TlsPem>,
+    pub grace_period: Duration,
+    pub limits: Limits,
+    pub models: Vec<ModelSpec>,
+    pub databases: Vec<DatabaseSpec>,
+    /// The directory scanned for SQLite databases (absolute; it may not exist).
+    pub database_dir: PathBuf,
+    pub allowed_dir: Option<PathBuf>,
+    pub postgres_policy: PostgresPolicy,
+    pub registrations_file: Option<PathBuf>,
+    pub pipeline: PipelineSettings,
+    /// Where `Inference.LoadAdapter` may read adapters from.
+    pub adapter_dir: PathBuf,
+    /// The CPU kernel path every CPU model runs with.
+    pub cpu_path: CpuPath,
+}
+
+/// The KV cache of a served model when the config names none, in MiB.
+pub const DEFAULT_KV_CACHE_MIB: u64 = 2048;
+
+/// Resolves `raw` into a runnable configuration.
+pub fn resolve(
+    raw: RawConfig,
+    dirs: &ModelDirs,
+    default_db_dir: &Path,
+) -> anyhow::Result<ServerConfig> {
+    let limits = resolve_limits(&raw.limits)?;
+    let device = raw.server.device.unwrap_or_default();
+    let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
+    let mut raw = raw;
+    let raw_models = if raw.models.is_empty() {
+        let adapters = shipped_default_adapters(dirs)?;
+        for (name, path) in &adapters {
+            tracing::info!(adapter = %name, path = %path.display(), "default adapter");
+        }
+        if raw.pipeline.setup.generators.is_empty() {
+            raw.pipeline.setup.generators = default_generators(&adapters);
+        }
+        if raw.pipeline.setup.selector_adapter.is_none() {
+            default_selection(&mut raw.pipeline, &adapters);
+        }
+        default_models(&adapters)
+    } else {
+        raw.models.clone()
+    };
+    let models = resolve_models(raw_models, dirs, device, cpu_path, &limits)?;
+    let db_dir =
+        crate::model_source::absolute(raw.databases.dir.as_deref().unwrap_or(default_db_dir));
+    let databases = resolve_databases(&raw.databases, &db_dir)?;
+    let allowed_dir = raw
+        .databases
+        .allowed_dir
+        .clone()
+        .or_else(|| db_dir.is_dir().then_some(db_dir.clone()));
+    let server = &raw.server;
+    let listen = parse_addr(
+        server.listen.as_deref().unwrap_or("127.0.0.1:50051"),
+        "listen",
+    )?;
+    let metrics_listen = match server.metrics_listen.as_deref().unwrap_or("127.0.0.1:9464") {
+        "" => None,
+        addr => Some(parse_addr(addr, "metrics_listen")?),
+    };
+    let grace = server.grace_period_secs.unwrap_or(30.0);
+    ensure!(
+        grace.is_finite() && grace >= 0.0,
+        "server.grace_period_secs must be >= 0"
+    );
+    // The default setup retrieves demonstrations from Spider's train pool when it is there.
+    let default_train = db_dir.parent().map(|spider| spider.join("train.json"));
+    if raw.models.is_empty()
+        && raw.pipeline.setup.demos_file.is_none()
+        && let Some(train) = default_train.filter(|t| t.is_file())
+    {
+        raw.pipeline.setup.demos_file = Some(train);
+        raw.pipeline.setup.demos_database_dir = Some(db_dir.clone());
+    }
+    let demos = match (
+        &raw.pipeline.setup.demos_file,
+        &raw.pipeline.setup.demos_database_dir,
+    ) {
+        (Some(file), Some(dir)) => Some((file.clone(), dir.clone())),
+        (None, None) => None,
+        _ => bail!("pipeline.demos_file and pipeline.demos_database_dir go together"),
+    };
+    Ok(ServerConfig {
+        listen,
+        metrics_listen,
+        auth_token: server.auth_token.clone().filter(|t| !t.is_empty()),
+        tls: read_tls(server.tls_cert.as_deref(), server.tls_key.as_deref())?,
+        grace_period: Duration::from_secs_f64(grace),
+        limits,
+        models,
+        databases,
+        database_dir: db_dir.clone(),
+        allowed_dir,
+        postgres_policy: resolve_postgres_policy(&raw.databases)?,
+        registrations_file: raw.databases.registrations_file.clone(),
+        adapter_dir: server
+            .adapter_dir
+            .clone()
+            .unwrap_or_else(|| dirs.adapters_dir.clone()),
+        pipeline: PipelineSettings {
+            demos_cache: raw
+                .pipeline
+                .setup
+                .demos_cache
+                .clone()
+                .unwrap_or_else(|| dirs.models_dir.with_file_name("demo-index.bin")),
+            raw: raw.pipeline,
+            demos,
+        },
+        cpu_path,
+    })
+}
+
+fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {
+    text.parse()
+        .with_context(|| format!("server.{field}: `{text}` is not an address like 127.0.0.1:50051"))
+}
+
+pub(super) fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
+    // Defaults sized for the 0.5B model on a CPU: a few concurrent sequences of Spider prompts.
+    let limits = Limits {
+        max_prompt_tokens: raw.max_prompt_tokens.unwrap_or(4096),
+        max_new_tokens: raw.max_new_tokens.unwrap_or(1024),
+        max_n: raw.max_n.unwrap_or(8),
+        max_queue: raw.max_queue.unwrap_or(64),
+        max_running: raw.max_running.unwrap_or(16),
+        max_batched_tokens: raw.max_batched_tokens.unwrap_or(2048),
+        max_draft_tokens: raw
+            .max_draft_tokens
+            .unwrap_or(quorum_engine::DEFAULT_MAX_DRAFT_TOKENS),
+        // Sized by arithmetic, not measured: a text-to-SQL run of the 0.5B model holds several
+        // sequences of a few thousand tokens (24 KiB each in f32), so 512 MiB (about 21k
+        // tokens) fits only two or three runs at once before the scheduler must preempt.
+        kv_cache_bytes: raw.kv_cache_mib.unwrap_or(DEFAULT_KV_CACHE_MIB) << 20,
+        request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
+        max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),
+        max_waiting_text2sql: raw.max_waiting_text2sql.unwrap_or(64),
+    };
+    ensure!(
+        limits.max_prompt_tokens > 0,
+        "limits.max_prompt_tokens must be > 0"
+    );
+    ensure!(
+        limits.max_new_tokens > 0,
+        "limits.max_new_tokens must be > 0"
+    );
+    ensure!(
+        (1..=quorum_engine::MAX_N).contains(&limits.max_n),
+        "limits.max_n must be in 1..={}",
+        quorum_engine::MAX_N
+    );
+    ensure!(limits.max_running > 0, "limits.max_running must be > 0");
+    ensure!(
+        limits.max_batched_tokens > 0,
+        "limits.max_batched_tokens must be > 0"
+    );
+    ensure!(limits.kv_cache_bytes > 0, "limits.kv_cache_mib must be > 0");
+    ensure!(
+        limits.max_concurrent_text2sql > 0,
+        "limits.max_concurrent_text2sql must be > 0"
+    );
+    Ok(limits)
+}
+
+fn resolve_models(
+    raw: Vec<RawModel>,
+    dirs: &ModelDirs,
+    device: DeviceSpec,
+    cpu_path: CpuPath,
+    limits: &Limits,
+) -> anyhow::Result<Vec<ModelSpec>> {
+    let mut out: Vec<ModelSpec> = Vec::with_capacity(raw.len());
+    for m in raw {
+        let name = m.name.clone().unwrap_or_else(|| m.source.clone());
+        ensure!(
+            !out.iter().any(|o| o.name == name),
+            "two models are named `{name}`"
+        );
+        ensure!(!m.roles.is_empty(), "model `{name}` has no roles");
+        let embedder = m.roles.contains(&Role::Embedder);
+        ensure!(
+            !(embedder && m.roles.len() > 1),
+            "model `{name}`: an embedder cannot also be a generator or selector"
+        );
+        let path = crate::model_source::absolute(
+            &dirs
+                .resolve(&m.source)
+                .with_context(|| format!("model `{name}`"))?,
+        );
+        let model_device = m.device.unwrap_or(device);
+        let reencode = parse_reencode(m.reencode.as_deref(), model_device, cpu_path)
+            .with_context(|| format!("model `{name}`"))?;
+        let dtype = parse_model_dtype(m.dtype.as_deref(), model_device)
+            .with_context(|| format!("model `{name}`"))?;
+        let mut adapters = BTreeMap::new();
+        for (adapter, dir) in &m.adapters {
+            let dir = crate::model_source::absolute(dir);
+            ensure!(
+                dir.exists(),
+                "model `{name}`: adapter `{adapter}` is missing at {}",
+                dir.display()
+            );
+            adapters.insert(adapter.clone(), dir);
+        }
+        // The prompt limit plus the generation budget must fit the context.
+        let max_model_len = m
+            .max_model_len
+            .unwrap_or(limits.max_prompt_tokens + limits.max_new_tokens as usize);
+        out.push(ModelSpec {
+            name,
+            source: m.source,
+            path,
+            roles: m.roles,
+            device: model_device,
+            format: m.format.unwrap_or(PromptFormat::SimpleDdl),
+            max_model_len,
+            reencode,
+            adapters,
+            dtype,
+        });
+    }
+    ensure!(
+        out.iter().any(|m| m.has_role(Role::Generator)),
+        "at least one model needs the `generator` role"
+    );
+    ensure!(
+        out.iter().filter(|m| m.has_role(Role::Selector)).count() <= 1,
+        "at most one model can be the selector"
+    );
+    ensure!(
+        out.iter().filter(|m| m.has_role(Role::Embedder)).count() <= 1,
+        "at most one model can be the embedder"
+    );
+    Ok(out)
+}
+
+fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
+    let mut found: BTreeMap<String, DatabaseSpec> = BTreeMap::new();
+    // A missing scan directory is not an error: the default points at Spider's data, which a
+    // deployment without it simply does not serve.
+    if dir.is_dir() {
+        for spec in scan_directory(dir)? {
+            found.insert(spec.db_id.clone(), spec);
+        }
+    }
+    for (db_id, path) in &raw.entries {
+        crate::db_id::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.entries.{db_id}: {reason}"))?;
+        ensure!(
+            path.is_file(),
+            "databases.entries.{db_id}: no file at {}",
+            path.display()
+        );
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                location: DatabaseLocation::Sqlite(path.clone()),
+                from_scan: false,
+            },
+        );
+    }
+    for (db_id, pg) in &raw.postgres {
+        crate::db_id::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.postgres.{db_id}: {reason}"))?;
+        let mut source = PgSource::new(pg.url.clone(), pg.schema.as_deref().unwrap_or("public"));
+        if let Some(file) = &pg.password_file {
+            source.password =
+                Some(read_password(file).with_context(|| format!("databases.postgres.{db_id}"))?);
+        }
+        if let Some(n) = pg.max_connections {
+            ensure!(
+                n > 0,
+                "databases.postgres.{db_id}: max_connections must be at least 1"
+            );
+            source.max_connections = n;
+        }
+        source
+            .location()
+            .map_err(|e| anyhow::anyhow!("databases.postgres.{db_id}: {e}"))?;
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                location: DatabaseLocation::Postgres(source),
+                from_scan: false,
+            },
+        );
+    }
+    Ok(found.into_values().collect())
+}
+
+fn resolve_postgres_policy(raw: &RawDatabases) -> anyhow::Result<PostgresPolicy> {
+    let mut passwords = BTreeMap::new();
+    for (name, file) in &raw.postgres_passwords {
+        passwords.insert(
+            name.clone(),
+            read_password(file).with_context(|| format!("databases.postgres_passwords.{name}"))?,
+        );
+    }
+    Ok(PostgresPolicy {
+        hosts: raw.postgres_hosts.clone(),
+        passwords,
+    })
+}
+
+/// Finds `<id>/<id>.sqlite` and `<id>.sqlite` in `dir`, skipping names that are not valid ids.
+pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("scanning {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        let (db_id, file) = if path.is_dir() {
+            let Some(id) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            (id.to_owned(), path.join(format!("{id}.sqlite")))
+        } else if path.extension().is_some_and(|e| e == "sqlite") {
+            let Some(id) = path.file_stem().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            (id.to_owned(), path.clone())
+        } else {
+            continue;
+        };
+        if file.is_file() && crate::db_id::validate_db_id(&db_id).is_ok() {
+            out.push(DatabaseSpec {
+                db_id,
+                location: DatabaseLocation::Sqlite(file),
+                from_scan: true,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.db_id.cmp(&b.db_id));
+    Ok(out)
+}
+
+/// A model's `reencode` setting; unset, `all` on a CPU with an int8 GEMM path (Q8_0 is its
+/// format) and `slow` elsewhere (on CUDA, or where candle's kernels run every matmul, `all`
+/// would only cost memory).
+pub(super) fn parse_reencode(
+    value: Option<&str>,
+    device: DeviceSpec,
+    cpu_path: CpuPath,
+) -> anyhow::Result<Reencode> {
+    Ok(match value {
+        None if device.is_cpu() && cpu_path.has_int8_gemm() => Reencode::All,
+        None => Reencode::Slow,
+        Some("all") => Reencode::All,
+        Some("slow") => Reencode::Slow,
+        Some("none") => Reencode::None,
+        Some(other) => bail!("reencode must be all, slow or none, not `{other}`"),
+    })
+}
+
+/// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad
+/// config fails before any model loads).
+pub(super) fn parse_model_dtype(
+    spec: Option<&str>,
+    device: DeviceSpec,
+) -> anyhow::Result<candle_core::DType> {
+    let Some(spec) = spec else {
+        return Ok(candle_core::DType::F32);
+    };
+    let dtype = quorum_models::parse_dtype(spec).context("dtype")?;
+    quorum_models::check_dtype(device.is_cpu(), dtype)?;
+    Ok(dtype)
+}

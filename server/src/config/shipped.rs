@@ -1,0 +1,147 @@
+//! What the server runs when its configuration names no models: the shipped adapters and
+//! selector, the default models and voters, and where Spider's databases are.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::ensure;
+use quorum_sql::pipeline::PromptFormat;
+
+use super::file::{RawGenerator, RawModel, RawPipeline, Role};
+use crate::model_source::ModelDirs;
+
+/// The shipped LoRA adapters the default configuration runs, one per prompt format: the
+/// format whose default generator runs it, the name the configuration gives it, and its
+/// directory under the shipped adapters (`ModelDirs::adapters_dir`). Each has its card in that
+/// directory; docs/RESULTS.md has the dev100 figures that made them defaults.
+pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
+    (PromptFormat::Rep, "rep-s0", "coder-rep-s0"),
+    (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
+];
+
+/// The shipped adapter of the default selection model, trained by `quorum train --task
+/// selector` to choose among the pipeline's split votes (card in its directory).
+pub struct DefaultSelector {
+    pub name: &'static str,
+    pub dir: &'static str,
+    /// The `selector_vote_weight` it serves with: the middle of the weights that did best on
+    /// the split votes of the training databases held out of its training (its card).
+    pub vote_weight: f32,
+}
+
+pub const DEFAULT_SELECTOR: DefaultSelector = DefaultSelector {
+    name: "select-s1",
+    dir: "coder-selector-s1",
+    vote_weight: 1.5,
+};
+
+/// The default adapters under `dirs.adapters_dir`, by name. A missing one is an error naming it
+/// and every directory searched: without them the default configuration would serve a
+/// different, less accurate product than the one documented, and nothing may degrade silently.
+pub(super) fn shipped_default_adapters(
+    dirs: &ModelDirs,
+) -> anyhow::Result<BTreeMap<String, PathBuf>> {
+    let mut found = BTreeMap::new();
+    let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
+    for (name, dir) in generators.chain([(DEFAULT_SELECTOR.name, DEFAULT_SELECTOR.dir)]) {
+        let path = dirs.adapters_dir.join(dir);
+        ensure!(
+            path.join("adapter_config.json").is_file(),
+            "the default configuration's adapter `{name}` is not at {} (searched for the \
+             shipped adapters in: {}); point --adapters-dir (QUORUM_ADAPTERS_DIR) or QUORUM_HOME \
+             at the directory holding {dir}/, or give a configuration that names its own models",
+            path.display(),
+            dirs.adapters_searched
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        found.insert(name.to_owned(), path);
+    }
+    Ok(found)
+}
+
+/// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
+/// loaded for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
+/// fails, so it is not a default voter); MiniLM embeds questions. `adapters` are the shipped
+/// default adapters in place, loaded on Qwen2.5-Coder.
+pub(super) fn default_models(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawModel> {
+    let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
+        name: None,
+        source: source.to_owned(),
+        roles,
+        device: None,
+        format,
+        max_model_len: None,
+        reencode: None,
+        adapters: BTreeMap::new(),
+        dtype: None,
+    };
+    let mut coder = model(
+        "qwen2.5-coder-0.5b",
+        vec![Role::Generator, Role::Selector],
+        Some(PromptFormat::Rep),
+    );
+    coder.adapters = adapters.clone();
+    vec![
+        coder,
+        model(
+            "smollm2-135m",
+            vec![Role::Generator],
+            Some(PromptFormat::SimpleDdl),
+        ),
+        model("all-minilm-l6-v2", vec![Role::Embedder], None),
+    ]
+}
+
+/// The default pipeline's voters: one base model with three prompt formats ("generators with
+/// different preferences"), so cross-consistency has diverse votes from the models at hand; a
+/// voter runs its format's fine-tuned adapter when that is among `adapters`.
+pub(super) fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator> {
+    let generator = |name: &str, format: PromptFormat| RawGenerator {
+        name: name.to_owned(),
+        model: "qwen2.5-coder-0.5b".to_owned(),
+        format: Some(format),
+        temperature: None,
+        top_p: None,
+        seed: None,
+        adapter: DEFAULT_ADAPTERS
+            .iter()
+            .find(|(f, name, _)| *f == format && adapters.contains_key(*name))
+            .map(|(_, name, _)| (*name).to_owned()),
+    };
+    vec![
+        generator("qwen-rep", PromptFormat::Rep),
+        generator("qwen-mschema", PromptFormat::MSchema),
+        generator("qwen-ddl", PromptFormat::SimpleDdl),
+    ]
+}
+
+/// With the shipped selector adapter among `adapters`, the default pipeline asks it on split
+/// votes, at the vote weight it was validated with (unless the config sets either knob).
+/// Without it selection stays off: the untuned base model loses to majority voting.
+pub(super) fn default_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, PathBuf>) {
+    if !adapters.contains_key(DEFAULT_SELECTOR.name) {
+        return;
+    }
+    pipeline.setup.selector_adapter = Some(DEFAULT_SELECTOR.name.to_owned());
+    pipeline.knobs.selector.get_or_insert(true);
+    pipeline
+        .knobs
+        .selector_vote_weight
+        .get_or_insert(DEFAULT_SELECTOR.vote_weight);
+}
+
+/// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout
+/// this binary was built from (an absolute path, so the working directory does not matter).
+pub const DEFAULT_SPIDER_DIR: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/spider");
+
+/// Spider's dev databases beside the checkout, or under `QUORUM_SPIDER_DIR` (read by the
+/// binary and passed in: libraries do not read the environment).
+pub fn default_database_dir(spider_dir: Option<PathBuf>) -> PathBuf {
+    spider_dir
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SPIDER_DIR))
+        .join("database")
+}

@@ -1,0 +1,310 @@
+//! The file format, its resolution and the shipped defaults together.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use quorum_models::{CpuPath, DeviceSpec};
+use quorum_sql::pipeline::PromptFormat;
+use quorum_weights::Reencode;
+
+use super::file::*;
+use super::resolved::*;
+use super::shipped::*;
+use crate::model_source::ModelDirs;
+
+#[test]
+fn half_precision_needs_a_gpu() {
+    use candle_core::DType;
+    assert_eq!(
+        parse_model_dtype(None, DeviceSpec::Cpu).unwrap(),
+        DType::F32
+    );
+    assert_eq!(
+        parse_model_dtype(Some("bf16"), DeviceSpec::Cuda(1)).unwrap(),
+        DType::BF16
+    );
+    let err = parse_model_dtype(Some("bf16"), DeviceSpec::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("need a GPU"), "{err}");
+    let err = format!(
+        "{:#}",
+        parse_model_dtype(Some("int4"), DeviceSpec::Cuda(0)).unwrap_err()
+    );
+    assert!(err.contains("unknown dtype `int4`"), "{err}");
+}
+
+/// The ConfigMaps of deploy/ are server configs: unknown keys and bad limits fail here
+/// rather than in a crash-looping pod.
+#[test]
+fn deploy_configs_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for file in ["deploy/base/quorum.toml", "deploy/overlays/gpu/quorum.toml"] {
+        let raw = RawConfig::from_file(&root.join(file)).expect(file);
+        resolve_limits(&raw.limits).expect(file);
+        assert!(!raw.models.is_empty(), "{file} names its models");
+        assert!(
+            raw.server.grace_period_secs.is_some(),
+            "{file}: grace period"
+        );
+        // The adapters it names are the ones the image copies from the checkout.
+        for model in &raw.models {
+            for path in model.adapters.values() {
+                let shipped = path
+                    .strip_prefix("/opt/quorum")
+                    .unwrap_or_else(|_| panic!("{file}: {} is not in the image", path.display()));
+                assert!(
+                    root.join(shipped).join("adapter_config.json").is_file(),
+                    "{file}: {} is not in the checkout",
+                    shipped.display()
+                );
+            }
+        }
+    }
+}
+
+/// The GPU check's server configuration (scripts/gpu/quorum-gpu.toml) parses once its
+/// placeholders are filled, places every model on cuda:0, and names an adapter that ships.
+#[test]
+fn the_gpu_check_config_parses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = std::fs::read_to_string(root.join("scripts/gpu/quorum-gpu.toml")).unwrap();
+    let text = text
+        .replace("@SYN@", "/tmp/synthetic")
+        .replace("@REPO@", &root.display().to_string());
+    let raw = RawConfig::from_toml_str(&text).unwrap();
+    resolve_limits(&raw.limits).unwrap();
+    assert_eq!(raw.server.device, Some(DeviceSpec::Cuda(0)));
+    assert_eq!(raw.pipeline.setup.generators.len(), 3);
+    for model in &raw.models {
+        for path in model.adapters.values() {
+            assert!(
+                path.join("adapter_config.json").is_file(),
+                "{}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// The shipped default adapters are in the checkout, and the default configuration puts
+/// each on its format's voter only when it is there.
+#[test]
+fn the_default_voters_run_the_shipped_adapters_when_present() {
+    let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the default adapters");
+    assert_eq!(
+        shipped.len(),
+        DEFAULT_ADAPTERS.len() + 1,
+        "every default adapter ships, the selector's too"
+    );
+    let models = default_models(&shipped);
+    assert_eq!(models[0].adapters, shipped);
+    let generators = default_generators(&shipped);
+    let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
+    let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
+    assert_eq!(adapters, [Some("rep-s0"), Some("mschema-s1"), None]);
+    // None in place: every voter runs the base model.
+    let none = BTreeMap::new();
+    assert!(default_models(&none)[0].adapters.is_empty());
+    assert!(
+        default_generators(&none)
+            .iter()
+            .all(|g| g.adapter.is_none())
+    );
+    // Only the RE_p adapter in place: the M-Schema voter runs the base model.
+    let mut rep = BTreeMap::new();
+    rep.insert("rep-s0".to_owned(), adapters_dir.join("coder-rep-s0"));
+    let adapters: Vec<_> = default_generators(&rep)
+        .iter()
+        .map(|g| g.adapter.clone())
+        .collect();
+    assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
+    // Nothing in place: an error that names the adapter and where it was looked for.
+    let missing = adapters_dir.join("missing");
+    let err = shipped_default_adapters(&dirs_with_adapters(&missing))
+        .expect_err("no adapters there")
+        .to_string();
+    assert!(err.contains("`rep-s0`"), "{err}");
+    assert!(err.contains("missing"), "{err}");
+    assert!(err.contains("--adapters-dir"), "{err}");
+}
+
+#[test]
+fn relative_paths_in_a_file_are_taken_from_its_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("model.gguf"), b"x").expect("write");
+    let file = dir.path().join("quorum.toml");
+    std::fs::write(
+        &file,
+        r#"
+[server]
+tls_cert = "certs/cert.pem"
+adapter_dir = "/abs/adapters"
+[[models]]
+source = "model.gguf"
+roles = ["generator"]
+[models.adapters]
+sql = "adapters/sql"
+[[models]]
+source = "qwen2.5-coder-0.5b"
+roles = ["selector"]
+[databases]
+dir = "dbs"
+[databases.entries]
+sales = "sales.sqlite"
+[pipeline]
+demos_file = "train.json"
+"#,
+    )
+    .expect("write");
+    let raw = RawConfig::from_file(&file).expect("parses");
+    let base = crate::model_source::absolute(dir.path());
+    assert_eq!(raw.server.tls_cert, Some(base.join("certs/cert.pem")));
+    assert_eq!(raw.server.adapter_dir, Some(PathBuf::from("/abs/adapters")));
+    assert_eq!(
+        raw.models[0].source,
+        base.join("model.gguf").display().to_string()
+    );
+    assert_eq!(raw.models[0].adapters["sql"], base.join("adapters/sql"));
+    // A short name that is no file there stays a name.
+    assert_eq!(raw.models[1].source, "qwen2.5-coder-0.5b");
+    assert_eq!(raw.databases.dir, Some(base.join("dbs")));
+    assert_eq!(raw.databases.entries["sales"], base.join("sales.sqlite"));
+    assert_eq!(raw.pipeline.setup.demos_file, Some(base.join("train.json")));
+}
+
+fn dirs_with_adapters(dir: &Path) -> ModelDirs {
+    let mut dirs = ModelDirs::with_adapter_candidates(
+        PathBuf::from("/nonexistent/models"),
+        quorum_weights::HubCache {
+            root: PathBuf::from("/nonexistent/hub"),
+        },
+        Vec::new(),
+    );
+    dirs.set_adapters_dir(dir.to_path_buf());
+    dirs
+}
+
+/// The default pipeline asks the shipped selector on split votes at its validated weight;
+/// a config's own knobs win, and without the adapter selection stays off.
+#[test]
+fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
+    let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the default adapters");
+    let mut pipeline = RawPipeline::default();
+    default_selection(&mut pipeline, &shipped);
+    assert_eq!(
+        pipeline.setup.selector_adapter.as_deref(),
+        Some("select-s1")
+    );
+    assert_eq!(pipeline.knobs.selector, Some(true));
+    assert_eq!(
+        pipeline.knobs.selector_vote_weight,
+        Some(DEFAULT_SELECTOR.vote_weight)
+    );
+    let mut own = RawPipeline::default();
+    own.knobs.selector = Some(false);
+    own.knobs.selector_vote_weight = Some(0.5);
+    default_selection(&mut own, &shipped);
+    assert_eq!(
+        (own.knobs.selector, own.knobs.selector_vote_weight),
+        (Some(false), Some(0.5))
+    );
+    let mut bare = RawPipeline::default();
+    default_selection(&mut bare, &BTreeMap::new());
+    assert_eq!(bare.setup.selector_adapter, None);
+    assert_eq!(bare.knobs.selector, None);
+}
+
+#[test]
+fn reencode_defaults_by_device_and_rejects_unknown_values() {
+    let avx2 = CpuPath::Avx2;
+    assert_eq!(
+        parse_reencode(None, DeviceSpec::Cpu, avx2).unwrap(),
+        Reencode::All
+    );
+    assert_eq!(
+        parse_reencode(None, DeviceSpec::Cpu, CpuPath::Candle).unwrap(),
+        Reencode::Slow
+    );
+    assert_eq!(
+        parse_reencode(None, DeviceSpec::Cuda(0), avx2).unwrap(),
+        Reencode::Slow
+    );
+    assert_eq!(
+        parse_reencode(Some("none"), DeviceSpec::Cpu, avx2).unwrap(),
+        Reencode::None
+    );
+    assert_eq!(
+        parse_reencode(Some("slow"), DeviceSpec::Cpu, avx2).unwrap(),
+        Reencode::Slow
+    );
+    let err = parse_reencode(Some("q4"), DeviceSpec::Cpu, avx2)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`q4`"), "{err}");
+}
+
+#[test]
+fn pipeline_masking_and_generator_adapters_parse() {
+    let raw: RawPipeline = toml::from_str(
+        r#"
+masking = "relevance"
+selector_adapter = "pick"
+[[generators]]
+name = "coder-sql"
+model = "coder"
+adapter = "sql"
+"#,
+    )
+    .unwrap();
+    assert_eq!(
+        raw.setup.masking,
+        Some(quorum_sql::demo_index::MaskingMode::Relevance)
+    );
+    assert_eq!(raw.setup.generators[0].adapter.as_deref(), Some("sql"));
+    assert_eq!(raw.setup.selector_adapter.as_deref(), Some("pick"));
+    assert!(toml::from_str::<RawPipeline>("masking = \"semantic\"").is_err());
+}
+
+#[test]
+fn pipeline_knobs_parse_beside_the_setup_and_unknown_keys_are_refused() {
+    let raw: RawPipeline = toml::from_str(
+        r#"
+voting = "none"
+revision_rounds = 2
+revision_temperature = 0.5
+round1_format = "m_schema"
+max_new_tokens = 64
+"#,
+    )
+    .unwrap();
+    assert_eq!(raw.knobs.voting, Some(quorum_sql::vote::VotingMode::None));
+    assert_eq!(raw.knobs.revision_rounds, Some(2));
+    assert_eq!(raw.knobs.revision_temperature, Some(0.5));
+    assert_eq!(raw.knobs.round1_format, Some(PromptFormat::MSchema));
+    assert_eq!(raw.setup.max_new_tokens, Some(64));
+    let err = toml::from_str::<RawPipeline>("revison_rounds = 2")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown pipeline setting `revison_rounds`"),
+        "{err}"
+    );
+    for key in [
+        "revision_rounds",
+        "max_new_tokens",
+        "selector_adapter",
+        "generators",
+    ] {
+        assert!(err.contains(key), "{key} is listed: {err}");
+    }
+    assert!(toml::from_str::<RawPipeline>("voting = \"loud\"").is_err());
+    // A whole number where a real one is meant reads as that number.
+    let whole: RawPipeline = toml::from_str("revision_temperature = 1").unwrap();
+    assert_eq!(whole.knobs.revision_temperature, Some(1.0));
+}
