@@ -56,6 +56,10 @@ pub struct Record {
     /// Wall time per pipeline stage as the server reported it, opaque to the harness.
     #[serde(default)]
     pub stage_ms: serde_json::Value,
+    /// Stored values the prompts showed (value retrieval), opaque to the harness; absent when
+    /// there were none.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub matched_values: serde_json::Value,
     pub latency_ms: f64,
     pub tokens_generated: u64,
 }

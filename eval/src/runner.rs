@@ -37,6 +37,8 @@ pub struct Prediction {
     pub votes: serde_json::Value,
     /// Wall time per pipeline stage, kept verbatim in the record.
     pub stage_ms: serde_json::Value,
+    /// Stored values the prompts showed (value retrieval), kept verbatim in the record.
+    pub matched_values: serde_json::Value,
     pub latency_ms: f64,
     pub tokens: u64,
 }
@@ -178,6 +180,7 @@ fn score_question(
         candidates: prediction.candidates,
         votes: prediction.votes,
         stage_ms: prediction.stage_ms,
+        matched_values: prediction.matched_values,
         latency_ms: prediction.latency_ms,
         tokens_generated: prediction.tokens,
     })

@@ -186,10 +186,6 @@ impl PgDatabase {
         options: IntrospectOptions,
     ) -> Result<DatabaseHandle, PgError> {
         let schema = introspect(&self, db_id, options)?;
-        Ok(DatabaseHandle {
-            db_id: db_id.to_owned(),
-            backend: Arc::new(self),
-            schema,
-        })
+        Ok(DatabaseHandle::new(db_id, Arc::new(self), schema))
     }
 }

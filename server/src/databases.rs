@@ -117,6 +117,34 @@ impl DatabaseRegistry {
         Ok(registry)
     }
 
+    /// Reads every database's text values for value retrieval on a background thread, so that
+    /// the first questions do not wait for them, and logs what each index holds (or why it
+    /// could not be read: value retrieval then matches nothing on that database). A database
+    /// registered later is read on its first question that asks for value retrieval.
+    pub fn warm_value_indexes(&self) {
+        let handles: Vec<Arc<DatabaseHandle>> =
+            self.list().into_iter().map(|db| db.handle).collect();
+        std::thread::spawn(move || {
+            for handle in handles {
+                let started = std::time::Instant::now();
+                match handle.value_index() {
+                    Ok(index) => tracing::info!(
+                        db_id = %handle.db_id,
+                        values = index.len(),
+                        skipped_columns = index.skipped_columns,
+                        ms = started.elapsed().as_millis() as u64,
+                        "value index read"
+                    ),
+                    Err(error) => tracing::warn!(
+                        db_id = %handle.db_id,
+                        %error,
+                        "value index unavailable: value retrieval matches nothing here"
+                    ),
+                }
+            }
+        });
+    }
+
     /// Whether other replicas may register databases this one should answer over.
     pub fn is_shared(&self) -> bool {
         self.log.is_some()

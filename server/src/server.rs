@@ -86,6 +86,9 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     );
     state.database_dir = config.database_dir.clone();
     let state = Arc::new(state);
+    if config.pipeline.raw.knobs.value_retrieval == Some(true) {
+        state.databases.warm_value_indexes();
+    }
     match state.no_databases_note() {
         Some(note) => tracing::warn!("{note}"),
         None => tracing::info!(

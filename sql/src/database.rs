@@ -1,31 +1,69 @@
-//! A database the pipeline and the sub-tasks answer over: where its rows are (a [`Backend`]) and its
-//! introspected schema. The server introspects each database once and reuses the handle across
-//! requests; each run opens its own session on the backend.
+//! A database the pipeline and the sub-tasks answer over: where its rows are (a [`Backend`]), its
+//! introspected schema and, read on first use, its text values ([`ValueIndex`]). The server
+//! introspects each database once and reuses the handle across requests; each run opens its own
+//! session on the backend.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use crate::backend::{Backend, SqliteFile};
 use crate::dialect::Dialect;
+use crate::sandbox::Limits;
 use crate::schema::{IntrospectOptions, Schema, SchemaError};
+use crate::value_index::{ValueIndex, ValueIndexLimits};
+
+/// How long one column's `SELECT DISTINCT` may take while the value index is read.
+const VALUE_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct DatabaseHandle {
     pub db_id: String,
     pub backend: Arc<dyn Backend>,
     pub schema: Schema,
+    values: Arc<OnceLock<Result<ValueIndex, String>>>,
 }
 
 impl DatabaseHandle {
     /// Opens the SQLite file `path` read-only and introspects it.
     pub fn open(path: &Path, db_id: &str, options: IntrospectOptions) -> Result<Self, SchemaError> {
-        Ok(Self {
+        let schema = Schema::from_sqlite(path, db_id, options)?;
+        let backend = Arc::new(SqliteFile {
+            path: path.to_owned(),
+        });
+        Ok(Self::new(db_id, backend, schema))
+    }
+
+    /// A handle over `backend` with its introspected `schema`.
+    pub fn new(db_id: &str, backend: Arc<dyn Backend>, schema: Schema) -> Self {
+        Self {
             db_id: db_id.to_owned(),
-            backend: Arc::new(SqliteFile {
-                path: path.to_owned(),
-            }),
-            schema: Schema::from_sqlite(path, db_id, options)?,
-        })
+            backend,
+            schema,
+            values: Arc::default(),
+        }
+    }
+
+    /// The database's text values, read through a read-only session the first time they are
+    /// asked for (the server asks when it opens a database) and kept; `Err` says why no
+    /// session could be opened.
+    pub fn value_index(&self) -> Result<&ValueIndex, &str> {
+        self.values
+            .get_or_init(|| {
+                let limits = ValueIndexLimits::default();
+                let session_limits = Limits {
+                    timeout: VALUE_QUERY_TIMEOUT,
+                    max_rows: limits.per_column,
+                    ..Limits::default()
+                };
+                let mut session = self
+                    .backend
+                    .open_session(session_limits)
+                    .map_err(|e| e.to_string())?;
+                Ok(ValueIndex::build(&self.schema, session.as_mut(), limits))
+            })
+            .as_ref()
+            .map_err(String::as_str)
     }
 
     pub fn dialect(&self) -> Dialect {

@@ -37,4 +37,5 @@ pub mod subtask;
 pub mod timing;
 pub mod translate;
 pub mod value;
+pub mod value_index;
 pub mod vote;

@@ -28,4 +28,5 @@ mod server_tls;
 mod synthetic;
 mod tokenizer;
 mod training;
+mod value_index;
 mod weights_errors;

@@ -27,6 +27,7 @@ pub(crate) fn sample(index: usize, hardness: Hardness, ex: bool) -> Record {
         candidates: serde_json::json!([]),
         votes: serde_json::Value::Null,
         stage_ms: serde_json::Value::Null,
+        matched_values: serde_json::Value::Null,
         latency_ms: 10.0,
         tokens_generated: 5,
     }

@@ -379,9 +379,21 @@ fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Inst
         candidates: serde_json::Value::Array(candidates),
         votes,
         stage_ms,
+        matched_values: matched_values(&response.matched_values),
         latency_ms,
         tokens: u64::from(response.tokens_generated),
     }
+}
+
+/// `[[table, column, value, score], ...]`, or null when none was shown.
+fn matched_values(values: &[pb::MatchedValue]) -> serde_json::Value {
+    if values.is_empty() {
+        return serde_json::Value::Null;
+    }
+    values
+        .iter()
+        .map(|m| json!([m.table, m.column, m.value, m.score]))
+        .collect()
 }
 
 fn stage_ms(t: &pb::StageTimings) -> serde_json::Value {

@@ -80,6 +80,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         voting,
         selector: o.selector,
         selector_vote_weight: o.selector_vote_weight,
+        value_retrieval: o.value_retrieval,
         preview_rows: count(o.preview_rows),
         rep_optimization_rule: o.rep_optimization_rule,
         rep_cell_values: o.rep_cell_values,
@@ -111,6 +112,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
             .map_or(pb::VotingMode::Unspecified, voting_mode) as i32,
         selector: knobs.selector,
         selector_vote_weight: knobs.selector_vote_weight,
+        value_retrieval: knobs.value_retrieval,
         preview_rows: count(knobs.preview_rows),
         rep_optimization_rule: knobs.rep_optimization_rule,
         rep_cell_values: knobs.rep_cell_values,
@@ -254,6 +256,16 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
             elapsed_ms: c.elapsed_ms,
         }),
         unrevised_candidates: a.unrevised.iter().map(|&id| id as u32).collect(),
+        matched_values: a
+            .values
+            .iter()
+            .map(|m| pb::MatchedValue {
+                table: m.table.clone(),
+                column: m.column.clone(),
+                value: m.value.clone(),
+                score: m.score,
+            })
+            .collect(),
     }
 }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::sandbox::QueryResult;
 use crate::subtask::explain::Consistency;
 use crate::value::Value;
+use crate::value_index::ValueMatch;
 use crate::vote::VotingMode;
 
 /// The stage that produced a candidate.
@@ -167,6 +168,9 @@ pub struct PipelineAnswer {
     /// Failed candidates left unrevised because the majority vote was settled without them.
     #[serde(default)]
     pub unrevised: Vec<usize>,
+    /// The stored values the prompts showed (value retrieval).
+    #[serde(default)]
+    pub values: Vec<ValueMatch>,
 }
 
 /// What the consistency check found ([`crate::subtask::explain`]).

@@ -184,6 +184,10 @@ pub struct PipelineConfig {
     /// clause out of place) are never chosen.
     #[serde(default)]
     pub constrained: bool,
+    /// Show the question's matches among the database's text values in every prompt
+    /// ([`crate::value_index`]).
+    #[serde(default)]
+    pub value_retrieval: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

@@ -304,6 +304,12 @@ knobs! {
     selector_vote_weight: f32 = Some(0.0), Bounds::Real(0.0..=10.0), aliases [],
         read |c| c.selector.vote_weight,
         write |c, v| c.selector.vote_weight = v;
+    /// Value retrieval: the database's stored text values that the question names (matched by
+    /// normalized spelling or character trigrams) are shown in every prompt beside their
+    /// columns, so a model can write `'USA'` where the question says "usa".
+    value_retrieval: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.value_retrieval,
+        write |c, v| c.value_retrieval = v;
     /// Rows of the final result returned with the answer.
     preview_rows: usize = Some(20), Bounds::Count(0..=1000), aliases [],
         read |c| c.preview_rows,
@@ -359,6 +365,7 @@ impl PipelineConfig {
             preview_rows: Default::default(),
             answer_prefix: Default::default(),
             constrained: Default::default(),
+            value_retrieval: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

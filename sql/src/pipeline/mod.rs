@@ -62,6 +62,10 @@ impl std::fmt::Debug for PipelineModels {
     }
 }
 
+/// The most stored values value retrieval shows a prompt, and per column.
+const MAX_VALUE_MATCHES: usize = 6;
+const MAX_VALUE_MATCHES_PER_COLUMN: usize = 2;
+
 /// A configured pipeline; cheap to share across requests (`run` takes `&self`).
 #[derive(Debug, Clone)]
 pub struct Pipeline {
@@ -145,6 +149,21 @@ impl Pipeline {
         db: &DatabaseHandle,
         on_event: &mut dyn FnMut(PipelineEvent),
     ) -> Result<PipelineAnswer, PipelineError> {
-        run::Run::new(self, run::Question { question, evidence }, db, on_event)?.answer()
+        let values = if self.config.value_retrieval {
+            // An index that could not be read (the server logs why when it opens the
+            // database) matches nothing.
+            db.value_index().map_or_else(
+                |_| Vec::new(),
+                |index| index.matches(question, MAX_VALUE_MATCHES, MAX_VALUE_MATCHES_PER_COLUMN),
+            )
+        } else {
+            Vec::new()
+        };
+        let question = run::Question {
+            question,
+            evidence,
+            values: &values,
+        };
+        run::Run::new(self, question, db, on_event)?.answer()
     }
 }

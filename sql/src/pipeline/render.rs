@@ -6,11 +6,15 @@
 //! Its text is XiYan's refiner prompt over M-Schema, whatever format the generator used in
 //! round 2: one revision format keeps the number of prompt formats a model must know small.
 
+use std::borrow::Cow;
+
 use super::config::PromptFormat;
 use crate::error_hint::explain_error;
 use crate::model::{PromptMessages, SQL_ANSWER_PREFIX};
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;
+use crate::value::Value;
+use crate::value_index::ValueMatch;
 
 /// What one generation prompt is about.
 #[derive(Debug, Clone, Copy)]
@@ -18,17 +22,69 @@ pub(crate) struct Ask<'a> {
     pub question: &'a str,
     /// BIRD-style hints; Spider has none.
     pub evidence: Option<&'a str>,
+    /// Stored values the question names (value retrieval).
+    pub values: &'a [ValueMatch],
 }
 
 impl Ask<'_> {
-    /// Formats without an evidence slot get the evidence after the question, on its line:
-    /// the hint must reach the model, and the question line is where such formats put intent.
-    fn question_line(&self) -> String {
-        match self.evidence.filter(|e| !e.trim().is_empty()) {
-            Some(evidence) => format!("{} ({})", self.question, evidence.trim()),
-            None => self.question.to_owned(),
+    /// Formats without an evidence slot or column examples get the evidence and the matched
+    /// values after the question, on its line: the hint must reach the model, and the question
+    /// line is where such formats put intent. Values are written `table.column = 'value'`, so
+    /// each is shown with its column.
+    fn question_line(&self, schema: &Schema) -> String {
+        let mut hints = Vec::new();
+        if let Some(evidence) = self.evidence.filter(|e| !e.trim().is_empty()) {
+            hints.push(evidence.trim().to_owned());
+        }
+        let values: Vec<String> = shown_values(self.values, schema)
+            .map(|m| format!("{}.{} = {}", m.table, m.column, sql_string(&m.value)))
+            .collect();
+        if !values.is_empty() {
+            hints.push(format!("values in the database: {}", values.join(", ")));
+        }
+        match hints.is_empty() {
+            true => self.question.to_owned(),
+            false => format!("{} ({})", self.question, hints.join("; ")),
         }
     }
+}
+
+/// The matches whose table and column `schema` shows.
+fn shown_values<'v>(
+    values: &'v [ValueMatch],
+    schema: &'v Schema,
+) -> impl Iterator<Item = &'v ValueMatch> {
+    values.iter().filter(|m| {
+        schema
+            .table(&m.table)
+            .is_some_and(|t| t.column(&m.column).is_some())
+    })
+}
+
+fn sql_string(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+/// `schema` with each matched value first among its column's examples, where M-Schema shows
+/// them beside the column.
+fn with_matched_examples<'s>(schema: &'s Schema, values: &[ValueMatch]) -> Cow<'s, Schema> {
+    if shown_values(values, schema).next().is_none() {
+        return Cow::Borrowed(schema);
+    }
+    let mut schema = schema.clone();
+    for m in values.iter().rev() {
+        let column = schema
+            .tables
+            .iter_mut()
+            .find(|t| t.name == m.table)
+            .and_then(|t| t.columns.iter_mut().find(|c| c.name == m.column));
+        if let Some(column) = column {
+            let value = Value::Text(m.value.clone());
+            column.examples.retain(|e| *e != value);
+            column.examples.insert(0, value);
+        }
+    }
+    Cow::Owned(schema)
 }
 
 /// Renders the generation prompt of `format` over `schema`. Only RE_p carries demos; the
@@ -41,10 +97,16 @@ pub(crate) fn render_generation(
     demos: &[Demo],
 ) -> Prompt {
     match format {
-        PromptFormat::Rep => render_rep(schema, &ask.question_line(), demos, rep),
-        PromptFormat::MSchema => render_xiyan(schema, ask.question, ask.evidence.unwrap_or("")),
-        PromptFormat::SimpleDdl => Template::SimpleDdlMdChat.render(schema, &ask.question_line()),
-        PromptFormat::Template(template) => template.render(schema, &ask.question_line()),
+        PromptFormat::Rep => render_rep(schema, &ask.question_line(schema), demos, rep),
+        PromptFormat::MSchema => render_xiyan(
+            &with_matched_examples(schema, ask.values),
+            ask.question,
+            ask.evidence.unwrap_or(""),
+        ),
+        PromptFormat::SimpleDdl => {
+            Template::SimpleDdlMdChat.render(schema, &ask.question_line(schema))
+        }
+        PromptFormat::Template(template) => template.render(schema, &ask.question_line(schema)),
     }
 }
 
@@ -58,7 +120,12 @@ pub fn generation_prompt(
     question: &str,
     evidence: Option<&str>,
 ) -> Prompt {
-    render_generation(format, rep, schema, Ask { question, evidence }, &[])
+    let ask = Ask {
+        question,
+        evidence,
+        values: &[],
+    };
+    render_generation(format, rep, schema, ask, &[])
 }
 
 /// The chat messages of a generation prompt; with `answer_prefix` the answer is started for the
@@ -104,7 +171,7 @@ pub(crate) fn render_revision(
     };
     let text = format!(
         "{instruction}\n\n【Database Schema】\n{schema}\n\n【Evidence】\n{evidence}\n\n【Question】\n{question}\n\n【SQL】\n```sql\n{sql}\n```\n\n【Execution result】\n{result}{hint}\n\nWrite the corrected SQL query.",
-        schema = render_mschema(schema),
+        schema = render_mschema(&with_matched_examples(schema, ask.values)),
         evidence = ask.evidence.unwrap_or(""),
         question = ask.question,
     );
@@ -126,6 +193,7 @@ mod tests {
         let ask = Ask {
             question: "How many singers?",
             evidence: Some("singer refers to singer table"),
+            values: &[],
         };
         for format in [
             PromptFormat::Rep,
@@ -142,6 +210,7 @@ mod tests {
         let plain = Ask {
             question: "How many singers?",
             evidence: None,
+            values: &[],
         };
         let prompt = render_generation(
             PromptFormat::Rep,
@@ -163,6 +232,7 @@ mod tests {
         let ask = Ask {
             question: "How many singers?",
             evidence: None,
+            values: &[],
         };
         let demos = [Demo::new("How many pets?", "SELECT count(*) FROM pets")];
         let rep = render_generation(
@@ -189,6 +259,7 @@ mod tests {
         let ask = Ask {
             question: "How many singers?",
             evidence: None,
+            values: &[],
         };
         let error = Feedback::Error("no such column: nme".into());
         let prompt = render_revision(&schema, ask, "SELECT nme FROM singer", &error);
@@ -211,5 +282,68 @@ mod tests {
         );
         let empty = render_revision(&schema, ask, "SELECT 1", &Feedback::Empty);
         assert!(empty.text.contains("returned no rows"));
+    }
+
+    #[test]
+    fn matched_values_are_shown_beside_their_columns_in_every_format() {
+        let schema = crate::prompt::fixture::schema("concert_singer");
+        let values = [
+            ValueMatch {
+                table: "singer".into(),
+                column: "Country".into(),
+                value: "Netherlands".into(),
+                score: 1.0,
+            },
+            ValueMatch {
+                table: "nowhere".into(),
+                column: "x".into(),
+                value: "gone".into(),
+                score: 1.0,
+            },
+        ];
+        let ask = Ask {
+            question: "Which singers are from the netherlands?",
+            evidence: None,
+            values: &values,
+        };
+        for format in [PromptFormat::Rep, PromptFormat::SimpleDdl] {
+            let text = render_generation(format, RepOptions::default(), &schema, ask, &[]).text;
+            assert!(
+                text.contains(
+                    "netherlands? (values in the database: singer.Country = 'Netherlands')"
+                ),
+                "{format:?}: {text}"
+            );
+            assert!(
+                !text.contains("gone"),
+                "a table the schema lacks is not shown"
+            );
+        }
+        let mschema = render_generation(
+            PromptFormat::MSchema,
+            RepOptions::default(),
+            &schema,
+            ask,
+            &[],
+        );
+        assert!(
+            mschema
+                .text
+                .contains("(Country:TEXT, Examples: [Netherlands"),
+            "{}",
+            mschema.text
+        );
+        let revision = render_revision(&schema, ask, "SELECT 1", &Feedback::Empty).text;
+        assert!(revision.contains("Examples: [Netherlands"), "{revision}");
+        // Without matches every prompt is what it was.
+        let plain = Ask { values: &[], ..ask };
+        let text = render_generation(
+            PromptFormat::Rep,
+            RepOptions::default(),
+            &schema,
+            plain,
+            &[],
+        );
+        assert!(!text.text.contains("values in the database"));
     }
 }

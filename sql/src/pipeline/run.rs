@@ -31,6 +31,7 @@ use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::translate::{complete_group_by, string_literals_for};
+use crate::value_index::ValueMatch;
 use crate::vote::{VotingMode, decide, settled_without};
 
 /// The question of a run.
@@ -38,6 +39,8 @@ use crate::vote::{VotingMode, decide, settled_without};
 pub(super) struct Question<'a> {
     pub question: &'a str,
     pub evidence: Option<&'a str>,
+    /// The database's stored values the question names (value retrieval; empty when off).
+    pub values: &'a [ValueMatch],
 }
 
 /// Who wrote a candidate and at which stage.
@@ -96,6 +99,7 @@ impl<'r> Run<'r> {
             ask: Ask {
                 question: question.question,
                 evidence: question.evidence,
+                values: question.values,
             },
             db,
             sandbox,
@@ -548,6 +552,7 @@ impl<'r> Run<'r> {
             settings: PipelineKnobs::of(&self.pipeline.config),
             consistency,
             unrevised: self.unrevised,
+            values: self.ask.values.to_vec(),
         }
     }
 
