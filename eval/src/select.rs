@@ -98,6 +98,7 @@ mod tests {
                 db_id: "db".to_owned(),
                 question: format!("q{i}"),
                 query: format!("SELECT {i}"),
+                evidence: None,
             })
             .collect()
     }

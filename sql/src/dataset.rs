@@ -1,17 +1,31 @@
-//! Loading Spider-format data: question files (dev.json, train.json), the schema file
-//! (tables.json), the evaluation slices (slices.json) and the database paths.
+//! Loading Spider-format data: question files (dev.json, train.json, and BIRD's, whose gold SQL
+//! is `SQL` and which carry `evidence`), the schema file (tables.json), the evaluation slices
+//! (slices.json) and the database paths.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// One question with its gold SQL. Other fields of the file (tokens, parsed SQL) are ignored.
+/// One question with its gold SQL. Other fields of the file (tokens, parsed SQL, BIRD's
+/// `question_id` and `difficulty`) are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Example {
     pub db_id: String,
     pub question: String,
+    /// Spider's `query`, BIRD's `SQL`.
+    #[serde(alias = "SQL")]
     pub query: String,
+    /// BIRD's external knowledge for the question; Spider has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+}
+
+impl Example {
+    /// The evidence to send with the question: `None` when absent or blank.
+    pub fn evidence(&self) -> Option<&str> {
+        self.evidence.as_deref().filter(|e| !e.trim().is_empty())
+    }
 }
 
 /// A primary key in tables.json: a column index, or a list of them in later Spider-format
@@ -94,6 +108,14 @@ pub fn load_tables(path: &Path) -> Result<Vec<TablesEntry>, DatasetError> {
 
 pub fn load_slices(path: &Path) -> Result<Slices, DatasetError> {
     load_json(path)
+}
+
+/// [`load_slices`], or no slices when the file does not exist (BIRD ships none).
+pub fn load_slices_if_present(path: &Path) -> Result<Slices, DatasetError> {
+    match path.exists() {
+        true => load_slices(path),
+        false => Ok(Slices::default()),
+    }
 }
 
 /// `<db_dir>/<db_id>/<db_id>.sqlite`, Spider's layout.
@@ -191,5 +213,34 @@ mod tests {
         assert_eq!(err.kind(), "parse");
         assert!(err.to_string().contains("bad.json"));
         std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn bird_question_files_read_their_sql_and_evidence() {
+        let bird = r#"[{"question_id": 0, "db_id": "california_schools",
+            "question": "What is the highest eligible free rate for K-12 students?",
+            "evidence": "Eligible free rate = `Free Meal Count (K-12)` / `Enrollment (K-12)`",
+            "SQL": "SELECT 1", "difficulty": "simple"},
+            {"question_id": 1, "db_id": "x", "question": "q", "evidence": " ", "SQL": "SELECT 2"}]"#;
+        let examples: Vec<Example> = serde_json::from_str(bird).expect("BIRD format");
+        assert_eq!(examples[0].query, "SELECT 1");
+        assert!(
+            examples[0]
+                .evidence()
+                .is_some_and(|e| e.starts_with("Eligible"))
+        );
+        assert_eq!(examples[1].evidence(), None, "blank evidence is none");
+        let spider: Vec<Example> =
+            serde_json::from_str(r#"[{"db_id": "x", "question": "q", "query": "SELECT 3"}]"#)
+                .expect("Spider format");
+        assert_eq!(
+            (spider[0].query.as_str(), spider[0].evidence()),
+            ("SELECT 3", None)
+        );
+        assert!(
+            !serde_json::to_string(&spider[0])
+                .unwrap()
+                .contains("evidence")
+        );
     }
 }

@@ -40,6 +40,7 @@ fn questions() -> Vec<(usize, Example)> {
             db_id: "pets".to_owned(),
             question: format!("q{i}"),
             query: (*sql).to_owned(),
+            evidence: None,
         };
         (i * 10, example)
     })

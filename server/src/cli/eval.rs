@@ -18,7 +18,7 @@ use quorum_eval::{
 };
 use quorum_models::CpuPath;
 use quorum_proto::v1 as pb;
-use quorum_sql::dataset::{Example, load_examples, load_slices};
+use quorum_sql::dataset::{Example, load_examples, load_slices_if_present};
 use quorum_sql::pipeline::PipelineKnobs;
 use serde_json::json;
 
@@ -39,9 +39,14 @@ pub struct EvalArgs {
     /// `train.json` (the demonstration pool of the in-process server).
     #[arg(long, env = "QUORUM_SPIDER_DIR", default_value = quorum_server::config::shipped::DEFAULT_SPIDER_DIR)]
     pub data: PathBuf,
-    /// Question file, relative to --data unless absolute.
+    /// Question file, relative to --data unless absolute: Spider's format, or BIRD's (gold SQL
+    /// in `SQL`, and `evidence`, which is sent with each question).
     #[arg(long, default_value = "dev.json")]
     pub questions: PathBuf,
+    /// The databases' directory (`<id>/<id>.sqlite`), relative to --data unless absolute;
+    /// BIRD's is `dev_databases`.
+    #[arg(long, default_value = "database")]
+    pub database_dir: PathBuf,
     /// A slice of slices.json (smoke10, dev100, usable, ...).
     #[arg(long)]
     pub slice: Option<String>,
@@ -164,7 +169,7 @@ pub fn eval(
     }
     let out = args.out.clone().context("--out is required")?;
     let examples = load_examples(&args.under_data(&args.questions))?;
-    let slices = load_slices(&args.data.join("slices.json"))?;
+    let slices = load_slices_if_present(&args.data.join("slices.json"))?;
     let selection = Selection {
         slice: args.slice.clone(),
         ids: args.ids.as_deref().map(parse_ids).transpose()?,
@@ -184,7 +189,7 @@ pub fn eval(
         Arc::new(open) as Arc<DatabaseOpener>
     });
     let options = EvalOptions {
-        database_dir: args.data.join("database"),
+        database_dir: args.under_data(&args.database_dir),
         opener,
         score: args.score_options()?,
         concurrency: args.concurrency.max(1),
@@ -228,7 +233,7 @@ pub fn eval(
         let mut request = tonic::Request::new(pb::Text2SqlRequest {
             question: example.question.clone(),
             db_id: example.db_id.clone(),
-            evidence: None,
+            evidence: example.evidence().map(str::to_owned),
             options: Some(request_options.clone()),
         });
         request.set_timeout(timeout);
@@ -298,7 +303,7 @@ async fn connect(
         metrics_listen: Some(String::new()),
         auth_token: Some(String::new()),
         device,
-        database_dir: Some(args.data.join("database")),
+        database_dir: Some(args.under_data(&args.database_dir)),
         cpu_path: Some(cpu_path),
         ..Overrides::default()
     });
@@ -334,7 +339,7 @@ async fn connect(
     limits.kv_cache_mib = Some(limits.kv_cache_mib.unwrap_or(EVAL_KV_CACHE_MIB));
     let needed = args.concurrency.max(1);
     limits.max_concurrent_text2sql = Some(limits.max_concurrent_text2sql.unwrap_or(8).max(needed));
-    let default_db_dir = args.data.join("database");
+    let default_db_dir = args.under_data(&args.database_dir);
     let config = quorum_server::config::resolved::resolve(raw, dirs, &default_db_dir)?;
     let mut server = quorum_server::start(config).await?;
     let url = format!("http://{}", server.addr);

@@ -612,6 +612,7 @@ mod tests {
             db_id: db_id.into(),
             question: question.into(),
             query: "SELECT 1".into(),
+            evidence: None,
         }
     }
 

@@ -218,6 +218,7 @@ fn build_errors_are_structured() {
         db_id: "no_such_db".into(),
         question: "q".into(),
         query: "SELECT 1".into(),
+        evidence: None,
     }];
     let index = DemoIndex::build(&missing, &database_dir, &BagOfWords::default())
         .expect("a missing database skips its examples");
