@@ -119,7 +119,8 @@ impl DatabaseRegistry {
 
     /// Reads every database's text values for value retrieval on a background thread, so that
     /// the first questions do not wait for them, and logs what each index holds (or why it
-    /// could not be read: value retrieval then matches nothing on that database). A database
+    /// could not be read: the first question that asks for value retrieval reads it again, and
+    /// fails as its run would if the database is still unreachable). A database
     /// registered later is read on its first question that asks for value retrieval.
     pub fn warm_value_indexes(&self) {
         let handles: Vec<Arc<DatabaseHandle>> =
@@ -138,7 +139,7 @@ impl DatabaseRegistry {
                     Err(error) => tracing::warn!(
                         db_id = %handle.db_id,
                         %error,
-                        "value index unavailable: value retrieval matches nothing here"
+                        "value index not read: tried again on the first question that asks"
                     ),
                 }
             }

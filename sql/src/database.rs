@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, SqliteFile};
 use crate::dialect::Dialect;
-use crate::sandbox::Limits;
+use crate::sandbox::{ExecError, Limits};
 use crate::schema::{IntrospectOptions, Schema, SchemaError};
 use crate::value_index::{ValueIndex, ValueIndexLimits};
 
@@ -21,7 +21,7 @@ pub struct DatabaseHandle {
     pub db_id: String,
     pub backend: Arc<dyn Backend>,
     pub schema: Schema,
-    values: Arc<OnceLock<Result<ValueIndex, String>>>,
+    values: Arc<OnceLock<ValueIndex>>,
 }
 
 impl DatabaseHandle {
@@ -45,25 +45,22 @@ impl DatabaseHandle {
     }
 
     /// The database's text values, read through a read-only session the first time they are
-    /// asked for (the server asks when it opens a database) and kept; `Err` says why no
-    /// session could be opened.
-    pub fn value_index(&self) -> Result<&ValueIndex, &str> {
-        self.values
-            .get_or_init(|| {
-                let limits = ValueIndexLimits::default();
-                let session_limits = Limits {
-                    timeout: VALUE_QUERY_TIMEOUT,
-                    max_rows: limits.per_column,
-                    ..Limits::default()
-                };
-                let mut session = self
-                    .backend
-                    .open_session(session_limits)
-                    .map_err(|e| e.to_string())?;
-                Ok(ValueIndex::build(&self.schema, session.as_mut(), limits))
-            })
-            .as_ref()
-            .map_err(String::as_str)
+    /// asked for (the server asks when it opens a database) and kept. A session that cannot be
+    /// opened is an error and nothing is kept, so the next call tries again.
+    pub fn value_index(&self) -> Result<&ValueIndex, ExecError> {
+        if let Some(index) = self.values.get() {
+            return Ok(index);
+        }
+        let limits = ValueIndexLimits::default();
+        let session_limits = Limits {
+            timeout: VALUE_QUERY_TIMEOUT,
+            max_rows: limits.per_column,
+            ..Limits::default()
+        };
+        let mut session = self.backend.open_session(session_limits)?;
+        let index = ValueIndex::build(&self.schema, session.as_mut(), limits);
+        // Two first callers may both read it; the first one's index is kept.
+        Ok(self.values.get_or_init(|| index))
     }
 
     pub fn dialect(&self) -> Dialect {

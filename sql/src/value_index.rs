@@ -77,7 +77,8 @@ struct Entry {
     table: String,
     column: String,
     value: String,
-    normalized: String,
+    /// Distinct trigrams of the normalized value, for the Jaccard index.
+    trigram_count: usize,
 }
 
 /// The text values of one database.
@@ -136,18 +137,16 @@ impl ValueIndex {
             return;
         }
         let id = self.entries.len() as u32;
-        self.exact.entry(normalized.clone()).or_default().push(id);
-        for gram in trigrams(&normalized) {
-            let posting = self.trigrams.entry(gram).or_default();
-            if posting.last() != Some(&id) {
-                posting.push(id);
-            }
+        let grams: HashSet<[char; 3]> = trigrams(&normalized).collect();
+        for &gram in &grams {
+            self.trigrams.entry(gram).or_default().push(id);
         }
+        self.exact.entry(normalized).or_default().push(id);
         self.entries.push(Entry {
             table: table.to_owned(),
             column: column.to_owned(),
             value: value.to_owned(),
-            normalized,
+            trigram_count: grams.len(),
         });
     }
 
@@ -239,9 +238,8 @@ impl ValueIndex {
         shared
             .into_iter()
             .filter_map(|(id, common)| {
-                let theirs: HashSet<[char; 3]> =
-                    trigrams(&self.entries[id as usize].normalized).collect();
-                let union = grams.len() + theirs.len() - common;
+                let theirs = self.entries[id as usize].trigram_count;
+                let union = grams.len() + theirs - common;
                 let score = common as f32 / union.max(1) as f32;
                 (score >= FUZZY_THRESHOLD).then_some((id, score))
             })
@@ -356,6 +354,23 @@ mod tests {
         assert_eq!(found[0].value, "Netherlands");
         // Numbers are not text values: years and ids are never matched.
         assert!(index.matches("concerts in 2014", 6, 2).is_empty());
+    }
+
+    #[test]
+    fn an_unreachable_database_is_an_error_each_time_not_an_empty_index() {
+        let concert = crate::spider_fixture::concert();
+        let gone = crate::database::DatabaseHandle::new(
+            "concert_singer",
+            std::sync::Arc::new(crate::backend::SqliteFile {
+                path: "/nonexistent/concert_singer.sqlite".into(),
+            }),
+            concert.schema.clone(),
+        );
+        assert!(gone.value_index().is_err());
+        assert!(
+            gone.value_index().is_err(),
+            "a failure is not kept as an index"
+        );
     }
 
     #[test]

@@ -150,12 +150,14 @@ impl Pipeline {
         on_event: &mut dyn FnMut(PipelineEvent),
     ) -> Result<PipelineAnswer, PipelineError> {
         let values = if self.config.value_retrieval {
-            // An index that could not be read (the server logs why when it opens the
-            // database) matches nothing.
-            db.value_index().map_or_else(
-                |_| Vec::new(),
-                |index| index.matches(question, MAX_VALUE_MATCHES, MAX_VALUE_MATCHES_PER_COLUMN),
-            )
+            // A database whose values cannot be read cannot run candidates either: the run
+            // fails here as it would at its first execution.
+            db.value_index()
+                .map_err(|source| PipelineError::Database {
+                    db_id: db.db_id.clone(),
+                    source,
+                })?
+                .matches(question, MAX_VALUE_MATCHES, MAX_VALUE_MATCHES_PER_COLUMN)
         } else {
             Vec::new()
         };
