@@ -25,6 +25,7 @@ use serde_json::json;
 use quorum_eval::DatabaseOpener;
 use quorum_postgres::{PgDatabase, PgSource};
 use quorum_server::config::file::{Overrides, RawConfig};
+use quorum_server::config::profile::Profile;
 use quorum_server::model_source::ModelDirs;
 use quorum_sql::schema::IntrospectOptions;
 use std::sync::Arc;
@@ -69,6 +70,10 @@ pub struct EvalArgs {
     /// Configuration of the in-process server (default: the default models).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The in-process server's shipped set of models when the configuration lists none:
+    /// `default` or `accurate` (as `quorum serve --profile`).
+    #[arg(long, env = "QUORUM_PROFILE", value_enum, conflicts_with = "server")]
+    pub profile: Option<Profile>,
     /// Seconds one question may take (the gRPC deadline).
     #[arg(long, default_value_t = 900)]
     pub question_timeout_secs: u64,
@@ -305,6 +310,7 @@ async fn connect(
         device,
         database_dir: Some(args.under_data(&args.database_dir)),
         cpu_path: Some(cpu_path),
+        profile: args.profile,
         ..Overrides::default()
     });
     // The train pool of the same data directory gives the demonstrations, when the config has

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use quorum_models::{CpuPath, DeviceSpec};
 use quorum_server::config::file::{Overrides, RawConfig};
+use quorum_server::config::profile::Profile;
 use quorum_server::model_source::ModelDirs;
 use tonic_health::pb::health_check_response::ServingStatus;
 
@@ -15,6 +16,11 @@ pub struct ServeArgs {
     /// TOML configuration file (models by role, databases, pipeline, limits).
     #[arg(long, env = "QUORUM_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The shipped set of models to serve when the configuration lists none: `default`
+    /// (Qwen2.5-Coder-0.5B with the shipped adapters) or `accurate` (Qwen2.5-Coder-1.5B
+    /// voters, after `scripts/fetch-models.sh --with-1.5b`; docs/RESULTS.md compares them).
+    #[arg(long, env = "QUORUM_PROFILE", value_enum)]
+    pub profile: Option<Profile>,
     /// gRPC address (default 127.0.0.1:50051).
     #[arg(long, env = "QUORUM_LISTEN")]
     pub listen: Option<String>,
@@ -88,6 +94,7 @@ pub fn serve(
         tls_cert: args.tls_cert,
         tls_key: args.tls_key,
         cpu_path: Some(cpu_path),
+        profile: args.profile,
     });
     let spider = std::env::var_os("QUORUM_SPIDER_DIR").map(PathBuf::from);
     let default_db_dir = quorum_server::config::shipped::default_database_dir(spider);

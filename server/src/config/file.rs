@@ -10,6 +10,8 @@ use quorum_models::{CpuPath, DeviceSpec};
 use quorum_sql::pipeline::{PipelineKnobs, PromptFormat};
 use serde::{Deserialize, Serialize};
 
+use super::profile::Profile;
+
 /// The TOML file, also filled in by command-line flags.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +53,9 @@ pub struct RawServer {
     /// `Inference.LoadAdapter` reads adapters from under this directory only (default: the
     /// shipped adapters' directory, `QUORUM_ADAPTERS_DIR` or `adapters`).
     pub adapter_dir: Option<PathBuf>,
+    /// The shipped configuration to serve when `[[models]]` lists none (default: `default`);
+    /// naming one beside models of the configuration's own is an error.
+    pub profile: Option<Profile>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -264,6 +269,7 @@ pub struct Overrides {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub cpu_path: Option<CpuPath>,
+    pub profile: Option<Profile>,
 }
 
 impl RawConfig {
@@ -338,6 +344,7 @@ impl RawConfig {
         server.device = o.device.or(server.device.take());
         server.tls_cert = o.tls_cert.or(server.tls_cert.take());
         server.tls_key = o.tls_key.or(server.tls_key.take());
+        server.profile = o.profile.or(server.profile.take());
         self.databases.dir = o.database_dir.or(self.databases.dir.take());
         self.cpu_path = o.cpu_path.or(self.cpu_path.take());
     }

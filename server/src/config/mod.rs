@@ -4,9 +4,11 @@
 //! databases found, limits checked against each other).
 //!
 //! With no file at all the defaults ([`shipped`]) serve the project's default models over the
-//! Spider dev databases, so that `quorum serve` works right after `scripts/fetch-models.sh`.
+//! Spider dev databases, so that `quorum serve` works right after `scripts/fetch-models.sh`;
+//! `--profile` ([`profile::Profile`]) picks another shipped set of models.
 
 pub mod file;
+pub mod profile;
 pub mod resolved;
 pub mod shipped;
 #[cfg(test)]

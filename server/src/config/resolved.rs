@@ -14,7 +14,7 @@ use quorum_weights::Reencode;
 
 use super::file::{RawConfig, RawDatabases, RawLimits, RawModel, RawPipeline, Role};
 use super::shipped::{
-    default_generators, default_models, default_selection, shipped_default_adapters,
+    default_selection, profile_generators, profile_models, shipped_default_adapters,
 };
 use crate::model_source::ModelDirs;
 
@@ -189,18 +189,26 @@ pub fn resolve(
     let cpu_path = quorum_models::resolve_cpu_path(raw.cpu_path)?;
     let mut raw = raw;
     let raw_models = if raw.models.is_empty() {
+        let profile = raw.server.profile.unwrap_or_default();
+        tracing::info!(%profile, "shipped profile");
         let adapters = shipped_default_adapters(dirs)?;
         for (name, path) in &adapters {
             tracing::info!(adapter = %name, path = %path.display(), "default adapter");
         }
         if raw.pipeline.setup.generators.is_empty() {
-            raw.pipeline.setup.generators = default_generators(&adapters);
+            raw.pipeline.setup.generators = profile_generators(profile, &adapters);
         }
         if raw.pipeline.setup.selector_adapter.is_none() {
             default_selection(&mut raw.pipeline, &adapters);
         }
-        default_models(&adapters)
+        profile_models(profile, &adapters)
     } else {
+        if let Some(profile) = raw.server.profile {
+            bail!(
+                "the profile `{profile}` is a shipped set of models, and this configuration \
+                 lists its own ([[models]]): drop one of the two"
+            );
+        }
         raw.models.clone()
     };
     let models = resolve_models(raw_models, dirs, device, cpu_path, &limits)?;

@@ -1,5 +1,5 @@
-//! What the server runs when its configuration names no models: the shipped adapters and
-//! selector, the default models and voters, and where Spider's databases are.
+//! What the server runs when its configuration names no models: the shipped profiles (their
+//! models and voters), the shipped adapters and selector, and where Spider's databases are.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,6 +8,7 @@ use anyhow::ensure;
 use quorum_sql::pipeline::PromptFormat;
 
 use super::file::{RawGenerator, RawModel, RawPipeline, Role};
+use super::profile::Profile;
 use crate::model_source::ModelDirs;
 
 /// The shipped LoRA adapters the default configuration runs, one per prompt format: the
@@ -62,11 +63,15 @@ pub(super) fn shipped_default_adapters(
     Ok(found)
 }
 
-/// The default models: Qwen2.5-Coder writes SQL and selects among split votes; SmolLM2 is
-/// loaded for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
-/// fails, so it is not a default voter); MiniLM embeds questions. `adapters` are the shipped
-/// default adapters in place, loaded on Qwen2.5-Coder.
-pub(super) fn default_models(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawModel> {
+/// The profile's models. The default: Qwen2.5-Coder-0.5B writes SQL and selects among split
+/// votes; SmolLM2 is loaded for `Inference` calls and as an optional generator (at 135M it
+/// mostly writes SQL that fails, so it is not a default voter); MiniLM embeds questions. The
+/// accurate profile writes SQL with Qwen2.5-Coder-1.5B and keeps the 0.5B model as the
+/// selector only. `adapters` are the shipped adapters in place, loaded on Qwen2.5-Coder-0.5B.
+pub(super) fn profile_models(
+    profile: Profile,
+    adapters: &BTreeMap<String, PathBuf>,
+) -> Vec<RawModel> {
     let model = |source: &str, roles: Vec<Role>, format: Option<PromptFormat>| RawModel {
         name: None,
         source: source.to_owned(),
@@ -78,43 +83,65 @@ pub(super) fn default_models(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawMod
         adapters: BTreeMap::new(),
         dtype: None,
     };
-    let mut coder = model(
-        "qwen2.5-coder-0.5b",
-        vec![Role::Generator, Role::Selector],
-        Some(PromptFormat::Rep),
-    );
-    coder.adapters = adapters.clone();
-    vec![
-        coder,
-        model(
-            "smollm2-135m",
-            vec![Role::Generator],
-            Some(PromptFormat::SimpleDdl),
-        ),
-        model("all-minilm-l6-v2", vec![Role::Embedder], None),
-    ]
+    let embedder = model("all-minilm-l6-v2", vec![Role::Embedder], None);
+    match profile {
+        Profile::Default => {
+            let mut coder = model(
+                "qwen2.5-coder-0.5b",
+                vec![Role::Generator, Role::Selector],
+                Some(PromptFormat::Rep),
+            );
+            coder.adapters = adapters.clone();
+            let smollm = model(
+                "smollm2-135m",
+                vec![Role::Generator],
+                Some(PromptFormat::SimpleDdl),
+            );
+            vec![coder, smollm, embedder]
+        }
+        Profile::Accurate => {
+            let writer = model(
+                "qwen2.5-coder-1.5b",
+                vec![Role::Generator],
+                Some(PromptFormat::Rep),
+            );
+            let mut selector = model("qwen2.5-coder-0.5b", vec![Role::Selector], None);
+            selector.adapters = adapters
+                .iter()
+                .filter(|(name, _)| *name == DEFAULT_SELECTOR.name)
+                .map(|(name, path)| (name.clone(), path.clone()))
+                .collect();
+            vec![writer, selector, embedder]
+        }
+    }
 }
 
-/// The default pipeline's voters: one base model with three prompt formats ("generators with
-/// different preferences"), so cross-consistency has diverse votes from the models at hand; a
-/// voter runs its format's fine-tuned adapter when that is among `adapters`.
-pub(super) fn default_generators(adapters: &BTreeMap<String, PathBuf>) -> Vec<RawGenerator> {
-    let generator = |name: &str, format: PromptFormat| RawGenerator {
-        name: name.to_owned(),
-        model: "qwen2.5-coder-0.5b".to_owned(),
+/// The profile's voters: one base model with three prompt formats ("generators with
+/// different preferences"), so cross-consistency has diverse votes from the models at hand. In
+/// the default profile a voter runs its format's fine-tuned adapter when that is among
+/// `adapters`; the shipped adapters are trained on the 0.5B model, so the accurate profile's
+/// voters run its base model.
+pub(super) fn profile_generators(
+    profile: Profile,
+    adapters: &BTreeMap<String, PathBuf>,
+) -> Vec<RawGenerator> {
+    let generator = |suffix: &str, format: PromptFormat| RawGenerator {
+        name: format!("{}-{suffix}", profile.voter_prefix()),
+        model: profile.generator_model().to_owned(),
         format: Some(format),
         temperature: None,
         top_p: None,
         seed: None,
         adapter: DEFAULT_ADAPTERS
             .iter()
+            .filter(|_| profile == Profile::Default)
             .find(|(f, name, _)| *f == format && adapters.contains_key(*name))
             .map(|(_, name, _)| (*name).to_owned()),
     };
     vec![
-        generator("qwen-rep", PromptFormat::Rep),
-        generator("qwen-mschema", PromptFormat::MSchema),
-        generator("qwen-ddl", PromptFormat::SimpleDdl),
+        generator("rep", PromptFormat::Rep),
+        generator("mschema", PromptFormat::MSchema),
+        generator("ddl", PromptFormat::SimpleDdl),
     ]
 }
 

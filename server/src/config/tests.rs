@@ -8,6 +8,7 @@ use quorum_sql::pipeline::PromptFormat;
 use quorum_weights::Reencode;
 
 use super::file::*;
+use super::profile::Profile;
 use super::resolved::*;
 use super::shipped::*;
 use crate::model_source::ModelDirs;
@@ -99,25 +100,29 @@ fn the_default_voters_run_the_shipped_adapters_when_present() {
         DEFAULT_ADAPTERS.len() + 1,
         "every default adapter ships, the selector's too"
     );
-    let models = default_models(&shipped);
+    let models = profile_models(Profile::Default, &shipped);
     assert_eq!(models[0].adapters, shipped);
-    let generators = default_generators(&shipped);
+    let generators = profile_generators(Profile::Default, &shipped);
     let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
     let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
     assert_eq!(adapters, [Some("rep-s0"), Some("mschema-s1"), None]);
     // None in place: every voter runs the base model.
     let none = BTreeMap::new();
-    assert!(default_models(&none)[0].adapters.is_empty());
     assert!(
-        default_generators(&none)
+        profile_models(Profile::Default, &none)[0]
+            .adapters
+            .is_empty()
+    );
+    assert!(
+        profile_generators(Profile::Default, &none)
             .iter()
             .all(|g| g.adapter.is_none())
     );
     // Only the RE_p adapter in place: the M-Schema voter runs the base model.
     let mut rep = BTreeMap::new();
     rep.insert("rep-s0".to_owned(), adapters_dir.join("coder-rep-s0"));
-    let adapters: Vec<_> = default_generators(&rep)
+    let adapters: Vec<_> = profile_generators(Profile::Default, &rep)
         .iter()
         .map(|g| g.adapter.clone())
         .collect();
@@ -174,6 +179,74 @@ demos_file = "train.json"
     assert_eq!(raw.databases.dir, Some(base.join("dbs")));
     assert_eq!(raw.databases.entries["sales"], base.join("sales.sqlite"));
     assert_eq!(raw.pipeline.setup.demos_file, Some(base.join("train.json")));
+}
+
+/// The accurate profile votes with three formats on the 1.5B base model (the shipped
+/// adapters are the 0.5B model's) and keeps the shipped selector on the 0.5B model.
+#[test]
+fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector() {
+    let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the default adapters");
+    let generators = profile_generators(Profile::Accurate, &shipped);
+    let voters: Vec<_> = generators
+        .iter()
+        .map(|g| (g.name.as_str(), g.model.as_str(), g.adapter.as_deref()))
+        .collect();
+    assert_eq!(
+        voters,
+        [
+            ("qwen15-rep", "qwen2.5-coder-1.5b", None),
+            ("qwen15-mschema", "qwen2.5-coder-1.5b", None),
+            ("qwen15-ddl", "qwen2.5-coder-1.5b", None),
+        ]
+    );
+    let models = profile_models(Profile::Accurate, &shipped);
+    let selector = models
+        .iter()
+        .find(|m| m.roles.contains(&Role::Selector))
+        .expect("a selector");
+    assert_eq!(selector.source, "qwen2.5-coder-0.5b");
+    assert_eq!(
+        selector.adapters.keys().collect::<Vec<_>>(),
+        [DEFAULT_SELECTOR.name]
+    );
+    assert!(
+        models
+            .iter()
+            .filter(|m| m.roles.contains(&Role::Generator))
+            .all(|m| m.source == "qwen2.5-coder-1.5b")
+    );
+}
+
+/// A profile is chosen by flag or file; without the 1.5B model the accurate profile is an
+/// error that says how to fetch it, and a profile beside the configuration's own models is
+/// refused rather than one of them silently ignored.
+#[test]
+fn profiles_parse_and_fail_clearly() {
+    let raw = RawConfig::from_toml_str("[server]\nprofile = \"accurate\"\n").unwrap();
+    assert_eq!(raw.server.profile, Some(Profile::Accurate));
+    assert!(RawConfig::from_toml_str("[server]\nprofile = \"fast\"\n").is_err());
+    let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let dirs = dirs_with_adapters(&adapters_dir);
+    let err = format!(
+        "{:#}",
+        resolve(raw, &dirs, Path::new("/nonexistent/db")).unwrap_err()
+    );
+    assert!(err.contains("qwen2.5-coder-1.5b"), "{err}");
+    assert!(err.contains("fetch-models.sh --with-1.5b"), "{err}");
+    let mut own = RawConfig::from_toml_str(
+        "[[models]]\nsource = \"smollm2-135m\"\nroles = [\"generator\"]\n",
+    )
+    .unwrap();
+    own.apply(Overrides {
+        profile: Some(Profile::Default),
+        ..Overrides::default()
+    });
+    let err = resolve(own, &dirs, Path::new("/nonexistent/db"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("profile `default`"), "{err}");
 }
 
 fn dirs_with_adapters(dir: &Path) -> ModelDirs {
