@@ -60,6 +60,10 @@ pub struct Record {
     /// there were none.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub matched_values: serde_json::Value,
+    /// The tables the prompts showed when the schema filter cut the schema down; absent when
+    /// it was shown whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filtered_tables: Option<Vec<String>>,
     pub latency_ms: f64,
     pub tokens_generated: u64,
 }

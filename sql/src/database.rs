@@ -1,5 +1,6 @@
 //! A database the pipeline and the sub-tasks answer over: where its rows are (a [`Backend`]), its
-//! introspected schema and, read on first use, its text values ([`ValueIndex`]). The server
+//! introspected schema and, read on first use, its text values ([`ValueIndex`]) and its tables'
+//! embeddings ([`TableVectors`], for the schema filter). The server
 //! introspects each database once and reuses the handle across requests; each run opens its own
 //! session on the backend.
 
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 use crate::backend::{Backend, SqliteFile};
 use crate::dialect::Dialect;
+use crate::model::{Embedder, ModelCallError};
 use crate::sandbox::{ExecError, Limits};
 use crate::schema::{IntrospectOptions, Schema, SchemaError};
+use crate::schema_filter::TableVectors;
 use crate::value_index::{ValueIndex, ValueIndexLimits};
 
 /// How long one column's `SELECT DISTINCT` may take while the value index is read.
@@ -22,6 +25,7 @@ pub struct DatabaseHandle {
     pub backend: Arc<dyn Backend>,
     pub schema: Schema,
     values: Arc<OnceLock<ValueIndex>>,
+    tables: Arc<OnceLock<TableVectors>>,
 }
 
 impl DatabaseHandle {
@@ -41,6 +45,7 @@ impl DatabaseHandle {
             backend,
             schema,
             values: Arc::default(),
+            tables: Arc::default(),
         }
     }
 
@@ -61,6 +66,16 @@ impl DatabaseHandle {
         let index = ValueIndex::build(&self.schema, session.as_mut(), limits);
         // Two first callers may both read it; the first one's index is kept.
         Ok(self.values.get_or_init(|| index))
+    }
+
+    /// The tables' embeddings by `embedder` (a server has one), computed the first time a
+    /// question needs them and kept; a failed model call keeps nothing.
+    pub fn table_vectors(&self, embedder: &dyn Embedder) -> Result<&TableVectors, ModelCallError> {
+        if let Some(vectors) = self.tables.get() {
+            return Ok(vectors);
+        }
+        let vectors = TableVectors::build(&self.schema, embedder)?;
+        Ok(self.tables.get_or_init(|| vectors))
     }
 
     pub fn dialect(&self) -> Dialect {

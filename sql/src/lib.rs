@@ -30,6 +30,7 @@ pub mod relevance;
 pub mod repair;
 pub mod sandbox;
 pub mod schema;
+pub mod schema_filter;
 pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;

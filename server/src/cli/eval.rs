@@ -391,6 +391,7 @@ fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Inst
         votes,
         stage_ms,
         matched_values: matched_values(&response.matched_values),
+        filtered_tables: response.schema_filter.as_ref().map(|f| f.tables.clone()),
         latency_ms,
         tokens: u64::from(response.tokens_generated),
     }

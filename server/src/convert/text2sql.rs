@@ -81,6 +81,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         selector: o.selector,
         selector_vote_weight: o.selector_vote_weight,
         value_retrieval: o.value_retrieval,
+        schema_filter_above: count(o.schema_filter_above),
         preview_rows: count(o.preview_rows),
         rep_optimization_rule: o.rep_optimization_rule,
         rep_cell_values: o.rep_cell_values,
@@ -113,6 +114,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         selector: knobs.selector,
         selector_vote_weight: knobs.selector_vote_weight,
         value_retrieval: knobs.value_retrieval,
+        schema_filter_above: count(knobs.schema_filter_above),
         preview_rows: count(knobs.preview_rows),
         rep_optimization_rule: knobs.rep_optimization_rule,
         rep_cell_values: knobs.rep_cell_values,
@@ -266,6 +268,10 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
                 score: m.score,
             })
             .collect(),
+        schema_filter: a.schema_filter.as_ref().map(|f| pb::SchemaFilter {
+            tables: f.tables.clone(),
+            schema_tables: u32::try_from(f.schema_tables).unwrap_or(u32::MAX),
+        }),
     }
 }
 

@@ -171,6 +171,19 @@ pub struct PipelineAnswer {
     /// The stored values the prompts showed (value retrieval).
     #[serde(default)]
     pub values: Vec<ValueMatch>,
+    /// The tables the prompts showed when the schema was filtered; `None` when it was shown
+    /// whole.
+    #[serde(default)]
+    pub schema_filter: Option<SchemaFilterReport>,
+}
+
+/// What the schema filter kept ([`crate::schema_filter`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchemaFilterReport {
+    /// The tables shown, in schema order.
+    pub tables: Vec<String>,
+    /// Tables in the whole schema.
+    pub schema_tables: usize,
 }
 
 /// What the consistency check found ([`crate::subtask::explain`]).

@@ -188,6 +188,11 @@ pub struct PipelineConfig {
     /// ([`crate::value_index`]).
     #[serde(default)]
     pub value_retrieval: bool,
+    /// Schemas with more tables than this are filtered before round 1: the prompts show the
+    /// tables the question is about and the tables that join them
+    /// ([`crate::schema_filter`]). 0 shows every schema whole.
+    #[serde(default)]
+    pub schema_filter_above: usize,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

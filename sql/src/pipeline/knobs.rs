@@ -310,6 +310,13 @@ knobs! {
     value_retrieval: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.value_retrieval,
         write |c, v| c.value_retrieval = v;
+    /// Schemas with more tables than this are cut down before the first prompt to the tables
+    /// the question is about (by meaning, by words, and by stored values when value retrieval
+    /// is on) and the tables that join them; 0 shows every schema whole. Spider's databases
+    /// have at most 11 tables, so its figures are the same either way (docs/RESULTS.md).
+    schema_filter_above: usize = Some(20), Bounds::Count(0..=100_000), aliases [],
+        read |c| c.schema_filter_above,
+        write |c, v| c.schema_filter_above = v;
     /// Rows of the final result returned with the answer.
     preview_rows: usize = Some(20), Bounds::Count(0..=1000), aliases [],
         read |c| c.preview_rows,
@@ -366,6 +373,7 @@ impl PipelineConfig {
             answer_prefix: Default::default(),
             constrained: Default::default(),
             value_retrieval: Default::default(),
+            schema_filter_above: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::Pipeline;
 use super::answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
-    PipelineEvent, ResultPreview, StageTimings, VoteReport,
+    PipelineEvent, ResultPreview, SchemaFilterReport, StageTimings, VoteReport,
 };
 use super::config::{GeneratorConfig, PromptFormat};
 use super::error::PipelineError;
@@ -27,6 +27,7 @@ use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
+use crate::schema_filter::filter_tables;
 use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
@@ -67,6 +68,9 @@ pub(super) struct Run<'r> {
     ranked: Option<Vec<usize>>,
     demo_questions: Vec<String>,
     linking: Option<LinkingReport>,
+    /// The schema the prompts show when the filter cut it down; the whole schema otherwise
+    /// ([`Run::schema`]).
+    filtered: Option<(Schema, SchemaFilterReport)>,
     timings: StageTimings,
     tokens: usize,
     /// Failed heads left unrevised because the vote was settled without them.
@@ -111,6 +115,7 @@ impl<'r> Run<'r> {
             ranked: None,
             demo_questions: Vec::new(),
             linking: None,
+            filtered: None,
             timings: StageTimings::default(),
             tokens: 0,
             unrevised: Vec::new(),
@@ -121,6 +126,7 @@ impl<'r> Run<'r> {
 
     pub(super) fn answer(mut self) -> Result<PipelineAnswer, PipelineError> {
         let config = &self.pipeline.config;
+        self.filter_schema()?;
         self.retrieve()?;
         self.round1()?;
         self.check_available()?;
@@ -150,6 +156,59 @@ impl<'r> Run<'r> {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The schema every prompt shows: the filtered one when the filter ran.
+    fn schema(&self) -> &Schema {
+        self.filtered
+            .as_ref()
+            .map_or(&self.db.schema, |(schema, _)| schema)
+    }
+
+    /// Cuts a large schema down to the tables the question is about ([`filter_tables`]); its
+    /// time counts as retrieval.
+    fn filter_schema(&mut self) -> Result<(), PipelineError> {
+        let above = self.pipeline.config.schema_filter_above;
+        let schema = &self.db.schema;
+        if above == 0 || schema.tables.len() <= above {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let model_error = |source| PipelineError::Model {
+            stage: "schema_filter",
+            source,
+        };
+        let meaning = match &self.pipeline.models.embedder {
+            Some(embedder) => {
+                let tables = self
+                    .db
+                    .table_vectors(embedder.as_ref())
+                    .map_err(model_error)?;
+                let question = embedder
+                    .embed(&[self.ask.question])
+                    .map_err(model_error)?
+                    .pop()
+                    .unwrap_or_default();
+                Some((tables, question))
+            }
+            None => None,
+        };
+        let shown = filter_tables(
+            schema,
+            above,
+            self.ask.question,
+            meaning.as_ref().map(|(t, q)| (*t, q.as_slice())),
+            self.ask.values,
+        );
+        if let Some(tables) = shown {
+            let report = SchemaFilterReport {
+                schema_tables: schema.tables.len(),
+                tables: tables.clone(),
+            };
+            self.filtered = Some((schema.restrict_to(&tables), report));
+        }
+        self.timings.retrieval_ms += elapsed_ms(start);
+        Ok(())
     }
 
     fn retrieve(&mut self) -> Result<(), PipelineError> {
@@ -204,7 +263,7 @@ impl<'r> Run<'r> {
         let prompt = render_generation(
             config.round1.format,
             config.round1.rep,
-            &self.db.schema,
+            self.schema(),
             self.ask,
             &demos,
         );
@@ -238,7 +297,7 @@ impl<'r> Run<'r> {
         let fell_back_to_all =
             linked.tables.is_empty() && self.pipeline.config.round2.all_tables_when_unlinked;
         let tables: Vec<String> = if fell_back_to_all {
-            self.db.schema.table_names().map(str::to_owned).collect()
+            self.schema().table_names().map(str::to_owned).collect()
         } else {
             with_join_paths(&linked.tables, &self.db.schema)
         };
@@ -343,15 +402,16 @@ impl<'r> Run<'r> {
                 self.unrevised.sort_unstable();
                 break;
             }
-            let full = &self.db.schema;
+            // The schema round 1 showed: whole, or as the filter cut it down.
+            let shown = self.schema();
             let prompts: Vec<Prompt> = targets
                 .iter()
                 .map(|(chains, feedback)| {
-                    render_revision(full, self.ask, self.sql(tails[chains[0]]), feedback)
+                    render_revision(shown, self.ask, self.sql(tails[chains[0]]), feedback)
                 })
                 .collect();
             let samples = pipeline.config.revision.samples.max(1);
-            let grammar = self.grammar(full);
+            let grammar = self.grammar(&self.db.schema);
             let mut requests: Vec<GenerationRequest> = Vec::with_capacity(targets.len() * samples);
             for ((chains, _), prompt) in targets.iter().zip(&prompts) {
                 let mut r = self.request(self.chain_generator(chains[0]), prompt, grammar.clone());
@@ -496,7 +556,7 @@ impl<'r> Run<'r> {
         let start = Instant::now();
         let schema = match &self.linking {
             Some(linking) => self.db.schema.restrict_to(&linking.tables),
-            None => self.db.schema.clone(),
+            None => self.schema().clone(),
         };
         let shown: Vec<Shown<'_>> = vote
             .clusters
@@ -553,6 +613,7 @@ impl<'r> Run<'r> {
             consistency,
             unrevised: self.unrevised,
             values: self.ask.values.to_vec(),
+            schema_filter: self.filtered.map(|(_, report)| report),
         }
     }
 

@@ -453,3 +453,46 @@ fn a_settled_vote_is_revised_when_asked_or_when_voting_is_not_majority() {
         );
     }
 }
+
+/// A schema above the filter's threshold: every prompt shows the tables the question is about
+/// (and what joins them), the answer says which, and SQL over them still runs on the database.
+#[test]
+fn a_large_schema_is_filtered_before_the_first_prompt() {
+    let real = concert();
+    let mut schema = real.schema.clone();
+    for i in 0..12 {
+        let mut ledger = schema.tables[0].clone();
+        ledger.name = format!("ledger_{i}");
+        schema.tables.push(ledger);
+    }
+    let big = crate::database::DatabaseHandle::new("concert_singer", real.backend.clone(), schema);
+    let generator = by_stage(S6, |_| S6);
+    let mut filtering = config(&["a"]);
+    filtering.schema_filter_above = 10;
+    let answer = pipeline(filtering, &generator, None)
+        .run(QUESTION, None, &big)
+        .expect("answers");
+    let filter = answer.schema_filter.expect("16 tables are filtered");
+    assert_eq!(filter.schema_tables, 16);
+    assert!(filter.tables.iter().any(|t| t == "singer"), "{filter:?}");
+    assert!(filter.tables.len() < 16, "{filter:?}");
+    let round1 = &generator.batches()[0][0].prompt.user;
+    for table in &big.schema.tables {
+        let shown = filter.tables.contains(&table.name);
+        assert_eq!(
+            round1.contains(&format!("# {}(", table.name)),
+            shown,
+            "{}: {round1}",
+            table.name
+        );
+    }
+    assert_eq!(answer.sql, S6);
+    assert!(answer.preview.is_some());
+    // At the threshold or with the filter off the schema is shown whole.
+    let mut whole = config(&["a"]);
+    whole.schema_filter_above = 16;
+    let answer = pipeline(whole, &generator, None)
+        .run(QUESTION, None, &big)
+        .expect("answers");
+    assert_eq!(answer.schema_filter, None);
+}

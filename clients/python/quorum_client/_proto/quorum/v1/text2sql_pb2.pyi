@@ -296,7 +296,7 @@ class ExplainResponse(_message.Message):
     def __init__(self, explanation: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., generator: _Optional[str] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class PipelineOptions(_message.Message):
-    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval")
+    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above")
     ROUND2_FIELD_NUMBER: _ClassVar[int]
     ROUND1_SHOTS_FIELD_NUMBER: _ClassVar[int]
     ROUND2_SHOTS_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +320,7 @@ class PipelineOptions(_message.Message):
     REVISE_SETTLED_FIELD_NUMBER: _ClassVar[int]
     SELECTOR_VOTE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     VALUE_RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FILTER_ABOVE_FIELD_NUMBER: _ClassVar[int]
     round2: bool
     round1_shots: int
     round2_shots: int
@@ -343,7 +344,8 @@ class PipelineOptions(_message.Message):
     revise_settled: bool
     selector_vote_weight: float
     value_retrieval: bool
-    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ...) -> None: ...
+    schema_filter_above: int
+    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ...) -> None: ...
 
 class Text2SqlRequest(_message.Message):
     __slots__ = ("question", "db_id", "evidence", "options")
@@ -476,7 +478,7 @@ class StageTimings(_message.Message):
     def __init__(self, retrieval_ms: _Optional[float] = ..., round1_ms: _Optional[float] = ..., linking_ms: _Optional[float] = ..., round2_ms: _Optional[float] = ..., revision_ms: _Optional[float] = ..., execution_ms: _Optional[float] = ..., vote_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
 
 class Text2SqlResponse(_message.Message):
-    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values")
+    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter")
     SQL_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_FIELD_NUMBER: _ClassVar[int]
@@ -490,6 +492,7 @@ class Text2SqlResponse(_message.Message):
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
     UNREVISED_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     MATCHED_VALUES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FILTER_FIELD_NUMBER: _ClassVar[int]
     sql: str
     chosen_candidate: int
     preview: _common_pb2.ResultPreview
@@ -503,7 +506,16 @@ class Text2SqlResponse(_message.Message):
     consistency: ConsistencyCheck
     unrevised_candidates: _containers.RepeatedScalarFieldContainer[int]
     matched_values: _containers.RepeatedCompositeFieldContainer[MatchedValue]
-    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ...) -> None: ...
+    schema_filter: SchemaFilter
+    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ...) -> None: ...
+
+class SchemaFilter(_message.Message):
+    __slots__ = ("tables", "schema_tables")
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_TABLES_FIELD_NUMBER: _ClassVar[int]
+    tables: _containers.RepeatedScalarFieldContainer[str]
+    schema_tables: int
+    def __init__(self, tables: _Optional[_Iterable[str]] = ..., schema_tables: _Optional[int] = ...) -> None: ...
 
 class MatchedValue(_message.Message):
     __slots__ = ("table", "column", "value", "score")

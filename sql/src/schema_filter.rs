@@ -1,0 +1,294 @@
+//! A large schema cut down to the tables a question is about, before the first prompt: a
+//! company's database has dozens of tables, and a prompt that shows them all is slow to read and
+//! easy to get lost in for a small model (seed 1's range adaptation, XiYan's schema filter).
+//!
+//! Each table is scored against the question from three kinds of evidence, and the best
+//! [`KEPT_TABLES`] are kept together with the tables that join them
+//! ([`crate::linking::with_join_paths`]), so keys and join paths stay whole:
+//! - meaning: the cosine similarity of the question's embedding with the table's (its name and
+//!   its columns' names as words), so "vocalists" finds `singer`;
+//! - words: question words that are words of the table's name, or of its columns' names;
+//! - values: the value index found a stored value of the table in the question.
+//!
+//! Schemas of at most the configured number of tables are shown whole: there is nothing to gain
+//! on them, and a filter can only lose a table there.
+
+use crate::linking::with_join_paths;
+use crate::model::{Embedder, ModelCallError};
+use crate::schema::Schema;
+use crate::value_index::ValueMatch;
+
+/// Tables kept by score, before the tables that join them are added.
+pub const KEPT_TABLES: usize = 10;
+
+/// What one table's name words in the question are worth against the cosine similarity (which
+/// ranges over about 0..0.7 for MiniLM on these texts): a named table ranks near the top.
+const NAME_WORD_WEIGHT: f32 = 0.3;
+/// One column-name word in the question; capped at [`MAX_COLUMN_WORDS`] words a table.
+const COLUMN_WORD_WEIGHT: f32 = 0.1;
+const MAX_COLUMN_WORDS: usize = 3;
+/// A value of the table that the question names.
+const VALUE_WEIGHT: f32 = 0.5;
+
+/// Words too common in questions and names to say which table is meant.
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "with", "what", "which", "who", "how", "many", "all", "are", "was",
+    "were", "that", "this", "from", "each", "their", "its", "has", "have", "not", "id", "name",
+    "number", "count", "list", "show", "find", "give", "return", "of", "in", "by", "to", "is",
+];
+
+/// The embeddings of a schema's tables, computed once per database and kept with it.
+#[derive(Debug, Clone)]
+pub struct TableVectors {
+    vectors: Vec<Vec<f32>>,
+}
+
+impl TableVectors {
+    /// Embeds each table's description ([`table_text`]) in schema order.
+    pub fn build(schema: &Schema, embedder: &dyn Embedder) -> Result<Self, ModelCallError> {
+        let texts: Vec<String> = schema.tables.iter().map(table_text).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        Ok(Self {
+            vectors: embedder.embed(&refs)?,
+        })
+    }
+}
+
+/// A table as words: `concert singer: singer id, name, country, song name`.
+pub fn table_text(table: &crate::schema::Table) -> String {
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .map(|c| words(&c.name).join(" "))
+        .collect();
+    format!("{}: {}", words(&table.name).join(" "), columns.join(", "))
+}
+
+/// The tables to show for `question`, in schema order; `None` when the schema has at most
+/// `above` tables (or `above` is 0: the filter is off) and is shown whole.
+pub fn filter_tables(
+    schema: &Schema,
+    above: usize,
+    question: &str,
+    meaning: Option<(&TableVectors, &[f32])>,
+    values: &[ValueMatch],
+) -> Option<Vec<String>> {
+    if above == 0 || schema.tables.len() <= above {
+        return None;
+    }
+    let asked: Vec<String> = words(question)
+        .into_iter()
+        .filter(|w| w.len() > 2 && !STOPWORDS.contains(&w.as_str()))
+        .map(|w| stem(&w))
+        .collect();
+    let mut scored: Vec<(f32, usize)> = schema
+        .tables
+        .iter()
+        .enumerate()
+        .map(|(i, table)| {
+            let cosine = meaning
+                .and_then(|(tables, q)| tables.vectors.get(i).map(|t| cosine(t, q)))
+                .unwrap_or(0.0);
+            let named = words(&table.name)
+                .iter()
+                .filter(|w| asked.contains(&stem(w)))
+                .count();
+            let mut column_words: Vec<String> = table
+                .columns
+                .iter()
+                .flat_map(|c| words(&c.name))
+                .map(|w| stem(&w))
+                .filter(|w| asked.contains(w))
+                .collect();
+            column_words.sort();
+            column_words.dedup();
+            let valued = values
+                .iter()
+                .any(|v| v.table.eq_ignore_ascii_case(&table.name));
+            let score = cosine
+                + NAME_WORD_WEIGHT * named as f32
+                + COLUMN_WORD_WEIGHT * column_words.len().min(MAX_COLUMN_WORDS) as f32
+                + if valued { VALUE_WEIGHT } else { 0.0 };
+            (score, i)
+        })
+        .collect();
+    // Best first; ties in schema order, so the same question always gets the same tables.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let kept: Vec<String> = scored
+        .iter()
+        .take(KEPT_TABLES)
+        .map(|&(_, i)| schema.tables[i].name.clone())
+        .collect();
+    let mut shown = with_join_paths(&kept, schema);
+    let order = |name: &String| {
+        schema
+            .tables
+            .iter()
+            .position(|t| t.name.eq_ignore_ascii_case(name))
+    };
+    shown.sort_by_key(order);
+    shown.dedup();
+    Some(shown)
+}
+
+/// Lower-case words of a name or a question: `CustomerOrders` and `customer_orders` both give
+/// `customer`, `orders`.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if !c.is_alphanumeric() {
+            if !current.is_empty() {
+                out.push(std::mem::take(&mut current));
+            }
+            previous_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && previous_lower && !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// A plural's singular, roughly: enough for "singers" to meet `singer`, "countries" `country`.
+fn stem(word: &str) -> String {
+    if let Some(base) = word.strip_suffix("ies")
+        && base.len() > 2
+    {
+        return format!("{base}y");
+    }
+    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
+        return word[..word.len() - 1].to_owned();
+    }
+    word.to_owned()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let denominator = norm(a) * norm(b);
+    if denominator == 0.0 {
+        0.0
+    } else {
+        dot / denominator
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Column, ForeignKey, Table};
+
+    fn table(name: &str, columns: &[&str]) -> Table {
+        Table {
+            name: name.to_owned(),
+            columns: columns
+                .iter()
+                .map(|c| Column {
+                    name: (*c).to_owned(),
+                    declared_type: "text".to_owned(),
+                    primary_key: false,
+                    comment: None,
+                    examples: Vec::new(),
+                })
+                .collect(),
+            primary_key: Vec::new(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Thirty unrelated tables around a concert database whose `singer_in_concert` joins
+    /// `singer` and `concert`.
+    fn large_schema() -> Schema {
+        let mut tables = vec![
+            table("singer", &["Singer_ID", "Name", "Country"]),
+            table("concert", &["concert_ID", "concert_Name", "Year"]),
+            table("singer_in_concert", &["concert_ID", "Singer_ID"]),
+        ];
+        for i in 0..30 {
+            tables.push(table(&format!("ledger_{i}"), &["entry_id", "amount"]));
+        }
+        Schema {
+            db_id: "big".to_owned(),
+            tables,
+            foreign_keys: vec![
+                ForeignKey {
+                    from_table: "singer_in_concert".to_owned(),
+                    from_column: "Singer_ID".to_owned(),
+                    to_table: "singer".to_owned(),
+                    to_column: "Singer_ID".to_owned(),
+                },
+                ForeignKey {
+                    from_table: "singer_in_concert".to_owned(),
+                    from_column: "concert_ID".to_owned(),
+                    to_table: "concert".to_owned(),
+                    to_column: "concert_ID".to_owned(),
+                },
+            ],
+            dialect: Default::default(),
+        }
+    }
+
+    #[test]
+    fn names_split_into_words_and_plurals_meet_singulars() {
+        assert_eq!(words("CustomerOrders"), ["customer", "orders"]);
+        assert_eq!(words("singer_in_concert"), ["singer", "in", "concert"]);
+        assert_eq!(words("How many singers?"), ["how", "many", "singers"]);
+        assert_eq!(stem("singers"), "singer");
+        assert_eq!(stem("countries"), "country");
+        assert_eq!(stem("class"), "class");
+    }
+
+    #[test]
+    fn small_schemas_and_a_zero_threshold_are_shown_whole() {
+        let schema = large_schema();
+        assert_eq!(filter_tables(&schema, 0, "singers", None, &[]), None);
+        assert_eq!(filter_tables(&schema, 40, "singers", None, &[]), None);
+    }
+
+    /// The named tables are kept, and the table that joins them comes along even when the
+    /// question does not name it.
+    #[test]
+    fn named_tables_and_their_join_path_are_kept() {
+        let schema = large_schema();
+        let shown = filter_tables(
+            &schema,
+            20,
+            "Show the names of singers and the concerts they sang in",
+            None,
+            &[],
+        )
+        .expect("33 tables are filtered");
+        assert!(shown.len() <= KEPT_TABLES + 1, "{shown:?}");
+        for needed in ["singer", "concert", "singer_in_concert"] {
+            assert!(shown.iter().any(|t| t == needed), "{needed} in {shown:?}");
+        }
+        // Schema order, whatever the scores.
+        assert_eq!(&shown[..3], ["singer", "concert", "singer_in_concert"]);
+    }
+
+    /// A stored value the question names brings its table in, though no word names it.
+    #[test]
+    fn a_matched_value_keeps_its_table() {
+        let mut schema = large_schema();
+        schema
+            .tables
+            .push(table("stadium", &["Location", "Capacity"]));
+        let values = [ValueMatch {
+            table: "stadium".to_owned(),
+            column: "Location".to_owned(),
+            value: "Raith Rovers".to_owned(),
+            score: 1.0,
+        }];
+        let shown = filter_tables(&schema, 20, "What happened at Raith Rovers?", None, &values)
+            .expect("filtered");
+        assert!(shown.iter().any(|t| t == "stadium"), "{shown:?}");
+    }
+}
