@@ -2,11 +2,8 @@
 //! shipped selector on Qwen2.5-Coder-0.5B, chosen by the profile alone, served over a loopback
 //! socket and answering Spider questions through `Text2Sql.Generate`.
 
-use std::time::Duration;
-
 use quorum_eval::{ScoreOptions, score_execution};
 use quorum_proto::v1 as pb;
-use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::config::profile::Profile;
 use quorum_sql::dataset::{load_examples, load_slices};
 use quorum_tests::spider_dir;
@@ -21,22 +18,8 @@ const QUESTIONS: usize = 3;
 async fn the_accurate_profile_answers_with_the_bigger_model() {
     let spider = spider_dir();
     let db_dir = spider.join("database");
-    let mut raw = RawConfig::default();
-    raw.apply(Overrides {
-        listen: Some("127.0.0.1:0".into()),
-        metrics_listen: Some(String::new()),
-        profile: Some(Profile::Accurate),
-        ..Overrides::default()
-    });
-    raw.limits.request_timeout_secs = Some(1800.0);
-    let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
-    let models = server
-        .inference()
-        .list_models(pb::ListModelsRequest {})
-        .await
-        .expect("models listed")
-        .into_inner()
-        .models;
+    let server = TestServer::start_shipped(Profile::Accurate, 1).await;
+    let models = server.models().await;
     let mut names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
     names.sort();
     assert_eq!(

@@ -2,11 +2,9 @@
 //! three prompt formats, the RE_p one through the shipped LoRA adapter, MiniLM retrieving demonstrations from Spider train) served over a
 //! loopback socket, answering the `smoke10` questions through `Text2Sql.Generate`.
 
-use std::time::Duration;
-
 use quorum_eval::{ScoreOptions, score_execution};
 use quorum_proto::v1 as pb;
-use quorum_server::config::file::{Overrides, RawConfig};
+use quorum_server::config::profile::Profile;
 use quorum_sql::dataset::{load_examples, load_slices};
 use quorum_tests::spider_dir;
 
@@ -24,26 +22,11 @@ const MIN_CORRECT: usize = 6;
 async fn smoke10_answers_over_grpc_with_the_default_models() {
     let spider = spider_dir();
     let db_dir = spider.join("database");
-    let mut raw = RawConfig::default();
-    raw.apply(Overrides {
-        listen: Some("127.0.0.1:0".into()),
-        metrics_listen: Some(String::new()),
-        ..Overrides::default()
-    });
-    // Ten whole pipelines at once on 2 cores (beside other tests) take minutes each: the
-    // serving default deadline (300 s) is for one caller's question, not for this burst.
-    raw.limits.request_timeout_secs = Some(1800.0);
-    raw.limits.max_concurrent_text2sql = Some(10);
-    let server = TestServer::start_raw(raw, &db_dir, Duration::from_secs(900)).await;
+    // Ten questions at once, as concurrent callers would ask them.
+    let server = TestServer::start_shipped(Profile::Default, 10).await;
     // The default RE_p and M-Schema voters run the shipped fine-tuned adapters, and split
     // votes go to the shipped selector adapter.
-    let models = server
-        .inference()
-        .list_models(pb::ListModelsRequest {})
-        .await
-        .expect("models listed")
-        .into_inner()
-        .models;
+    let models = server.models().await;
     let coder = models
         .iter()
         .find(|m| m.name == "qwen2.5-coder-0.5b")

@@ -9,7 +9,8 @@ use quorum_proto::v1::databases_client::DatabasesClient;
 use quorum_proto::v1::inference_client::InferenceClient;
 use quorum_proto::v1::text2_sql_client::Text2SqlClient;
 use quorum_server::RunningServer;
-use quorum_server::config::file::RawConfig;
+use quorum_server::config::file::{Overrides, RawConfig};
+use quorum_server::config::profile::Profile;
 use quorum_tests::{SMOLLM2, model_path, spider_dir};
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -179,6 +180,24 @@ impl TestServer {
         Self::connect(raw, &no_scan, config.auth, ca, Duration::from_secs(120)).await
     }
 
+    /// The shipped configuration of `profile` over Spider's dev databases on a loopback port,
+    /// running up to `text2sql` questions at once. Whole pipelines on 2 cores (beside other
+    /// tests) take minutes each: the serving default deadline (300 s) is for one caller's
+    /// question, not for a test's burst.
+    pub async fn start_shipped(profile: Profile, text2sql: usize) -> Self {
+        let mut raw = RawConfig::default();
+        raw.apply(Overrides {
+            listen: Some("127.0.0.1:0".into()),
+            metrics_listen: Some(String::new()),
+            profile: Some(profile),
+            ..Overrides::default()
+        });
+        raw.limits.request_timeout_secs = Some(1800.0);
+        raw.limits.max_concurrent_text2sql = Some(text2sql);
+        let db_dir = spider_dir().join("database");
+        Self::start_raw(raw, &db_dir, Duration::from_secs(900)).await
+    }
+
     /// Starts a server from `raw` scanning `db_dir`, waiting up to `ready_within` for it to
     /// load (the default setup builds the demonstration index on its first start).
     pub async fn start_raw(
@@ -249,6 +268,16 @@ impl TestServer {
 
     pub fn inference(&self) -> InferenceClient<Channel> {
         InferenceClient::new(self.channel.clone())
+    }
+
+    /// `Inference.ListModels`' models.
+    pub async fn models(&self) -> Vec<pb::ModelInfo> {
+        self.inference()
+            .list_models(pb::ListModelsRequest {})
+            .await
+            .expect("models listed")
+            .into_inner()
+            .models
     }
 
     pub fn text2sql(&self) -> Text2SqlClient<Channel> {
