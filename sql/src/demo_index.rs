@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::{Example, database_path};
 use crate::linking::link_tables;
 use crate::model::ContextEncoder;
-use crate::model::{Embedder, ModelCallError};
+use crate::model::{self, EmbedFailure, Embedder, EmbeddingShape, ModelCallError};
 use crate::prompt::Demo;
 use crate::schema::{IntrospectOptions, Schema};
 use crate::skeleton::{skeleton_jaccard, sql_skeleton};
@@ -72,15 +72,8 @@ pub enum DemoIndexError {
     Embed { source: ModelCallError },
     #[error("masking a question failed: {source}")]
     Mask { source: ModelCallError },
-    #[error(
-        "the embedder returned {got} vectors of dimension {dim} for {expected} texts (index dimension {expected_dim})"
-    )]
-    EmbeddingShape {
-        expected: usize,
-        got: usize,
-        dim: usize,
-        expected_dim: usize,
-    },
+    #[error(transparent)]
+    EmbeddingShape(EmbeddingShape),
     #[error("cannot write the demo index cache {path}: {source}")]
     WriteCache {
         path: std::path::PathBuf,
@@ -96,7 +89,7 @@ impl DemoIndexError {
             Self::ParseTrain { .. } => "parse_train",
             Self::Embed { .. } => "embed",
             Self::Mask { .. } => "mask",
-            Self::EmbeddingShape { .. } => "embedding_shape",
+            Self::EmbeddingShape(_) => "embedding_shape",
             Self::WriteCache { .. } => "write_cache",
         }
     }
@@ -318,27 +311,16 @@ fn describe(
     Ok((entries, skipped))
 }
 
-/// Calls the embedder and checks that it answered one vector per text, all of one dimension
-/// (and of `expected_dim` when given).
+/// [`model::embed_checked`] with its failures as the index's.
 fn embed_checked(
     embedder: &dyn Embedder,
     texts: &[&str],
     expected_dim: Option<usize>,
 ) -> Result<Vec<Vec<f32>>, DemoIndexError> {
-    let vectors = embedder
-        .embed(texts)
-        .map_err(|source| DemoIndexError::Embed { source })?;
-    let want_dim = expected_dim.or_else(|| vectors.first().map(Vec::len));
-    let bad_dim = vectors.iter().find(|v| Some(v.len()) != want_dim);
-    if vectors.len() != texts.len() || bad_dim.is_some() {
-        return Err(DemoIndexError::EmbeddingShape {
-            expected: texts.len(),
-            got: vectors.len(),
-            dim: bad_dim.map_or(0, Vec::len),
-            expected_dim: want_dim.unwrap_or(0),
-        });
-    }
-    Ok(vectors)
+    model::embed_checked(embedder, texts, expected_dim).map_err(|failure| match failure {
+        EmbedFailure::Call(source) => DemoIndexError::Embed { source },
+        EmbedFailure::Shape(shape) => DemoIndexError::EmbeddingShape(shape),
+    })
 }
 
 /// Scales to unit length so that a dot product is the cosine; a zero vector stays zero (it is

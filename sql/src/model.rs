@@ -164,6 +164,63 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError>;
 }
 
+/// An embedder's answer that breaks the trait's promise: a missing vector would otherwise read
+/// as "similar to nothing" and a short one would be compared on its prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the embedder returned {got} vectors of dimension {dim} for {expected} texts (expected dimension {expected_dim})"
+)]
+pub struct EmbeddingShape {
+    pub expected: usize,
+    pub got: usize,
+    pub dim: usize,
+    pub expected_dim: usize,
+}
+
+/// Why [`embed_checked`] has no vectors: the call failed, or its answer had the wrong shape.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedFailure {
+    #[error(transparent)]
+    Call(#[from] ModelCallError),
+    #[error(transparent)]
+    Shape(#[from] EmbeddingShape),
+}
+
+impl From<EmbedFailure> for ModelCallError {
+    /// A malformed answer is the embedder's failure.
+    fn from(failure: EmbedFailure) -> Self {
+        match failure {
+            EmbedFailure::Call(error) => error,
+            EmbedFailure::Shape(shape) => ModelCallError::Failed {
+                name: "embedder".to_owned(),
+                message: shape.to_string(),
+            },
+        }
+    }
+}
+
+/// Calls `embedder` and checks its answer: one vector per text, all of one dimension (and of
+/// `expected_dim` when given).
+pub fn embed_checked(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    expected_dim: Option<usize>,
+) -> Result<Vec<Vec<f32>>, EmbedFailure> {
+    let vectors = embedder.embed(texts)?;
+    let want_dim = expected_dim.or_else(|| vectors.first().map(Vec::len));
+    let bad_dim = vectors.iter().find(|v| Some(v.len()) != want_dim);
+    if vectors.len() != texts.len() || bad_dim.is_some() {
+        return Err(EmbeddingShape {
+            expected: texts.len(),
+            got: vectors.len(),
+            dim: bad_dim.map_or(0, Vec::len),
+            expected_dim: want_dim.unwrap_or(0),
+        }
+        .into());
+    }
+    Ok(vectors)
+}
+
 /// A selection model: the log-probability of each label as the answer to `prompt` (XiYan's
 /// selector answers with a candidate's label, so scoring the labels directly avoids parsing
 /// free text).

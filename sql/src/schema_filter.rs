@@ -14,7 +14,7 @@
 //! on them, and a filter can only lose a table there.
 
 use crate::linking::with_join_paths;
-use crate::model::{Embedder, ModelCallError};
+use crate::model::{Embedder, ModelCallError, embed_checked};
 use crate::schema::Schema;
 use crate::value_index::ValueMatch;
 
@@ -49,8 +49,19 @@ impl TableVectors {
         let texts: Vec<String> = schema.tables.iter().map(table_text).collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         Ok(Self {
-            vectors: embedder.embed(&refs)?,
+            vectors: embed_checked(embedder, &refs, None)?,
         })
+    }
+
+    /// The question's embedding, checked to have the tables' dimension.
+    pub fn embed_question(
+        &self,
+        embedder: &dyn Embedder,
+        question: &str,
+    ) -> Result<Vec<f32>, ModelCallError> {
+        let dim = self.vectors.first().map(Vec::len);
+        // Checked to hold exactly one vector.
+        Ok(embed_checked(embedder, &[question], dim)?.swap_remove(0))
     }
 }
 

@@ -184,11 +184,9 @@ impl<'r> Run<'r> {
                     .db
                     .table_vectors(embedder.as_ref())
                     .map_err(model_error)?;
-                let question = embedder
-                    .embed(&[self.ask.question])
-                    .map_err(model_error)?
-                    .pop()
-                    .unwrap_or_default();
+                let question = tables
+                    .embed_question(embedder.as_ref(), self.ask.question)
+                    .map_err(model_error)?;
                 Some((tables, question))
             }
             None => None,

@@ -496,3 +496,58 @@ fn a_large_schema_is_filtered_before_the_first_prompt() {
         .expect("answers");
     assert_eq!(answer.schema_filter, None);
 }
+
+#[test]
+fn an_embedder_that_answers_no_question_vector_fails_the_filter_stage() {
+    /// Embeds the tables (many texts at once) but answers nothing for the question alone.
+    struct DropsQuestion(crate::fakes::BagOfWords);
+    impl crate::model::Embedder for DropsQuestion {
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError> {
+            let vectors = self.0.embed(texts)?;
+            Ok(if texts.len() == 1 {
+                Vec::new()
+            } else {
+                vectors
+            })
+        }
+    }
+    let real = concert();
+    let mut schema = real.schema.clone();
+    for i in 0..12 {
+        let mut ledger = schema.tables[0].clone();
+        ledger.name = format!("ledger_{i}");
+        schema.tables.push(ledger);
+    }
+    let big = crate::database::DatabaseHandle::new("concert_singer", real.backend.clone(), schema);
+    let generator = by_stage(S6, |_| S6);
+    let mut filtering = config(&["a"]);
+    filtering.schema_filter_above = 10;
+    let run = |embedder: Arc<dyn crate::model::Embedder>| {
+        let models = crate::pipeline::PipelineModels {
+            generator: generator.clone(),
+            embedder: Some(embedder),
+            selector: None,
+            demos: None,
+            context_encoder: None,
+        };
+        crate::pipeline::Pipeline::new(filtering.clone(), models)
+            .expect("valid pipeline")
+            .run(QUESTION, None, &big)
+    };
+    let err = run(Arc::new(DropsQuestion(crate::fakes::BagOfWords::default())))
+        .expect_err("a missing question vector is the embedder's failure");
+    assert!(
+        matches!(
+            err,
+            crate::pipeline::PipelineError::Model {
+                stage: "schema_filter",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("returned 0 vectors"), "{err}");
+    // A well-formed embedder filters the same schema.
+    let answer = run(Arc::new(crate::fakes::BagOfWords::default())).expect("answers");
+    assert_eq!(answer.schema_filter.expect("filtered").schema_tables, 16);
+}
