@@ -37,12 +37,19 @@ pub fn prepare_for_spider_ex(sql: &str, mode: DistinctMode) -> String {
 }
 
 /// Removes every bare `DISTINCT` keyword (any case), leaving the surrounding text as it was;
-/// quoted text and comments are left alone.
+/// quoted text and comments are left alone. PostgreSQL's `DISTINCT ON (...)` stays: it picks
+/// one row per key rather than dropping duplicates, and the query means nothing without it.
 pub fn strip_distinct(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut copied = 0;
-    for lexeme in lex(sql) {
-        if lexeme.kind == LexKind::Word && lexeme.text(sql).eq_ignore_ascii_case("distinct") {
+    let lexemes = lex(sql);
+    let is_word = |at: usize, word: &str| {
+        lexemes.get(at).is_some_and(|l: &crate::lexer::Lexeme| {
+            l.kind == LexKind::Word && l.text(sql).eq_ignore_ascii_case(word)
+        })
+    };
+    for (at, lexeme) in lexemes.iter().enumerate() {
+        if is_word(at, "distinct") && !is_word(at + 1, "on") {
             out.push_str(&sql[copied..lexeme.start]);
             copied = lexeme.end;
         }
@@ -64,6 +71,10 @@ mod tests {
                 "select count( name) from t",
             ),
             ("SELECT Distinct(a), b FROM t", "SELECT (a), b FROM t"),
+            (
+                "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v",
+                "SELECT DISTINCT ON (k) k, v FROM t ORDER BY k, v",
+            ),
             (
                 "SELECT a FROM t WHERE b = 'distinct'",
                 "SELECT a FROM t WHERE b = 'distinct'",

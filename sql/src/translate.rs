@@ -1,15 +1,19 @@
 //! SQL written for SQLite, read by PostgreSQL: the SQLite habits of Spider's gold queries (and
 //! of models trained on them) that change a query's validity or meaning there, rewritten:
-//! double-quoted strings, case-blind `LIKE`, and a `GROUP BY` that leaves selected columns out
+//! double-quoted strings, case-blind `LIKE`, a `GROUP BY` that leaves selected columns out
 //! (SQLite takes them from any row of the group; PostgreSQL refuses unless it can prove them
-//! functionally dependent). The pipeline applies the last two to a candidate when PostgreSQL
-//! refuses it for them. Whatever else a query needs is left alone, and its execution
+//! functionally dependent), a bare column beside `min`/`max` with no `GROUP BY` (SQLite takes
+//! it from the row holding the extreme), and a subquery in `FROM` without an alias (which
+//! PostgreSQL before 16 refuses). The pipeline applies the last four to a candidate when
+//! PostgreSQL refuses it for them. Whatever else a query needs is left alone, and its execution
 //! error is counted by the evaluation.
 
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, GroupByExpr, OrderByKind, Query, SelectItem, SetExpr, VisitMut, VisitorMut,
+    Distinct, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident,
+    OrderByKind, Query, SelectItem, SetExpr, Statement, TableAlias, TableFactor, VisitMut,
+    VisitorMut,
 };
 use sqlparser::parser::Parser;
 
@@ -17,10 +21,14 @@ use crate::dialect::Dialect;
 use crate::lexer::{LexKind, lex};
 use crate::schema::Schema;
 
-/// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`complete_group_by`].
+/// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`extreme_row`] or else
+/// [`complete_group_by`], then [`alias_derived_tables`].
 pub fn sqlite_gold_to_postgres(sql: &str) -> String {
     let quoted = quote_and_like(sql);
-    complete_group_by(&quoted, Dialect::Postgres).unwrap_or(quoted)
+    let grouped = extreme_row(&quoted, Dialect::Postgres)
+        .or_else(|| complete_group_by(&quoted, Dialect::Postgres))
+        .unwrap_or(quoted);
+    alias_derived_tables(&grouped, Dialect::Postgres).unwrap_or(grouped)
 }
 
 /// `sql` with SQLite's double-quoted string literals as standard single-quoted ones (Spider
@@ -152,6 +160,141 @@ impl VisitorMut for GroupByCompleter {
     }
 }
 
+/// `sql` with a name given to every subquery in `FROM` that has none (`derived_1`, ...):
+/// SQLite and PostgreSQL 16 accept `SELECT count(*) FROM (SELECT ...)`, PostgreSQL 15 does
+/// not (SQLSTATE 42601). `None` when every derived table is named already.
+pub fn alias_derived_tables(sql: &str, dialect: Dialect) -> Option<String> {
+    let mut statements = Parser::parse_sql(dialect.parser().as_ref(), sql).ok()?;
+    let mut namer = DerivedTableNamer { named: 0 };
+    let _ = statements.visit(&mut namer);
+    if namer.named == 0 || statements.len() != 1 {
+        return None;
+    }
+    Some(statements[0].to_string())
+}
+
+struct DerivedTableNamer {
+    named: usize,
+}
+
+impl VisitorMut for DerivedTableNamer {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Derived {
+            alias: alias @ None,
+            ..
+        } = factor
+        {
+            self.named += 1;
+            *alias = Some(TableAlias {
+                explicit: true,
+                name: Ident::new(format!("derived_{}", self.named)),
+                columns: Vec::new(),
+                at: None,
+            });
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// SQLite's reading of `SELECT min(price), name FROM t [WHERE ...] [GROUP BY k]`: the other
+/// columns come from the row that holds the minimum (or maximum), of the table or of each
+/// group. PostgreSQL refuses the bare column (SQLSTATE 42803), so that row is asked for
+/// directly: `SELECT price, name FROM t ... ORDER BY price ASC NULLS LAST LIMIT 1`, or per
+/// group `SELECT DISTINCT ON (k) price, name FROM t ... ORDER BY k, price ASC NULLS LAST`
+/// (`min` and `max` skip NULLs, so NULLs sort last either way). Only for a top-level `SELECT`
+/// with one `min` or `max` of a column, every other item a plain column (one at least neither
+/// grouped nor aggregated), and no `HAVING`, `DISTINCT`, `ORDER BY` or `LIMIT`; `None`
+/// otherwise. (On no rows SQLite answers one row of NULLs without a `GROUP BY`, the rewrite
+/// none.)
+pub fn extreme_row(sql: &str, dialect: Dialect) -> Option<String> {
+    let mut statements = Parser::parse_sql(dialect.parser().as_ref(), sql).ok()?;
+    let [Statement::Query(query)] = statements.as_mut_slice() else {
+        return None;
+    };
+    if query.order_by.is_some() || query.limit_clause.is_some() || query.with.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let GroupByExpr::Expressions(grouped, modifiers) = &select.group_by else {
+        return None;
+    };
+    if !modifiers.is_empty() || select.having.is_some() || select.distinct.is_some() {
+        return None;
+    }
+    let keys: Vec<Expr> = grouped.clone();
+    let key_texts: Vec<String> = keys.iter().map(|k| k.to_string().to_lowercase()).collect();
+    let is_column = |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+    let mut extreme = None;
+    let mut bare_columns = 0;
+    for item in select.projection.iter_mut() {
+        let (SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) = item else {
+            return None;
+        };
+        if is_column(expr) {
+            if !key_texts.contains(&expr.to_string().to_lowercase()) {
+                bare_columns += 1;
+            }
+            continue;
+        }
+        let (direction, column) = min_or_max_of_column(expr)?;
+        if extreme.is_some() || !is_column(&column) {
+            return None;
+        }
+        extreme = Some((direction, column.to_string()));
+        *expr = column;
+    }
+    let (direction, column) = extreme?;
+    if bare_columns == 0 {
+        return None;
+    }
+    if keys.is_empty() {
+        return Some(format!(
+            "{} ORDER BY {column} {direction} NULLS LAST LIMIT 1",
+            statements[0]
+        ));
+    }
+    select.group_by = GroupByExpr::Expressions(Vec::new(), Vec::new());
+    select.distinct = Some(Distinct::On(keys.clone()));
+    let keys: Vec<String> = keys.iter().map(Expr::to_string).collect();
+    Some(format!(
+        "{} ORDER BY {}, {column} {direction} NULLS LAST",
+        statements[0],
+        keys.join(", ")
+    ))
+}
+
+/// `("ASC", x)` for `min(x)`, `("DESC", x)` for `max(x)`; `None` for anything else.
+fn min_or_max_of_column(expr: &Expr) -> Option<(&'static str, Expr)> {
+    let Expr::Function(function) = expr else {
+        return None;
+    };
+    let direction = match function.name.to_string().to_lowercase().as_str() {
+        "min" => "ASC",
+        "max" => "DESC",
+        _ => return None,
+    };
+    let FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    if list.duplicate_treatment.is_some()
+        || !list.clauses.is_empty()
+        || function.over.is_some()
+        || function.filter.is_some()
+    {
+        return None;
+    }
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(argument))] => {
+            Some((direction, argument.clone()))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +375,81 @@ mod tests {
             complete_group_by("SELECT a FROM t", Dialect::Postgres),
             None
         );
+    }
+
+    #[test]
+    fn subqueries_in_from_get_names() {
+        assert_eq!(
+            alias_derived_tables(
+                "SELECT count(*) FROM (SELECT a FROM t INTERSECT SELECT a FROM u)",
+                Dialect::Postgres
+            )
+            .as_deref(),
+            Some("SELECT count(*) FROM (SELECT a FROM t INTERSECT SELECT a FROM u) AS derived_1")
+        );
+        assert_eq!(
+            alias_derived_tables(
+                "SELECT count(*) FROM (SELECT a FROM t) AS s",
+                Dialect::Postgres
+            ),
+            None
+        );
+        // The gold translation applies it after the quotes.
+        assert_eq!(
+            sqlite_gold_to_postgres("SELECT count(*) FROM (SELECT a FROM t WHERE b = \"x\")"),
+            "SELECT count(*) FROM (SELECT a FROM t WHERE b = 'x') AS derived_1"
+        );
+    }
+
+    #[test]
+    fn a_bare_column_beside_min_or_max_asks_for_the_extreme_row() {
+        assert_eq!(
+            extreme_row(
+                "SELECT min(Version_Number), template_type_code FROM Templates",
+                Dialect::Postgres
+            )
+            .as_deref(),
+            Some(
+                "SELECT Version_Number, template_type_code FROM Templates ORDER BY Version_Number ASC NULLS LAST LIMIT 1"
+            )
+        );
+        assert_eq!(
+            extreme_row(
+                "SELECT name, max(t.age) AS oldest FROM t WHERE x > 1",
+                Dialect::Postgres
+            )
+            .as_deref(),
+            Some(
+                "SELECT name, t.age AS oldest FROM t WHERE x > 1 ORDER BY t.age DESC NULLS LAST LIMIT 1"
+            )
+        );
+        // Per group: the row holding each group's extreme.
+        assert_eq!(
+            extreme_row(
+                "SELECT LANGUAGE, CountryCode, max(Percentage) FROM countrylanguage GROUP BY CountryCode",
+                Dialect::Postgres
+            )
+            .as_deref(),
+            Some(
+                "SELECT DISTINCT ON (CountryCode) LANGUAGE, CountryCode, Percentage FROM countrylanguage ORDER BY CountryCode, Percentage DESC NULLS LAST"
+            )
+        );
+        for untouched in [
+            "SELECT min(a) FROM t",
+            "SELECT min(a), max(b), c FROM t",
+            "SELECT min(a), c FROM t GROUP BY c",
+            "SELECT min(a), c FROM t GROUP BY d HAVING count(*) > 1",
+            "SELECT min(a), c FROM t GROUP BY d ORDER BY c",
+            "SELECT min(a + 1), c FROM t",
+            "SELECT count(*), c FROM t",
+            "SELECT min(a), c FROM t ORDER BY c LIMIT 3",
+            "SELECT DISTINCT min(a), c FROM t",
+        ] {
+            assert_eq!(
+                extreme_row(untouched, Dialect::Postgres),
+                None,
+                "{untouched}"
+            );
+        }
     }
 }

@@ -31,7 +31,7 @@ use crate::schema_filter::filter_tables;
 use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
-use crate::translate::{complete_group_by, string_literals_for};
+use crate::translate::{alias_derived_tables, complete_group_by, extreme_row, string_literals_for};
 use crate::value_index::ValueMatch;
 use crate::vote::{VotingMode, decide, settled_without};
 
@@ -784,16 +784,21 @@ impl<'r> Run<'r> {
         None
     }
 
-    /// Two SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column
-    /// that the query neither groups by nor aggregates (SQLSTATE 42803: the column is added to
-    /// the `GROUP BY`, [`complete_group_by`]), and a string in double quotes, read as a column
-    /// that does not exist ([`string_literals_for`]).
+    /// The SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column
+    /// that the query neither groups by nor aggregates (SQLSTATE 42803: beside one `min` or
+    /// `max`, the row holding it is asked for, [`extreme_row`]; otherwise the column is added
+    /// to the `GROUP BY`, [`complete_group_by`]), a subquery in `FROM` with no name (SQLSTATE 42601,
+    /// [`alias_derived_tables`]), and a string in double quotes, read as a column that does not
+    /// exist ([`string_literals_for`]).
     fn repair_for_postgres(&self, sql: &str, message: &str) -> Option<String> {
         if self.db.dialect() != Dialect::Postgres {
             return None;
         }
         if message.contains("SQLSTATE 42803") {
-            complete_group_by(sql, Dialect::Postgres)
+            extreme_row(sql, Dialect::Postgres)
+                .or_else(|| complete_group_by(sql, Dialect::Postgres))
+        } else if message.contains("must have an alias") {
+            alias_derived_tables(sql, Dialect::Postgres)
         } else if message.contains("no such column: ") {
             string_literals_for(sql, &self.db.schema)
         } else {
