@@ -185,5 +185,8 @@ fn dev300_gold_answers_the_same_on_postgres_as_on_sqlite() {
         [395, 500, 740, 829, 837, 845],
         "gold queries whose ties break differently"
     );
-    assert_eq!(found.rewritten, 116, "gold queries rewritten for PostgreSQL");
+    assert_eq!(
+        found.rewritten, 116,
+        "gold queries rewritten for PostgreSQL"
+    );
 }

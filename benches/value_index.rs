@@ -1,0 +1,181 @@
+//! What the value index costs to build: time and resident memory for the largest Spider
+//! database (by file size) and for a generated table of a million rows, through the same
+//! `DatabaseHandle::value_index` the server calls when it opens a database, and what one
+//! question's lookup then costs.
+//!
+//! `cargo run -p quorum-benches --bin quorum-bench-value-index -- --rows 1000000`
+//!
+//! Memory is the growth of the process's resident set while the index is built (read from
+//! `/proc/self/status`), so it counts what the index holds and what building it left allocated;
+//! one index is built per process run of each database, and each database gets a fresh handle.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use quorum_sql::database::DatabaseHandle;
+use quorum_sql::schema::IntrospectOptions;
+use quorum_sql::value_index::ValueIndexLimits;
+use quorum_tests::spider_dir;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Rows of the generated table.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: usize,
+    /// A SQLite file to measure instead of the largest Spider database.
+    #[arg(long)]
+    db: Option<PathBuf>,
+}
+
+/// Resident memory of this process, in bytes (`VmRSS` of `/proc/self/status`).
+fn resident_bytes() -> Result<u64> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .context("no VmRSS line")?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()?;
+    Ok(kib * 1024)
+}
+
+/// The largest `.sqlite` file under Spider's database directory.
+fn largest_spider_database() -> Result<PathBuf> {
+    let dir = spider_dir().join("database");
+    let mut best: Option<(u64, PathBuf)> = None;
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let db_dir = entry?.path();
+        let Some(name) = db_dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let file = db_dir.join(format!("{name}.sqlite"));
+        let Ok(meta) = std::fs::metadata(&file) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(size, _)| meta.len() > *size) {
+            best = Some((meta.len(), file));
+        }
+    }
+    best.map(|(_, path)| path)
+        .context("no Spider database found")
+}
+
+/// A table of `rows` rows shaped like a customer ledger: a million distinct customer names, a
+/// few hundred cities, five statuses, and a free-text note too long to be looked up.
+fn generate(path: &Path, rows: usize) -> Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.execute_batch(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, city TEXT, status TEXT, \
+         note TEXT, amount REAL);",
+    )?;
+    let tx = conn.unchecked_transaction()?;
+    {
+        let mut insert = tx.prepare(
+            "INSERT INTO orders (customer, city, status, note, amount) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        const STATUSES: [&str; 5] = ["open", "paid", "shipped", "returned", "cancelled"];
+        for i in 0..rows {
+            insert.execute(rusqlite::params![
+                format!("Customer {i:07}"),
+                format!("City {}", (i * 7919) % 400),
+                STATUSES[i % STATUSES.len()],
+                format!(
+                    "Order {i} was placed through the web shop and handled by the night shift team"
+                ),
+                (i % 1000) as f64 * 1.25,
+            ])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn measure(label: &str, path: &Path, db_id: &str) -> Result<()> {
+    let handle = DatabaseHandle::open(path, db_id, IntrospectOptions::default())
+        .with_context(|| format!("opening {}", path.display()))?;
+    let before = resident_bytes()?;
+    let start = Instant::now();
+    let index = handle.value_index().context("building the value index")?;
+    let built = start.elapsed();
+    let grown = resident_bytes()?.saturating_sub(before);
+    let question = "Which orders of Customer 0004242 in city 17 were returned?";
+    let start = Instant::now();
+    let rounds = 20;
+    let mut found = 0;
+    for _ in 0..rounds {
+        found = index.matches(question, 6, 2).len();
+    }
+    let lookup = start.elapsed() / rounds;
+    let rows: i64 = handle
+        .schema
+        .tables
+        .iter()
+        .map(|t| {
+            rusqlite::Connection::open(path)
+                .and_then(|c| {
+                    c.query_row(
+                        &format!("SELECT count(*) FROM \"{}\"", t.name.replace('"', "\"\"")),
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(0)
+        })
+        .sum();
+    println!(
+        "{label}: {} tables, {rows} rows, {} columns ({} skipped) -> {} values indexed \
+         in {:.2} s, resident memory +{:.1} MiB; one question's lookup {:.2} ms ({found} matches)",
+        handle.schema.tables.len(),
+        handle
+            .schema
+            .tables
+            .iter()
+            .map(|t| t.columns.len())
+            .sum::<usize>(),
+        index.skipped_columns,
+        index.len(),
+        built.as_secs_f64(),
+        grown as f64 / (1024.0 * 1024.0),
+        lookup.as_secs_f64() * 1e3,
+    );
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let limits = ValueIndexLimits::default();
+    println!(
+        "limits: {} distinct values a column, {} a database, values over {} characters skipped",
+        limits.per_column, limits.total, limits.max_chars
+    );
+    let spider = match &args.db {
+        Some(path) => path.clone(),
+        None => largest_spider_database()?,
+    };
+    let db_id = spider
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .context("database file name")?
+        .to_owned();
+    measure(&db_id, &spider, &db_id)?;
+
+    if args.rows == 0 {
+        bail!("--rows must be at least 1");
+    }
+    let dir = tempfile::tempdir()?;
+    let generated = dir.path().join("orders.sqlite");
+    let start = Instant::now();
+    generate(&generated, args.rows)?;
+    println!(
+        "generated {} rows in {:.1} s ({:.0} MiB on disk)",
+        args.rows,
+        start.elapsed().as_secs_f64(),
+        std::fs::metadata(&generated)?.len() as f64 / (1024.0 * 1024.0)
+    );
+    measure("orders (generated)", &generated, "orders")
+}
