@@ -454,10 +454,8 @@ fn a_settled_vote_is_revised_when_asked_or_when_voting_is_not_majority() {
     }
 }
 
-/// A schema above the filter's threshold: every prompt shows the tables the question is about
-/// (and what joins them), the answer says which, and SQL over them still runs on the database.
-#[test]
-fn a_large_schema_is_filtered_before_the_first_prompt() {
+/// concert_singer's database with 12 copies of its first table beside it: 16 tables.
+fn concert_with_ledgers() -> crate::database::DatabaseHandle {
     let real = concert();
     let mut schema = real.schema.clone();
     for i in 0..12 {
@@ -465,7 +463,14 @@ fn a_large_schema_is_filtered_before_the_first_prompt() {
         ledger.name = format!("ledger_{i}");
         schema.tables.push(ledger);
     }
-    let big = crate::database::DatabaseHandle::new("concert_singer", real.backend.clone(), schema);
+    crate::database::DatabaseHandle::new("concert_singer", real.backend.clone(), schema)
+}
+
+/// A schema above the filter's threshold: every prompt shows the tables the question is about
+/// (and what joins them), the answer says which, and SQL over them still runs on the database.
+#[test]
+fn a_large_schema_is_filtered_before_the_first_prompt() {
+    let big = concert_with_ledgers();
     let generator = by_stage(S6, |_| S6);
     let mut filtering = config(&["a"]);
     filtering.schema_filter_above = 10;
@@ -511,14 +516,7 @@ fn an_embedder_that_answers_no_question_vector_fails_the_filter_stage() {
             })
         }
     }
-    let real = concert();
-    let mut schema = real.schema.clone();
-    for i in 0..12 {
-        let mut ledger = schema.tables[0].clone();
-        ledger.name = format!("ledger_{i}");
-        schema.tables.push(ledger);
-    }
-    let big = crate::database::DatabaseHandle::new("concert_singer", real.backend.clone(), schema);
+    let big = concert_with_ledgers();
     let generator = by_stage(S6, |_| S6);
     let mut filtering = config(&["a"]);
     filtering.schema_filter_above = 10;
