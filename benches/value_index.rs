@@ -111,22 +111,17 @@ fn measure(label: &str, path: &Path, db_id: &str) -> Result<()> {
         found = index.matches(question, 6, 2).len();
     }
     let lookup = start.elapsed() / rounds;
-    let rows: i64 = handle
-        .schema
-        .tables
-        .iter()
-        .map(|t| {
-            rusqlite::Connection::open(path)
-                .and_then(|c| {
-                    c.query_row(
-                        &format!("SELECT count(*) FROM \"{}\"", t.name.replace('"', "\"\"")),
-                        [],
-                        |r| r.get::<_, i64>(0),
-                    )
-                })
-                .unwrap_or(0)
-        })
-        .sum();
+    let counter = rusqlite::Connection::open(path)?;
+    let mut rows: i64 = 0;
+    for table in &handle.schema.tables {
+        let sql = format!(
+            "SELECT count(*) FROM \"{}\"",
+            table.name.replace('"', "\"\"")
+        );
+        rows += counter
+            .query_row(&sql, [], |r| r.get::<_, i64>(0))
+            .with_context(|| format!("counting the rows of {}", table.name))?;
+    }
     println!(
         "{label}: {} tables, {rows} rows, {} columns ({} skipped) -> {} values indexed \
          in {:.2} s, resident memory +{:.1} MiB; one question's lookup {:.2} ms ({found} matches)",
