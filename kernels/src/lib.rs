@@ -13,10 +13,16 @@
 //!   to candle's `QMatMul::forward` on the CPU, so greedy decoding stays token-identical with
 //!   candle's reference models; a scalar version of candle's arithmetic is its reference.
 //!
-//! The `cuda` feature compiles candle's CUDA backend; nothing here needs a CUDA toolkit without it.
+//! - [`cuda`]: Quorum's CUDA kernels (fused norm, activation, rotary with the KV write, paged
+//!   attention, batched multi-LoRA, greedy sampling), their references and checks; the tests
+//!   run them through a CPU emulation, `quorum kernel-check` on a GPU.
+//!
+//! The `cuda` feature compiles candle's CUDA backend and the kernels to PTX (nvcc); without it
+//! nothing here needs a CUDA toolkit.
 
 pub mod attention;
 mod cpu_path;
+pub mod cuda;
 mod paged_attention;
 mod paged_kv;
 mod q8_gemm;

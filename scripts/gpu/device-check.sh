@@ -5,8 +5,8 @@
 # measure against in the same call), PyTorch + transformers on the machine, $OUT for the
 # results. Each step has its own time bound and its own log; a failed step is reported and the
 # next one runs, so one call gives every figure it can, most important first. A device call
-# returns at most 8 files, so $OUT holds only summary.txt and logs.tar.gz (every log, refreshed
-# after each step).
+# returns at most 8 files, so $OUT holds only summary.txt, kernel-check.json and logs.tar.gz
+# (every log, refreshed after each step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -46,6 +46,11 @@ done
 Q=$WORK/quorum
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 ldd "$Q" | grep -E 'cuda|cublas|curand|not found' | tee -a "$LOG"
+
+# 0. Quorum's CUDA kernels against their host references, every kernel in f32 and bf16 on odd
+# shapes (`quorum kernel-check`; the same cases the CPU emulation passes in CI).
+step kernel-check 120 "$Q" kernel-check --device "$DEVICE" --json "$OUT/kernel-check.json"
+grep -E 'kernel_tests|FAILED|Error' "$LOGS/kernel-check.log" | tee -a "$LOG"
 
 # 1. Synthetic checkpoints of real shapes: the 0.5B in f32 (device agreement), the 7B in bf16.
 step synth-0.5b 120 "$Q" synth-checkpoint --arch qwen2.5-coder-0.5b --dtype f32 --out "$SYN/qwen2.5-coder-0.5b"

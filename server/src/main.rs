@@ -10,7 +10,9 @@ mod cli;
 
 use cli::local_model::{GenerateArgs, embed, generate, generate_policy, synth_checkpoint};
 use cli::serve::{HealthArgs, ServeArgs, health, serve};
-use cli::{adapter, ask, engine_generate, eval, grammar_coverage, pg_load, subtask, train};
+use cli::{
+    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, pg_load, subtask, train,
+};
 use quorum_server::model_source::ModelDirs;
 
 #[derive(Parser, Debug)]
@@ -125,6 +127,9 @@ enum Command {
     /// Checks the schema grammars of constrained decoding against a dataset's gold queries
     /// (share accepted, each reject with its reason) and, with --tokenizer-of, times the masks.
     GrammarCoverage(Box<grammar_coverage::GrammarCoverageArgs>),
+    /// Runs Quorum's CUDA kernels on a GPU (--device cuda:N) against their host references,
+    /// every kernel in f32 and bf16; exits non-zero if any differs.
+    KernelCheck(kernel_check::KernelCheckArgs),
     /// Copies Spider-format SQLite databases into a PostgreSQL server, one schema per id.
     PgLoad(Box<pg_load::PgLoadArgs>),
     /// Fine-tunes a LoRA adapter of a generator on Spider-format training data, in the prompt
@@ -246,6 +251,7 @@ fn run() -> Result<()> {
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Train(args) => train::train(&dirs, device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
+        Command::KernelCheck(args) => kernel_check::kernel_check(device, &args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),
         Command::Ask(args) => client_runtime()?.block_on(ask::ask(args)),
         Command::Adapter(args) => client_runtime()?.block_on(adapter::adapter(args)),

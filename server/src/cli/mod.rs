@@ -6,6 +6,7 @@ pub mod ask;
 pub mod engine_generate;
 pub mod eval;
 pub mod grammar_coverage;
+pub mod kernel_check;
 pub mod local_model;
 pub mod pg_load;
 pub mod serve;

@@ -1,0 +1,64 @@
+// The kernels of this directory compiled for the CPU over cpu_emulation.h, with one C entry
+// point per kernel taking its launch shape first; the crate's tests call them
+// (src/cuda/emulated.rs) and compare against the CPU references.
+#include "activation.cu"
+#include "lora.cu"
+#include "norm.cu"
+#include "paged_attention.cu"
+#include "rotary.cu"
+#include "sampling.cu"
+
+using quorum_emulation::launch;
+typedef __nv_bfloat16 bf16;
+
+#define EMULATE(KERNEL, PARAMS, ARGS)                                                     \
+  extern "C" void emulate_##KERNEL(unsigned gx, unsigned gy, unsigned gz, unsigned threads, \
+                                   PARAMS) {                                             \
+    launch(dim3(gx, gy, gz), threads, KERNEL, ARGS);                                     \
+  }
+#define P(...) __VA_ARGS__
+
+#define EMULATE_TYPED(T, SUFFIX)                                                                  \
+  EMULATE(add_rms_norm_##SUFFIX,                                                                  \
+          P(const T *x, const T *residual, const T *weight, T *sum, T *out, int hidden, float eps), \
+          P(x, residual, weight, sum, out, hidden, eps))                                          \
+  EMULATE(silu_mul_##SUFFIX, P(const T *gate, const T *up, T *out, long n), P(gate, up, out, n))   \
+  EMULATE(rotary_kv_write_##SUFFIX,                                                               \
+          P(const T *q, T *q_out, const T *k, const T *v, const float *cos, const float *sin,     \
+            const uint32_t *positions, const uint32_t *slots, T *k_cache, T *v_cache, int heads,  \
+            int kv_heads, int head_dim, int interleaved),                                         \
+          P(q, q_out, k, v, cos, sin, positions, slots, k_cache, v_cache, heads, kv_heads,        \
+            head_dim, interleaved))                                                               \
+  EMULATE(paged_attention_##SUFFIX,                                                               \
+          P(T *out, float *part_out, float *part_max, float *part_sum, const T *q,                \
+            const T *k_cache, const T *v_cache, const uint32_t *block_tables,                     \
+            const uint32_t *seq_of_row, const uint32_t *context_lens, int heads, int kv_heads,    \
+            int head_dim, int block_size, int max_blocks, int max_parts, float scale),            \
+          P(out, part_out, part_max, part_sum, q, k_cache, v_cache, block_tables, seq_of_row,     \
+            context_lens, heads, kv_heads, head_dim, block_size, max_blocks, max_parts, scale))   \
+  EMULATE(paged_attention_reduce_##SUFFIX,                                                        \
+          P(T *out, const float *part_out, const float *part_max, const float *part_sum,          \
+            const uint32_t *context_lens, int heads, int head_dim, int max_parts),                \
+          P(out, part_out, part_max, part_sum, context_lens, heads, head_dim, max_parts))         \
+  EMULATE(lora_shrink_##SUFFIX,                                                                   \
+          P(float *t, const T *x, const T *a, const int *adapter_of_row, int in, int rank),       \
+          P(t, x, a, adapter_of_row, in, rank))                                                   \
+  EMULATE(lora_expand_##SUFFIX,                                                                   \
+          P(T *y, const float *t, const T *b_t, const float *scales, const int *adapter_of_row,   \
+            int out, int rank),                                                                   \
+          P(y, t, b_t, scales, adapter_of_row, out, rank))                                        \
+  EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))
+
+EMULATE_TYPED(float, f32)
+EMULATE_TYPED(bf16, bf16)
+
+// The kernels' compile-time limits, for the Rust side's launch shapes to be checked against.
+extern "C" void emulated_kernel_limits(int *limits) {
+  limits[0] = quorum::ATTENTION_THREADS;
+  limits[1] = quorum::PARTITION;
+  limits[2] = quorum::MAX_HEAD_DIM;
+  limits[3] = quorum::SHRINK_THREADS;
+  limits[4] = quorum::SHRINK_WARPS;
+  limits[5] = quorum::EXPAND_THREADS;
+  limits[6] = quorum::ARGMAX_THREADS;
+}

@@ -1,0 +1,353 @@
+//! The inputs the kernels are checked on: odd shapes (dimensions that are not multiples of a
+//! warp or a block, grouped-query heads, contexts split across partitions, rows without an
+//! adapter, ties), deterministic values, and their rounding to the dtype a check runs in.
+
+use candle_core::DType;
+
+/// A value as it reads back after being stored as `dtype`.
+pub fn round_to(dtype: DType, x: f32) -> f32 {
+    match dtype {
+        DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        DType::F16 => half::f16::from_f32(x).to_f32(),
+        _ => x,
+    }
+}
+
+/// Deterministic values in [-1, 1): a 64-bit LCG, so every run checks the same inputs.
+pub struct Values(u64);
+
+impl Values {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1))
+    }
+
+    pub fn next_value(&mut self) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    pub fn take(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.next_value() * scale).collect()
+    }
+}
+
+fn rounded(dtype: DType, v: &[f32]) -> Vec<f32> {
+    v.iter().map(|&x| round_to(dtype, x)).collect()
+}
+
+#[derive(Debug, Clone)]
+pub struct NormCase {
+    pub hidden: usize,
+    /// `[rows, hidden]`
+    pub x: Vec<f32>,
+    pub residual: Option<Vec<f32>>,
+    pub weight: Vec<f32>,
+    pub eps: f32,
+}
+
+impl NormCase {
+    pub fn rows(&self) -> usize {
+        self.x.len() / self.hidden
+    }
+
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            x: rounded(dtype, &self.x),
+            residual: self.residual.as_ref().map(|r| rounded(dtype, r)),
+            weight: rounded(dtype, &self.weight),
+            ..self.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RotaryCase {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    /// `[tokens, heads, head_dim]`
+    pub q: Vec<f32>,
+    /// `[tokens, kv_heads, head_dim]`
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    /// `[max_position, head_dim / 2]`, f32 whatever the dtype.
+    pub cos: Vec<f32>,
+    pub sin: Vec<f32>,
+    pub positions: Vec<u32>,
+    pub slots: Vec<u32>,
+    /// `[slots, kv_heads * head_dim]`, as they were before the write.
+    pub k_cache: Vec<f32>,
+    pub v_cache: Vec<f32>,
+    pub interleaved: bool,
+}
+
+impl RotaryCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            q: rounded(dtype, &self.q),
+            k: rounded(dtype, &self.k),
+            v: rounded(dtype, &self.v),
+            k_cache: rounded(dtype, &self.k_cache),
+            v_cache: rounded(dtype, &self.v_cache),
+            ..self.clone()
+        }
+    }
+}
+
+/// What `rotary_kv_write` leaves: the rotated queries and both caches.
+#[derive(Debug, Clone)]
+pub struct RotaryOutput {
+    pub q: Vec<f32>,
+    pub k_cache: Vec<f32>,
+    pub v_cache: Vec<f32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttentionCase {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub block_size: usize,
+    /// `[rows, heads, head_dim]`
+    pub q: Vec<f32>,
+    /// `[slots, kv_heads * head_dim]`
+    pub k_cache: Vec<f32>,
+    pub v_cache: Vec<f32>,
+    /// Per sequence, its blocks in position order.
+    pub block_tables: Vec<Vec<u32>>,
+    pub seq_of_row: Vec<u32>,
+    /// Keys each row sees: its position + 1.
+    pub context_lens: Vec<u32>,
+    pub scale: f32,
+}
+
+impl AttentionCase {
+    pub fn max_context(&self) -> usize {
+        self.context_lens.iter().copied().max().unwrap_or(0) as usize
+    }
+
+    /// The block tables as one `[seqs, max_blocks]` array, padded with block 0.
+    pub fn flat_tables(&self) -> (Vec<u32>, usize) {
+        let max_blocks = self.block_tables.iter().map(Vec::len).max().unwrap_or(1);
+        let flat = self
+            .block_tables
+            .iter()
+            .flat_map(|t| {
+                t.iter()
+                    .copied()
+                    .chain(std::iter::repeat(0))
+                    .take(max_blocks)
+            })
+            .collect();
+        (flat, max_blocks)
+    }
+
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            q: rounded(dtype, &self.q),
+            k_cache: rounded(dtype, &self.k_cache),
+            v_cache: rounded(dtype, &self.v_cache),
+            ..self.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoraCase {
+    pub fan_in: usize,
+    pub fan_out: usize,
+    /// The stack's rank; smaller adapters are zero-padded to it.
+    pub rank: usize,
+    /// `[rows, fan_in]`
+    pub x: Vec<f32>,
+    /// `[rows, fan_out]`: the base projection's output.
+    pub y: Vec<f32>,
+    /// `[adapters, rank, fan_in]`
+    pub a: Vec<f32>,
+    /// `[adapters, rank, fan_out]`
+    pub b_t: Vec<f32>,
+    pub scales: Vec<f32>,
+    /// Negative: no adapter.
+    pub adapter_of_row: Vec<i32>,
+}
+
+impl LoraCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            x: rounded(dtype, &self.x),
+            y: rounded(dtype, &self.y),
+            a: rounded(dtype, &self.a),
+            b_t: rounded(dtype, &self.b_t),
+            ..self.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ArgmaxCase {
+    pub vocab: usize,
+    /// `[rows, vocab]`
+    pub logits: Vec<f32>,
+}
+
+impl ArgmaxCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            logits: rounded(dtype, &self.logits),
+            ..self.clone()
+        }
+    }
+}
+
+pub fn norm_cases() -> Vec<(&'static str, NormCase)> {
+    let mut v = Values::new(1);
+    let (rows, hidden) = (3, 1_000);
+    let with_residual = NormCase {
+        hidden,
+        x: v.take(rows * hidden, 2.0),
+        residual: Some(v.take(rows * hidden, 2.0)),
+        weight: v.take(hidden, 1.5),
+        eps: 1e-6,
+    };
+    let alone = NormCase {
+        residual: None,
+        hidden: 37,
+        x: v.take(2 * 37, 3.0),
+        weight: v.take(37, 1.0),
+        eps: 1e-5,
+    };
+    vec![
+        ("residual, 3 x 1000", with_residual),
+        ("alone, 2 x 37", alone),
+    ]
+}
+
+pub fn activation_case() -> (Vec<f32>, Vec<f32>) {
+    let mut v = Values::new(2);
+    let n = 3 * 1_000 + 7;
+    (v.take(n, 6.0), v.take(n, 2.0))
+}
+
+pub fn rotary_cases() -> Vec<(&'static str, RotaryCase)> {
+    let (heads, kv_heads, head_dim, tokens, max_position) = (6, 2, 18, 5, 40);
+    let half = head_dim / 2;
+    let mut cos = Vec::new();
+    let mut sin = Vec::new();
+    for p in 0..max_position {
+        for i in 0..half {
+            let angle = p as f32 / 10_000f32.powf(2.0 * i as f32 / head_dim as f32);
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    let num_slots = 12;
+    let width = kv_heads * head_dim;
+    [false, true]
+        .into_iter()
+        .map(|interleaved| {
+            let mut v = Values::new(3 + interleaved as u64);
+            let case = RotaryCase {
+                heads,
+                kv_heads,
+                head_dim,
+                q: v.take(tokens * heads * head_dim, 1.0),
+                k: v.take(tokens * width, 1.0),
+                v: v.take(tokens * width, 1.0),
+                cos: cos.clone(),
+                sin: sin.clone(),
+                positions: vec![0, 7, 39, 12, 13],
+                slots: vec![11, 0, 5, 6, 2],
+                k_cache: v.take(num_slots * width, 1.0),
+                v_cache: v.take(num_slots * width, 1.0),
+                interleaved,
+            };
+            let name = if interleaved {
+                "interleaved pairs"
+            } else {
+                "half-split pairs"
+            };
+            (name, case)
+        })
+        .collect()
+}
+
+/// Three sequences scattered over the blocks: one of a single key, one of 37, one of 1,100
+/// (three partitions), with decode rows and a short tail of three rows on the long one.
+pub fn attention_case() -> AttentionCase {
+    let (heads, kv_heads, head_dim, block_size) = (6, 2, 40, 16);
+    let contexts = [1usize, 37, 1_100];
+    let blocks_needed: Vec<usize> = contexts.iter().map(|c| c.div_ceil(block_size)).collect();
+    let total_blocks: usize = blocks_needed.iter().sum::<usize>() + 3;
+    // Hand out blocks in a scrambled order, so no table is contiguous.
+    let mut order: Vec<u32> = (0..total_blocks as u32).collect();
+    order.reverse();
+    order.rotate_left(2);
+    let mut next = order.into_iter();
+    let block_tables: Vec<Vec<u32>> = blocks_needed
+        .iter()
+        .map(|&n| next.by_ref().take(n).collect())
+        .collect();
+    let seq_of_row = vec![0, 1, 2, 2, 2];
+    let context_lens = vec![1, 37, 1_098, 1_099, 1_100];
+    let rows = seq_of_row.len();
+    let width = kv_heads * head_dim;
+    let mut v = Values::new(5);
+    AttentionCase {
+        heads,
+        kv_heads,
+        head_dim,
+        block_size,
+        q: v.take(rows * heads * head_dim, 3.0),
+        k_cache: v.take(total_blocks * block_size * width, 1.0),
+        v_cache: v.take(total_blocks * block_size * width, 1.0),
+        block_tables,
+        seq_of_row,
+        context_lens,
+        scale: 1.0 / (head_dim as f32).sqrt(),
+    }
+}
+
+/// Three adapters, rows of each and one without; rank 6, `out` past one block.
+pub fn lora_case() -> LoraCase {
+    let (rows, fan_in, fan_out, rank, adapters) = (5, 70, 300, 6, 3);
+    let mut v = Values::new(6);
+    let mut a = v.take(adapters * rank * fan_in, 0.5);
+    // The third adapter has rank 4, zero-padded to the stack's 6.
+    for r in 4..rank {
+        a[(2 * rank + r) * fan_in..][..fan_in].fill(0.0);
+    }
+    LoraCase {
+        fan_in,
+        fan_out,
+        rank,
+        x: v.take(rows * fan_in, 1.0),
+        y: v.take(rows * fan_out, 1.0),
+        a,
+        b_t: v.take(adapters * rank * fan_out, 0.5),
+        scales: vec![2.0, 0.5, 1.25],
+        adapter_of_row: vec![0, -1, 2, 1, 0],
+    }
+}
+
+/// A row with a tie for the maximum (the lower id wins), a row of -inf but one NaN, and a row
+/// whose maximum is the last id.
+pub fn argmax_case() -> ArgmaxCase {
+    let vocab = 1_001;
+    let mut v = Values::new(7);
+    let mut logits = v.take(3 * vocab, 4.0);
+    logits[700] = 9.0;
+    logits[300] = 9.0;
+    let second = &mut logits[vocab..2 * vocab];
+    second.fill(f32::NEG_INFINITY);
+    second[10] = f32::NAN;
+    logits[3 * vocab - 1] = 10.0;
+    ArgmaxCase { vocab, logits }
+}

@@ -1,0 +1,150 @@
+//! The kernels' checks: each kernel's result on the cases of [`super::cases`] against
+//! [`super::reference`], within a tolerance per dtype, through any [`KernelRunner`] (the CPU
+//! emulation in the tests, a GPU in `quorum kernel-check`).
+
+use candle_core::DType;
+
+use super::cases::{
+    activation_case, argmax_case, attention_case, lora_case, norm_cases, rotary_cases, round_to,
+};
+use super::reference;
+use super::runner::KernelRunner;
+
+/// The dtypes every check runs in.
+pub const DTYPES: [DType; 2] = [DType::F32, DType::BF16];
+
+/// `|got - want| <= tolerance * (1 + |want|)`: f32 allows for a different order of the sums
+/// and the device's `expf`; bf16 for one rounding of the output to 8 significant bits.
+pub fn tolerance(dtype: DType) -> f32 {
+    match dtype {
+        DType::F32 => 1e-4,
+        _ => 1.0 / 64.0,
+    }
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    pub kernel: &'static str,
+    pub case: String,
+    pub dtype: DType,
+    /// `None` when it passed; otherwise what differed.
+    pub failure: Option<String>,
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = match &self.failure {
+            None => "ok".to_string(),
+            Some(why) => format!("FAILED: {why}"),
+        };
+        write!(
+            f,
+            "{} ({}, {:?}): {verdict}",
+            self.kernel, self.case, self.dtype
+        )
+    }
+}
+
+/// Compares element by element; the first difference past the tolerance is the failure.
+pub fn compare(got: &[f32], want: &[f32], dtype: DType) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} values, expected {}", got.len(), want.len()));
+    }
+    let tol = tolerance(dtype);
+    got.iter()
+        .zip(want)
+        .enumerate()
+        .find(|(_, (g, w))| {
+            // NaN anywhere is a difference.
+            let within = (*g - *w).abs() <= tol * (1.0 + w.abs());
+            !within
+        })
+        .map(|(i, (g, w))| format!("element {i}: {g} against {w} (tolerance {tol} relative)"))
+}
+
+/// Every check, in every dtype of [`DTYPES`], through `runner`.
+pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
+    let mut reports = Vec::new();
+    for dtype in DTYPES {
+        let mut report = |kernel: &'static str, case: &str, failure: Option<String>| {
+            reports.push(CheckReport {
+                kernel,
+                case: case.to_string(),
+                dtype,
+                failure,
+            })
+        };
+        let failed = |e: candle_core::Error| Some(format!("error: {e}"));
+        for (name, case) in norm_cases() {
+            let case = case.rounded(dtype);
+            let (want_sum, want) = reference::add_rms_norm(&case, dtype);
+            let failure = match runner.add_rms_norm(&case, dtype) {
+                Ok((sum, out)) => match (sum, want_sum) {
+                    (Some(s), Some(ws)) => compare(&s, &ws, dtype),
+                    (None, None) => None,
+                    _ => Some("the residual sum is missing or unexpected".into()),
+                }
+                .or_else(|| compare(&out, &want, dtype)),
+                Err(e) => failed(e),
+            };
+            report("add_rms_norm", name, failure);
+        }
+        let (gate, up) = activation_case();
+        let round = |v: &[f32]| -> Vec<f32> { v.iter().map(|&x| round_to(dtype, x)).collect() };
+        let (gate, up) = (round(&gate), round(&up));
+        let failure = match runner.silu_mul(&gate, &up, dtype) {
+            Ok(got) => compare(&got, &reference::silu_mul(&gate, &up), dtype),
+            Err(e) => failed(e),
+        };
+        report("silu_mul", "3007 elements", failure);
+        for (name, case) in rotary_cases() {
+            let case = case.rounded(dtype);
+            let want = reference::rotary_kv_write(&case);
+            let failure = match runner.rotary_kv_write(&case, dtype) {
+                Ok(got) => compare(&got.q, &want.q, dtype)
+                    .map(|f| format!("queries: {f}"))
+                    .or_else(|| {
+                        compare(&got.k_cache, &want.k_cache, dtype)
+                            .map(|f| format!("key cache: {f}"))
+                    })
+                    .or_else(|| {
+                        compare(&got.v_cache, &want.v_cache, dtype)
+                            .map(|f| format!("value cache: {f}"))
+                    }),
+                Err(e) => failed(e),
+            };
+            report("rotary_kv_write", name, failure);
+        }
+        let case = attention_case().rounded(dtype);
+        let failure = match runner.paged_attention(&case, dtype) {
+            Ok(got) => compare(&got, &reference::paged_attention(&case), dtype),
+            Err(e) => failed(e),
+        };
+        report(
+            "paged_attention",
+            "contexts 1, 37, 1098-1100; 6 heads on 2; dim 40",
+            failure,
+        );
+        let case = lora_case().rounded(dtype);
+        let failure = match runner.lora(&case, dtype) {
+            Ok(got) => compare(&got, &reference::lora(&case), dtype),
+            Err(e) => failed(e),
+        };
+        report(
+            "lora_shrink + lora_expand",
+            "3 adapters and none, rank 6",
+            failure,
+        );
+        let case = argmax_case().rounded(dtype);
+        let failure = match runner.argmax(&case, dtype) {
+            Ok(got) => {
+                let want = reference::argmax(&case);
+                (got != want).then(|| format!("ids {got:?}, expected {want:?}"))
+            }
+            Err(e) => failed(e),
+        };
+        report("argmax", "ties, NaN, -inf", failure);
+    }
+    reports
+}

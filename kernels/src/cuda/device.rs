@@ -1,0 +1,497 @@
+//! The CUDA kernels launched on candle tensors of a CUDA device. The PTX is embedded at build
+//! time and loaded once per device (candle keeps the module). Shapes are checked here, before
+//! any launch; a tensor that is not contiguous is made so.
+
+use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
+use candle_core::op::BackpropOp;
+use candle_core::{DType, Device, Result, Shape, Storage, Tensor, WithDType, bail};
+use half::bf16;
+
+use super::launch::{self, LaunchShape};
+
+/// One PTX module of `kernels/cuda/`.
+struct Module {
+    name: &'static str,
+    ptx: &'static str,
+}
+
+macro_rules! module {
+    ($name:literal) => {
+        Module {
+            name: concat!("quorum_", $name),
+            ptx: include_str!(concat!(env!("OUT_DIR"), "/", $name, ".ptx")),
+        }
+    };
+}
+
+const NORM: Module = module!("norm");
+const ACTIVATION: Module = module!("activation");
+const ROTARY: Module = module!("rotary");
+const PAGED_ATTENTION: Module = module!("paged_attention");
+const LORA: Module = module!("lora");
+const SAMPLING: Module = module!("sampling");
+
+/// An element type the kernels are compiled for, and its kernel-name suffix.
+trait Element: CudaDType + DeviceRepr + WithDType {
+    const SUFFIX: &'static str;
+}
+impl Element for f32 {
+    const SUFFIX: &'static str = "f32";
+}
+impl Element for bf16 {
+    const SUFFIX: &'static str = "bf16";
+}
+
+/// Runs `$body` with `$t` bound to the kernel element type of `$dtype`.
+macro_rules! with_element {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::BF16 => {
+                type $t = bf16;
+                $body
+            }
+            other => bail!("Quorum's CUDA kernels run in f32 or bf16, not {other:?}"),
+        }
+    };
+}
+
+fn cuda_device(t: &Tensor) -> Result<CudaDevice> {
+    match t.device() {
+        Device::Cuda(d) => Ok(d.clone()),
+        other => bail!("a CUDA kernel got a tensor on {other:?}"),
+    }
+}
+
+fn config(shape: LaunchShape) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: shape.grid,
+        block_dim: (shape.threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn shape_error(e: launch::LaunchError) -> candle_core::Error {
+    candle_core::Error::Msg(e.to_string())
+}
+
+/// Binds `$view` to a device view of contiguous `$tensor`'s elements as `$ty`, holding its
+/// storage guard in `$guard` for as long as the view lives.
+macro_rules! view {
+    ($guard:ident, $view:ident, $tensor:expr, $ty:ty) => {
+        let tensor: &Tensor = $tensor;
+        if !tensor.is_contiguous() {
+            bail!("a CUDA kernel got a non-contiguous tensor");
+        }
+        let ($guard, layout) = tensor.storage_and_layout();
+        let $view = match &*$guard {
+            Storage::Cuda(s) => s.as_cuda_slice::<$ty>()?.slice(layout.start_offset()..),
+            _ => bail!("a CUDA kernel got a tensor that is not on the GPU"),
+        };
+    };
+}
+
+/// A new uninitialised device tensor; every kernel that makes one writes all of it.
+fn empty<T: CudaDType + DeviceRepr>(dev: &CudaDevice, shape: impl Into<Shape>) -> Result<Tensor> {
+    let shape = shape.into();
+    // SAFETY: the launch that follows writes every element before anything reads it.
+    let slice = unsafe { dev.alloc::<T>(shape.elem_count())? };
+    let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+    Ok(Tensor::from_storage(
+        storage,
+        shape,
+        BackpropOp::none(),
+        false,
+    ))
+}
+
+fn zeros_f32(dev: &CudaDevice, shape: impl Into<Shape>) -> Result<Tensor> {
+    Tensor::zeros(shape, DType::F32, &Device::Cuda(dev.clone()))
+}
+
+fn same_dtype(what: &str, tensors: &[&Tensor], dtype: DType) -> Result<()> {
+    if let Some(t) = tensors.iter().find(|t| t.dtype() != dtype) {
+        bail!("{what}: a {:?} tensor among {dtype:?} ones", t.dtype());
+    }
+    Ok(())
+}
+
+/// `(sum, out)`: `sum = x + residual` (when there is a residual) and `out = RMSNorm(sum) *
+/// weight`, for `x` of `[.., hidden]`.
+pub fn add_rms_norm(
+    x: &Tensor,
+    residual: Option<&Tensor>,
+    weight: &Tensor,
+    eps: f32,
+) -> Result<(Option<Tensor>, Tensor)> {
+    let dev = cuda_device(x)?;
+    let hidden = x.dim(candle_core::D::Minus1)?;
+    let rows = x.elem_count() / hidden.max(1);
+    if weight.elem_count() != hidden {
+        bail!(
+            "add_rms_norm: weight of {} for rows of {hidden}",
+            weight.elem_count()
+        );
+    }
+    if let Some(r) = residual
+        && r.shape() != x.shape()
+    {
+        bail!(
+            "add_rms_norm: residual {:?} for input {:?}",
+            r.shape(),
+            x.shape()
+        );
+    }
+    same_dtype("add_rms_norm", &[weight], x.dtype())?;
+    let x = x.contiguous()?;
+    let residual = residual.map(Tensor::contiguous).transpose()?;
+    let shape = launch::add_rms_norm(rows).map_err(shape_error)?;
+    with_element!(x.dtype(), T => {
+        let out = empty::<T>(&dev, x.shape())?;
+        let sum = match residual {
+            Some(_) => Some(empty::<T>(&dev, x.shape())?),
+            None => None,
+        };
+        let func = dev.get_or_load_custom_func(&format!("add_rms_norm_{}", T::SUFFIX), NORM.name, NORM.ptx)?;
+        let hidden = hidden as i32;
+        view!(xg, xv, &x, T);
+        view!(wg, wv, weight, T);
+        view!(og, ov, &out, T);
+        let mut b = func.builder();
+        match (&residual, &sum) {
+            (Some(r), Some(s)) => {
+                view!(rg, rv, r, T);
+                view!(sg, sv, s, T);
+                b.arg(&xv).arg(&rv).arg(&wv).arg(&sv).arg(&ov).arg(&hidden).arg(&eps);
+                // SAFETY: the arguments match the kernel's signature and the buffers its shape.
+                unsafe { b.launch(config(shape)) }.w()?;
+                drop((rg, sg));
+            }
+            _ => {
+                // No residual: the kernel reads `x` and writes no sum (null pointers).
+                let null = 0u64;
+                b.arg(&xv).arg(&null).arg(&wv).arg(&null).arg(&ov).arg(&hidden).arg(&eps);
+                // SAFETY: as above.
+                unsafe { b.launch(config(shape)) }.w()?;
+            }
+        }
+        drop((xg, wg, og));
+        Ok((sum, out))
+    })
+}
+
+/// `silu(gate) * up`, elementwise.
+pub fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    let dev = cuda_device(gate)?;
+    if gate.shape() != up.shape() {
+        bail!("silu_mul: gate {:?} and up {:?}", gate.shape(), up.shape());
+    }
+    same_dtype("silu_mul", &[up], gate.dtype())?;
+    let (gate, up) = (gate.contiguous()?, up.contiguous()?);
+    let n = gate.elem_count();
+    with_element!(gate.dtype(), T => {
+        let out = empty::<T>(&dev, gate.shape())?;
+        {
+            view!(gg, gv, &gate, T);
+            view!(ug, uv, &up, T);
+            view!(og, ov, &out, T);
+            let func = dev.get_or_load_custom_func(&format!("silu_mul_{}", T::SUFFIX), ACTIVATION.name, ACTIVATION.ptx)?;
+            let mut b = func.builder();
+            let n = n as i64;
+            b.arg(&gv).arg(&uv).arg(&ov).arg(&n);
+            // SAFETY: as above.
+            unsafe { b.launch(config(launch::elementwise(n as usize))) }.w()?;
+            drop((gg, ug, og));
+        }
+        Ok(out)
+    })
+}
+
+/// The paged KV cache of one layer and where this step's tokens go.
+pub struct KvWrite<'a> {
+    /// `[slots, kv_heads * head_dim]`, written in place.
+    pub k_cache: &'a Tensor,
+    pub v_cache: &'a Tensor,
+    /// `[tokens]` u32.
+    pub slots: &'a Tensor,
+}
+
+/// The rotary tables: f32 `[max_position, head_dim / 2]`.
+pub struct RotaryTables<'a> {
+    pub cos: &'a Tensor,
+    pub sin: &'a Tensor,
+    /// Pairs (2i, 2i + 1) rather than (i, i + head_dim / 2).
+    pub interleaved: bool,
+}
+
+/// Rotates `q` `[tokens, heads, head_dim]` (returned) and `k` `[tokens, kv_heads, head_dim]`
+/// by their tokens' `positions` (u32), and writes `k` (rotated) and `v` into the cache slots.
+pub fn rotary_kv_write(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    positions: &Tensor,
+    rotary: RotaryTables<'_>,
+    cache: KvWrite<'_>,
+) -> Result<Tensor> {
+    let RotaryTables {
+        cos,
+        sin,
+        interleaved,
+    } = rotary;
+    let dev = cuda_device(q)?;
+    let (tokens, heads, head_dim) = q.dims3()?;
+    let (k_tokens, kv_heads, k_dim) = k.dims3()?;
+    if k_tokens != tokens || k_dim != head_dim || v.shape() != k.shape() {
+        bail!(
+            "rotary_kv_write: q {:?}, k {:?}, v {:?}",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        );
+    }
+    if positions.elem_count() != tokens || cache.slots.elem_count() != tokens {
+        bail!(
+            "rotary_kv_write: {tokens} tokens, {} positions, {} slots",
+            positions.elem_count(),
+            cache.slots.elem_count()
+        );
+    }
+    if cache.k_cache.dim(1)? != kv_heads * head_dim
+        || cache.v_cache.shape() != cache.k_cache.shape()
+    {
+        bail!(
+            "rotary_kv_write: cache {:?} for {kv_heads} heads of {head_dim}",
+            cache.k_cache.shape()
+        );
+    }
+    same_dtype(
+        "rotary_kv_write",
+        &[k, v, cache.k_cache, cache.v_cache],
+        q.dtype(),
+    )?;
+    same_dtype("rotary_kv_write tables", &[cos, sin], DType::F32)?;
+    let shape = launch::rotary_kv_write(tokens, head_dim).map_err(shape_error)?;
+    let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
+    with_element!(q.dtype(), T => {
+        let q_out = empty::<T>(&dev, q.shape())?;
+        {
+            view!(qg, qv, &q, T);
+            view!(qog, qov, &q_out, T);
+            view!(kg, kv, &k, T);
+            view!(vg, vv, &v, T);
+            view!(cg, cv, cos, f32);
+            view!(sg, sv, sin, f32);
+            view!(pg, pv, positions, u32);
+            view!(slg, slv, cache.slots, u32);
+            view!(kcg, kcv, cache.k_cache, T);
+            view!(vcg, vcv, cache.v_cache, T);
+            let func = dev.get_or_load_custom_func(&format!("rotary_kv_write_{}", T::SUFFIX), ROTARY.name, ROTARY.ptx)?;
+            let mut b = func.builder();
+            let (h, kvh, hd, il) = (heads as i32, kv_heads as i32, head_dim as i32, interleaved as i32);
+            b.arg(&qv).arg(&qov).arg(&kv).arg(&vv).arg(&cv).arg(&sv).arg(&pv).arg(&slv).arg(&kcv).arg(&vcv);
+            b.arg(&h).arg(&kvh).arg(&hd).arg(&il);
+            // SAFETY: as above; the caches are written only at the given slots.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((qg, qog, kg, vg, cg, sg, pg, slg, kcg, vcg));
+        }
+        Ok(q_out)
+    })
+}
+
+/// Query rows and where their keys are.
+pub struct PagedAttention<'a> {
+    /// `[rows, heads, head_dim]`
+    pub q: &'a Tensor,
+    /// `[slots, kv_heads * head_dim]`
+    pub k_cache: &'a Tensor,
+    pub v_cache: &'a Tensor,
+    pub kv_heads: usize,
+    /// `[seqs, max_blocks]` u32
+    pub block_tables: &'a Tensor,
+    /// `[rows]` u32: the sequence of each row.
+    pub seq_of_row: &'a Tensor,
+    /// `[rows]` u32: the keys each row sees (its position + 1).
+    pub context_lens: &'a Tensor,
+    /// The largest of `context_lens` (the host knows it; reading it back would stall).
+    pub max_context: usize,
+    pub block_size: usize,
+    pub scale: f32,
+}
+
+/// Attention of each query row over its context, read through the block tables: `[rows,
+/// heads, head_dim]`.
+pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
+    let dev = cuda_device(a.q)?;
+    let (rows, heads, head_dim) = a.q.dims3()?;
+    let (_, max_blocks) = a.block_tables.dims2()?;
+    if a.k_cache.dim(1)? != a.kv_heads * head_dim || a.v_cache.shape() != a.k_cache.shape() {
+        bail!(
+            "paged_attention: cache {:?} for {} heads of {head_dim}",
+            a.k_cache.shape(),
+            a.kv_heads
+        );
+    }
+    if a.seq_of_row.elem_count() != rows || a.context_lens.elem_count() != rows {
+        bail!(
+            "paged_attention: {rows} rows, {} sequence ids, {} context lengths",
+            a.seq_of_row.elem_count(),
+            a.context_lens.elem_count()
+        );
+    }
+    if a.max_context > max_blocks * a.block_size {
+        bail!(
+            "paged_attention: a context of {} past {max_blocks} blocks of {}",
+            a.max_context,
+            a.block_size
+        );
+    }
+    same_dtype("paged_attention", &[a.k_cache, a.v_cache], a.q.dtype())?;
+    let (shape, parts) = launch::paged_attention(heads, a.kv_heads, head_dim, rows, a.max_context)
+        .map_err(shape_error)?;
+    let reduce = launch::paged_attention_reduce(heads, rows).map_err(shape_error)?;
+    let q = a.q.contiguous()?;
+    with_element!(q.dtype(), T => {
+        let out = empty::<T>(&dev, q.shape())?;
+        // Scratch for split contexts; one partition needs none, but a buffer is always passed.
+        let partials = if parts > 1 { rows * heads * parts } else { 1 };
+        let part_out = zeros_f32(&dev, partials * head_dim)?;
+        let part_max = zeros_f32(&dev, partials)?;
+        let part_sum = zeros_f32(&dev, partials)?;
+        {
+            view!(og, ov, &out, T);
+            view!(pog, pov, &part_out, f32);
+            view!(pmg, pmv, &part_max, f32);
+            view!(psg, psv, &part_sum, f32);
+            view!(qg, qv, &q, T);
+            view!(kg, kv, a.k_cache, T);
+            view!(vg, vv, a.v_cache, T);
+            view!(tg, tv, a.block_tables, u32);
+            view!(sg, sv, a.seq_of_row, u32);
+            view!(cg, cv, a.context_lens, u32);
+            let func = dev.get_or_load_custom_func(&format!("paged_attention_{}", T::SUFFIX), PAGED_ATTENTION.name, PAGED_ATTENTION.ptx)?;
+            let mut b = func.builder();
+            let ints = [heads, a.kv_heads, head_dim, a.block_size, max_blocks, parts].map(|v| v as i32);
+            b.arg(&ov).arg(&pov).arg(&pmv).arg(&psv).arg(&qv).arg(&kv).arg(&vv).arg(&tv).arg(&sv).arg(&cv);
+            for v in &ints {
+                b.arg(v);
+            }
+            b.arg(&a.scale);
+            // SAFETY: as above; the block tables hold `max_blocks` entries per sequence.
+            unsafe { b.launch(config(shape)) }.w()?;
+            if parts > 1 {
+                let func = dev.get_or_load_custom_func(&format!("paged_attention_reduce_{}", T::SUFFIX), PAGED_ATTENTION.name, PAGED_ATTENTION.ptx)?;
+                let mut b = func.builder();
+                let (h, hd, p) = (heads as i32, head_dim as i32, parts as i32);
+                b.arg(&ov).arg(&pov).arg(&pmv).arg(&psv).arg(&cv).arg(&h).arg(&hd).arg(&p);
+                // SAFETY: as above.
+                unsafe { b.launch(config(reduce)) }.w()?;
+            }
+            drop((og, pog, pmg, psg, qg, kg, vg, tg, sg, cg));
+        }
+        Ok(out)
+    })
+}
+
+/// A stack of LoRA adapters for one projection, resident on the device.
+pub struct LoraStack<'a> {
+    /// `[adapters, rank, in]`
+    pub a: &'a Tensor,
+    /// `[adapters, rank, out]`
+    pub b_t: &'a Tensor,
+    /// `[adapters]` f32: alpha / rank (or its rank-stabilized form) of each.
+    pub scales: &'a Tensor,
+}
+
+/// `y[row] += scale[a] · B_a (A_a x[row])` where `a = adapter_of_row[row]` (i32, negative for
+/// none): `y` `[rows, out]` is updated in place, `x` is `[rows, in]`.
+pub fn lora_bgmv(
+    y: &Tensor,
+    x: &Tensor,
+    stack: LoraStack<'_>,
+    adapter_of_row: &Tensor,
+) -> Result<()> {
+    let dev = cuda_device(x)?;
+    let (rows, fan_in) = x.dims2()?;
+    let (_, fan_out) = y.dims2()?;
+    let (adapters, rank, a_in) = stack.a.dims3()?;
+    let (b_adapters, b_rank, b_out) = stack.b_t.dims3()?;
+    if a_in != fan_in
+        || b_out != fan_out
+        || b_rank != rank
+        || b_adapters != adapters
+        || stack.scales.elem_count() != adapters
+    {
+        bail!(
+            "lora_bgmv: x {:?}, y {:?}, A {:?}, Bᵀ {:?}, {} scales",
+            x.shape(),
+            y.shape(),
+            stack.a.shape(),
+            stack.b_t.shape(),
+            stack.scales.elem_count()
+        );
+    }
+    if y.dim(0)? != rows
+        || adapter_of_row.elem_count() != rows
+        || adapter_of_row.dtype() != DType::I32
+    {
+        bail!("lora_bgmv: {rows} rows need {rows} i32 adapter ids and output rows");
+    }
+    if !y.is_contiguous() {
+        bail!("lora_bgmv: the output it adds to must be contiguous");
+    }
+    same_dtype("lora_bgmv", &[y, stack.a, stack.b_t], x.dtype())?;
+    let shrink = launch::lora_shrink(rows, rank).map_err(shape_error)?;
+    let expand = launch::lora_expand(rows, fan_out).map_err(shape_error)?;
+    let x = x.contiguous()?;
+    with_element!(x.dtype(), T => {
+        let t = zeros_f32(&dev, (rows, rank))?;
+        view!(tg, tv, &t, f32);
+        view!(xg, xv, &x, T);
+        view!(ag, av, stack.a, T);
+        view!(bg, bv, stack.b_t, T);
+        view!(scg, scv, stack.scales, f32);
+        view!(ig, iv, adapter_of_row, i32);
+        view!(yg, yv, y, T);
+        let (fi, fo, r) = (fan_in as i32, fan_out as i32, rank as i32);
+        let func = dev.get_or_load_custom_func(&format!("lora_shrink_{}", T::SUFFIX), LORA.name, LORA.ptx)?;
+        let mut b = func.builder();
+        b.arg(&tv).arg(&xv).arg(&av).arg(&iv).arg(&fi).arg(&r);
+        // SAFETY: as above.
+        unsafe { b.launch(config(shrink)) }.w()?;
+        let func = dev.get_or_load_custom_func(&format!("lora_expand_{}", T::SUFFIX), LORA.name, LORA.ptx)?;
+        let mut b = func.builder();
+        b.arg(&yv).arg(&tv).arg(&bv).arg(&scv).arg(&iv).arg(&fo).arg(&r);
+        // SAFETY: as above; `y` is written in place, each element by one thread.
+        unsafe { b.launch(config(expand)) }.w()?;
+        drop((tg, xg, ag, bg, scg, ig, yg));
+        Ok(())
+    })
+}
+
+/// Each row's arg-max over the last dimension of `logits` `[rows, vocab]`: u32 `[rows]`.
+pub fn argmax_rows(logits: &Tensor) -> Result<Tensor> {
+    let dev = cuda_device(logits)?;
+    let (rows, vocab) = logits.dims2()?;
+    let shape = launch::argmax(rows).map_err(shape_error)?;
+    let logits = logits.contiguous()?;
+    with_element!(logits.dtype(), T => {
+        let ids = empty::<u32>(&dev, rows)?;
+        {
+            view!(lg, lv, &logits, T);
+            view!(ig, iv, &ids, u32);
+            let func = dev.get_or_load_custom_func(&format!("argmax_{}", T::SUFFIX), SAMPLING.name, SAMPLING.ptx)?;
+            let mut b = func.builder();
+            let v = vocab as i32;
+            b.arg(&iv).arg(&lv).arg(&v);
+            // SAFETY: as above.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((lg, ig));
+        }
+        Ok(ids)
+    })
+}

@@ -1,0 +1,185 @@
+//! Launch shapes of the CUDA kernels: the one place that decides the grid and block of each,
+//! used by the device launches and by the CPU emulation in the tests alike.
+
+use thiserror::Error;
+
+/// Threads of a block for the norm and the elementwise kernels (whole warps, at most 1,024).
+pub const NORM_THREADS: u32 = 256;
+pub const ELEMENTWISE_THREADS: u32 = 256;
+/// Blocks of an elementwise launch at most; each thread then strides over the rest.
+const ELEMENTWISE_MAX_BLOCKS: u32 = 8 * 1024;
+pub const ROTARY_THREADS: u32 = 128;
+
+// These mirror compile-time constants of the `.cu` files (shared memory is sized by them); a
+// test checks them against the compiled kernels.
+pub const ATTENTION_THREADS: u32 = 128;
+/// Keys one attention block covers; longer contexts are split (flash-decoding).
+pub const PARTITION: usize = 512;
+pub const MAX_HEAD_DIM: usize = 256;
+pub const SHRINK_THREADS: u32 = 128;
+/// Ranks one shrink block computes (one per warp).
+pub const SHRINK_WARPS: u32 = SHRINK_THREADS / 32;
+pub const EXPAND_THREADS: u32 = 256;
+pub const ARGMAX_THREADS: u32 = 256;
+
+/// The y and z grid dimensions' limit on every CUDA device.
+const MAX_GRID_YZ: usize = 65_535;
+/// The x dimension's.
+const MAX_GRID_X: usize = i32::MAX as usize;
+
+/// `grid` blocks of `threads` threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub grid: (u32, u32, u32),
+    pub threads: u32,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LaunchError {
+    #[error("{what} is {value}, more than the kernel's limit of {limit}")]
+    TooLarge {
+        what: &'static str,
+        value: usize,
+        limit: usize,
+    },
+    #[error("{0}")]
+    Shape(String),
+}
+
+fn at_most(what: &'static str, value: usize, limit: usize) -> Result<u32, LaunchError> {
+    if value > limit {
+        return Err(LaunchError::TooLarge { what, value, limit });
+    }
+    Ok(value as u32)
+}
+
+/// One block per row.
+pub fn add_rms_norm(rows: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
+        threads: NORM_THREADS,
+    })
+}
+
+/// A grid-stride loop over `n` elements.
+pub fn elementwise(n: usize) -> LaunchShape {
+    let blocks = n.div_ceil(ELEMENTWISE_THREADS as usize).max(1);
+    LaunchShape {
+        grid: (blocks.min(ELEMENTWISE_MAX_BLOCKS as usize) as u32, 1, 1),
+        threads: ELEMENTWISE_THREADS,
+    }
+}
+
+/// One block per token.
+pub fn rotary_kv_write(tokens: usize, head_dim: usize) -> Result<LaunchShape, LaunchError> {
+    if !head_dim.is_multiple_of(2) {
+        return Err(LaunchError::Shape(format!(
+            "rotary needs an even head dimension, not {head_dim}"
+        )));
+    }
+    Ok(LaunchShape {
+        grid: (at_most("tokens", tokens, MAX_GRID_X)?, 1, 1),
+        threads: ROTARY_THREADS,
+    })
+}
+
+/// The attention launch for `rows` query rows whose longest context is `max_context`, and the
+/// number of partitions its scratch buffers hold per (row, head).
+pub fn paged_attention(
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    rows: usize,
+    max_context: usize,
+) -> Result<(LaunchShape, usize), LaunchError> {
+    at_most("head dimension", head_dim, MAX_HEAD_DIM)?;
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(LaunchError::Shape(format!(
+            "{heads} query heads do not share {kv_heads} key/value heads evenly"
+        )));
+    }
+    let parts = max_context.div_ceil(PARTITION).max(1);
+    Ok((
+        LaunchShape {
+            grid: (
+                at_most("heads", heads, MAX_GRID_X)?,
+                at_most("query rows", rows, MAX_GRID_YZ)?,
+                at_most("context partitions", parts, MAX_GRID_YZ)?,
+            ),
+            threads: ATTENTION_THREADS,
+        },
+        parts,
+    ))
+}
+
+/// One block per (head, row); rows of one partition return at once.
+pub fn paged_attention_reduce(heads: usize, rows: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (
+            at_most("heads", heads, MAX_GRID_X)?,
+            at_most("query rows", rows, MAX_GRID_YZ)?,
+            1,
+        ),
+        threads: ATTENTION_THREADS,
+    })
+}
+
+pub fn lora_shrink(rows: usize, rank: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (
+            at_most("rows", rows, MAX_GRID_X)?,
+            at_most(
+                "rank groups",
+                rank.div_ceil(SHRINK_WARPS as usize).max(1),
+                MAX_GRID_YZ,
+            )?,
+            1,
+        ),
+        threads: SHRINK_THREADS,
+    })
+}
+
+pub fn lora_expand(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (
+            at_most(
+                "output blocks",
+                out.div_ceil(EXPAND_THREADS as usize).max(1),
+                MAX_GRID_X,
+            )?,
+            at_most("rows", rows, MAX_GRID_YZ)?,
+            1,
+        ),
+        threads: EXPAND_THREADS,
+    })
+}
+
+pub fn argmax(rows: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
+        threads: ARGMAX_THREADS,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_contexts_are_split_and_oversized_shapes_refused() {
+        let (shape, parts) = paged_attention(28, 4, 128, 64, 2_000).unwrap();
+        assert_eq!(shape.grid, (28, 64, 4));
+        assert_eq!(parts, 4);
+        assert_eq!(paged_attention(28, 4, 128, 1, 1).unwrap().1, 1);
+        assert!(matches!(
+            paged_attention(28, 4, 512, 1, 1),
+            Err(LaunchError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            paged_attention(28, 3, 128, 1, 1),
+            Err(LaunchError::Shape(_))
+        ));
+        assert!(rotary_kv_write(1, 63).is_err());
+        assert_eq!(elementwise(10_000_000).grid.0, ELEMENTWISE_MAX_BLOCKS);
+    }
+}

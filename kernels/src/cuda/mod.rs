@@ -1,0 +1,48 @@
+//! Quorum's own CUDA kernels (the sources are in `kernels/cuda/`), with their launch shapes,
+//! host references and checks ([`check`]):
+//!
+//! - `add_rms_norm`: RMSNorm fused with the residual add before it;
+//! - `silu_mul`: the gated MLP's activation;
+//! - `rotary_kv_write`: rotary embedding fused with the write of keys and values into the
+//!   paged cache;
+//! - `paged_attention` (+ `_reduce`): attention of query rows straight from the cache blocks
+//!   through their block tables, grouped-query heads, long contexts split (flash-decoding);
+//! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
+//! - `argmax`: greedy sampling on the device.
+//!
+//! `build.rs` compiles them to PTX under the `cuda` feature ([`device`] launches them on candle
+//! tensors) and, on every build, for the CPU through `cuda/cpu_emulation.h`: the tests run the
+//! very kernel code in that emulation against [`reference`], on the cases of [`cases`] ([`check`]);
+//! `quorum kernel-check` runs the same cases on a GPU.
+
+pub mod cases;
+pub mod check;
+#[cfg(feature = "cuda")]
+pub mod device;
+#[cfg(feature = "cuda")]
+mod device_runner;
+#[cfg(test)]
+mod emulated;
+pub mod launch;
+pub mod reference;
+pub mod runner;
+
+#[cfg(feature = "cuda")]
+pub use device_runner::DeviceRunner;
+pub use runner::KernelRunner;
+
+/// The environment variable that turns Quorum's kernels off on CUDA devices (`0` or `off`):
+/// candle's ops then do the same work, for comparisons.
+pub const KERNELS_VAR: &str = "QUORUM_CUDA_KERNELS";
+
+/// Whether a CUDA device runs Quorum's kernels (the default) rather than candle's ops where
+/// both exist. Read once per process.
+pub fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        !matches!(
+            std::env::var(KERNELS_VAR).as_deref().map(str::trim),
+            Ok("0" | "off" | "false")
+        )
+    })
+}

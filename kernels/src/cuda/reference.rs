@@ -1,0 +1,163 @@
+//! What each CUDA kernel computes, written plainly on the host in f32: the references the
+//! kernels are checked against, in the CPU emulation (tests) and on a GPU (`quorum
+//! kernel-check`). Inputs are the cases of [`super::cases`], already rounded to the dtype the
+//! kernel runs in; `dtype` only marks where the kernel itself rounds an intermediate.
+
+use candle_core::DType;
+
+use super::cases::{
+    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, round_to,
+};
+
+/// `(sum, out)`: the residual stream `x + residual` (stored in `dtype`) and its RMSNorm.
+pub fn add_rms_norm(case: &NormCase, dtype: DType) -> (Option<Vec<f32>>, Vec<f32>) {
+    let sum: Option<Vec<f32>> = case.residual.as_ref().map(|r| {
+        case.x
+            .iter()
+            .zip(r)
+            .map(|(a, b)| round_to(dtype, a + b))
+            .collect()
+    });
+    let input = sum.as_deref().unwrap_or(&case.x);
+    let out = input
+        .chunks_exact(case.hidden)
+        .flat_map(|row| {
+            let mean = row.iter().map(|v| v * v).sum::<f32>() / case.hidden as f32;
+            let inv_rms = 1.0 / (mean + case.eps).sqrt();
+            row.iter()
+                .zip(&case.weight)
+                .map(move |(v, w)| v * inv_rms * w)
+        })
+        .collect();
+    (sum, out)
+}
+
+pub fn silu_mul(gate: &[f32], up: &[f32]) -> Vec<f32> {
+    gate.iter()
+        .zip(up)
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect()
+}
+
+/// The rotated queries and the caches after the write.
+pub fn rotary_kv_write(case: &RotaryCase) -> RotaryOutput {
+    let (hd, half) = (case.head_dim, case.head_dim / 2);
+    let width = case.kv_heads * hd;
+    let rotate = |x: &[f32], position: u32, out: &mut [f32]| {
+        let cos = &case.cos[position as usize * half..][..half];
+        let sin = &case.sin[position as usize * half..][..half];
+        for i in 0..half {
+            let (a, b) = if case.interleaved {
+                (2 * i, 2 * i + 1)
+            } else {
+                (i, i + half)
+            };
+            out[a] = x[a] * cos[i] - x[b] * sin[i];
+            out[b] = x[a] * sin[i] + x[b] * cos[i];
+        }
+    };
+    let mut q = case.q.clone();
+    let (mut k_cache, mut v_cache) = (case.k_cache.clone(), case.v_cache.clone());
+    for (t, (&position, &slot)) in case.positions.iter().zip(&case.slots).enumerate() {
+        for h in 0..case.heads {
+            let at = (t * case.heads + h) * hd;
+            rotate(&case.q[at..at + hd], position, &mut q[at..at + hd]);
+        }
+        let slot = slot as usize;
+        for h in 0..case.kv_heads {
+            let src = t * width + h * hd;
+            let dst = slot * width + h * hd;
+            rotate(
+                &case.k[src..src + hd],
+                position,
+                &mut k_cache[dst..dst + hd],
+            );
+        }
+        v_cache[slot * width..(slot + 1) * width]
+            .copy_from_slice(&case.v[t * width..(t + 1) * width]);
+    }
+    RotaryOutput {
+        q,
+        k_cache,
+        v_cache,
+    }
+}
+
+/// Softmax attention of each query row over its sequence's first `context_lens[row]` keys,
+/// gathered through the block table; `[rows, heads, head_dim]`.
+pub fn paged_attention(case: &AttentionCase) -> Vec<f32> {
+    let (hd, heads) = (case.head_dim, case.heads);
+    let group = heads / case.kv_heads;
+    let width = case.kv_heads * hd;
+    let mut out = vec![0f32; case.seq_of_row.len() * heads * hd];
+    for (row, (&seq, &context)) in case.seq_of_row.iter().zip(&case.context_lens).enumerate() {
+        let table = &case.block_tables[seq as usize];
+        let slot =
+            |p: usize| table[p / case.block_size] as usize * case.block_size + p % case.block_size;
+        for h in 0..heads {
+            let q = &case.q[(row * heads + h) * hd..][..hd];
+            let kv = (h / group) * hd;
+            let scores: Vec<f32> = (0..context as usize)
+                .map(|p| {
+                    let key = &case.k_cache[slot(p) * width + kv..][..hd];
+                    q.iter().zip(key).map(|(a, b)| a * case.scale * b).sum()
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+            let total: f32 = weights.iter().sum();
+            let o = &mut out[(row * heads + h) * hd..][..hd];
+            for (p, w) in weights.iter().enumerate() {
+                let value = &case.v_cache[slot(p) * width + kv..][..hd];
+                for (o, v) in o.iter_mut().zip(value) {
+                    *o += w / total * v;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `y + scale[a] · B_a (A_a x)` for rows with an adapter `a`, `y` for the others.
+pub fn lora(case: &LoraCase) -> Vec<f32> {
+    let (fan_in, fan_out, rank) = (case.fan_in, case.fan_out, case.rank);
+    let mut y = case.y.clone();
+    for (row, &adapter) in case.adapter_of_row.iter().enumerate() {
+        let Ok(adapter) = usize::try_from(adapter) else {
+            continue;
+        };
+        let x = &case.x[row * fan_in..][..fan_in];
+        let t: Vec<f32> = (0..rank)
+            .map(|r| {
+                let a = &case.a[(adapter * rank + r) * fan_in..][..fan_in];
+                a.iter().zip(x).map(|(a, x)| a * x).sum()
+            })
+            .collect();
+        for o in 0..fan_out {
+            let delta: f32 = (0..rank)
+                .map(|r| t[r] * case.b_t[(adapter * rank + r) * fan_out + o])
+                .sum();
+            y[row * fan_out + o] += case.scales[adapter] * delta;
+        }
+    }
+    y
+}
+
+/// Each row's arg-max: the lowest id among equal maxima, NaN never chosen, 0 for a row of NaN.
+pub fn argmax(case: &ArgmaxCase) -> Vec<u32> {
+    case.logits
+        .chunks_exact(case.vocab)
+        .map(|row| {
+            let mut best: Option<(usize, f32)> = None;
+            for (i, &v) in row.iter().enumerate() {
+                if v.is_nan() {
+                    continue;
+                }
+                if best.is_none_or(|(_, b)| v > b) {
+                    best = Some((i, v));
+                }
+            }
+            best.map_or(0, |(i, _)| i as u32)
+        })
+        .collect()
+}

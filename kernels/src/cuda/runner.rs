@@ -1,0 +1,20 @@
+//! A way to run the CUDA kernels on host data: on a GPU (`DeviceRunner`, under the `cuda`
+//! feature) or through the CPU emulation (the crate's tests). The checks of [`super::cases`]
+//! are written once against this trait and run on both.
+
+use candle_core::{DType, Result};
+
+use super::cases::{ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput};
+
+pub trait KernelRunner {
+    /// Where the kernels run, for reports.
+    fn name(&self) -> String;
+    /// `(sum, out)` of `add_rms_norm` in `dtype`, read back as f32.
+    fn add_rms_norm(&self, case: &NormCase, dtype: DType) -> Result<(Option<Vec<f32>>, Vec<f32>)>;
+    fn silu_mul(&self, gate: &[f32], up: &[f32], dtype: DType) -> Result<Vec<f32>>;
+    fn rotary_kv_write(&self, case: &RotaryCase, dtype: DType) -> Result<RotaryOutput>;
+    fn paged_attention(&self, case: &AttentionCase, dtype: DType) -> Result<Vec<f32>>;
+    /// `y` after the shrink and expand launches.
+    fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>>;
+    fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>>;
+}
