@@ -2,9 +2,12 @@
 //! the step's short chunks (decodes, draft checks, prompt tails) attend together in one batched
 //! pass per layer.
 //!
-//! The batched pass pads every short chunk to the longest one and every context to the longest
+//! On a CUDA device with Quorum's kernels (`quorum_kernels::cuda`), the short chunks' rows
+//! attend straight from the cache blocks through their block tables (`paged_attention`: no
+//! gather, no padding, each row its own context). Elsewhere, and with the kernels turned off,
+//! the batched pass pads every short chunk to the longest one and every context to the longest
 //! context, and masks the padding with -inf, so a layer costs the same dozen kernel launches for
-//! one sequence or a hundred; long chunks (prefill) attend one by one, with their masks built
+//! one sequence or a hundred. Long chunks (prefill) attend one by one, with their masks built
 //! once per step. Slot and context indices depend only on the step, so they are uploaded once, at
 //! the first layer, and reused by the others. Padding changes the length of the sums, so a
 //! sequence's rows may differ in the last bits with the batch it runs in (the CPU path, not
@@ -32,7 +35,7 @@ const SHORT_CHUNK: usize = 32;
 struct StepIndex {
     /// `[tokens, token_width]`: each new token's slot.
     write: Tensor,
-    short: Option<ShortGroup>,
+    short: Option<ShortAttention>,
     /// The long chunks, in chunk order.
     long: Vec<LongChunk>,
     /// Output row `i` is row `order[i]` of the short chunks' rows followed by the long
@@ -46,6 +49,36 @@ struct LongChunk {
     context_slots: Tensor,
     /// `[len, context]`: 0 where query i sees the key, -inf elsewhere.
     mask: Tensor,
+}
+
+/// How the short chunks of a step attend.
+enum ShortAttention {
+    Padded(ShortGroup),
+    Paged(PagedRows),
+}
+
+/// The short chunks' query rows for the paged-attention kernel, as host vectors (tested on any
+/// machine) and on the device.
+#[derive(Debug, Clone, PartialEq)]
+struct PagedRowsHost {
+    /// The batch row of each query row, in chunk order.
+    rows: Vec<u32>,
+    /// `[sequences, max_blocks]`, each short chunk's block table padded with block 0.
+    block_tables: Vec<u32>,
+    max_blocks: usize,
+    /// The row's index among the short chunks.
+    seq_of_row: Vec<u32>,
+    /// The keys a row sees: its position + 1.
+    context_lens: Vec<u32>,
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+struct PagedRows {
+    rows: Tensor,
+    block_tables: Tensor,
+    seq_of_row: Tensor,
+    context_lens: Tensor,
+    max_context: usize,
 }
 
 /// The short chunks of a step, padded to `max_len` queries over `max_context` keys.
@@ -116,8 +149,21 @@ impl<'a> DevicePagedAttention<'a> {
             batch.chunks.iter().partition(|c| c.len <= SHORT_CHUNK);
         let short_group = if short.is_empty() {
             None
+        } else if device.is_cuda() && quorum_kernels::cuda::enabled() {
+            let host = self.paged_rows(&short)?;
+            let rows = host.rows.len();
+            let seqs = short.len();
+            Some(ShortAttention::Paged(PagedRows {
+                max_context: host.context_lens.iter().copied().max().unwrap_or(1) as usize,
+                rows: Tensor::from_vec(host.rows, rows, device)?,
+                block_tables: Tensor::from_vec(host.block_tables, (seqs, host.max_blocks), device)?,
+                seq_of_row: Tensor::from_vec(host.seq_of_row, rows, device)?,
+                context_lens: Tensor::from_vec(host.context_lens, rows, device)?,
+            }))
         } else {
-            Some(self.short_group(&short, device, dtype)?)
+            Some(ShortAttention::Padded(
+                self.short_group(&short, device, dtype)?,
+            ))
         };
         let long_chunks = long
             .iter()
@@ -162,6 +208,73 @@ impl<'a> DevicePagedAttention<'a> {
             long: long_chunks,
             order,
         })
+    }
+
+    fn paged_rows(&self, chunks: &[&ChunkLayout]) -> Result<PagedRowsHost> {
+        let block_size = self.store.layout().block_size;
+        let mut tables = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            let table = &self.seq_of(c)?.block_table;
+            if table.len() * block_size < c.context_len() {
+                candle_core::bail!(
+                    "sequence {} reaches position {} beyond its {} blocks",
+                    c.seq_slot,
+                    c.context_len() - 1,
+                    table.len()
+                );
+            }
+            tables.push(table);
+        }
+        let max_blocks = tables.iter().map(|t| t.len()).max().unwrap_or(1).max(1);
+        let mut host = PagedRowsHost {
+            rows: Vec::new(),
+            block_tables: Vec::with_capacity(chunks.len() * max_blocks),
+            max_blocks,
+            seq_of_row: Vec::new(),
+            context_lens: Vec::new(),
+        };
+        for (s, (c, table)) in chunks.iter().zip(&tables).enumerate() {
+            host.block_tables.extend(table.iter().map(|&b| b as u32));
+            host.block_tables
+                .extend(std::iter::repeat_n(0, max_blocks - table.len()));
+            for i in 0..c.len {
+                host.rows.push((c.offset + i) as u32);
+                host.seq_of_row.push(s as u32);
+                host.context_lens.push((c.start_position + i + 1) as u32);
+            }
+        }
+        Ok(host)
+    }
+
+    /// The short chunks' rows through `quorum_kernels::cuda::device::paged_attention`: `q`
+    /// `[num_heads, tokens, head_dim]`; returns their rows `[rows, num_heads * head_dim]` in
+    /// chunk order.
+    #[cfg(feature = "cuda")]
+    fn attend_paged(&self, layer: usize, p: &PagedRows, q: &Tensor) -> Result<Tensor> {
+        let l = self.store.layout();
+        let (num_heads, _, head_dim) = q.dims3()?;
+        let q = q.index_select(&p.rows, 1)?.transpose(0, 1)?.contiguous()?;
+        let (k_cache, v_cache) = self.store.layer(layer)?;
+        let out = quorum_kernels::cuda::device::paged_attention(
+            quorum_kernels::cuda::device::PagedAttention {
+                q: &q,
+                k_cache,
+                v_cache,
+                kv_heads: l.num_kv_heads,
+                block_tables: &p.block_tables,
+                seq_of_row: &p.seq_of_row,
+                context_lens: &p.context_lens,
+                max_context: p.max_context,
+                block_size: l.block_size,
+                scale: 1.0 / (head_dim as f32).sqrt(),
+            },
+        )?;
+        out.reshape((p.rows.dim(0)?, num_heads * head_dim))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn attend_paged(&self, _layer: usize, _p: &PagedRows, _q: &Tensor) -> Result<Tensor> {
+        candle_core::bail!("a CUDA device in a build without the `cuda` feature")
     }
 
     fn short_group(
@@ -310,8 +423,10 @@ impl Attention for DevicePagedAttention<'_> {
         };
         self.store.write(layer, &step.write, &rows(k)?, &rows(v)?)?;
         let mut parts = Vec::new();
-        if let Some(g) = &step.short {
-            parts.push(self.attend_short(layer, g, q)?);
+        match &step.short {
+            Some(ShortAttention::Padded(g)) => parts.push(self.attend_short(layer, g, q)?),
+            Some(ShortAttention::Paged(p)) => parts.push(self.attend_paged(layer, p, q)?),
+            None => {}
         }
         let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
         for (c, chunk) in long.zip(&step.long) {
@@ -414,6 +529,72 @@ mod tests {
                 assert_eq!(a.dims(), b.dims());
                 let d = max_diff(&a, &b);
                 assert!(d < 1e-5, "layer {layer}: max difference {d}");
+            }
+        }
+    }
+
+    /// The paged-attention kernel's inputs (row, block table, context of each short row), run
+    /// through the kernel's host reference over the device store, give the CPU kernel's rows.
+    #[test]
+    fn paged_rows_give_the_host_kernels_results() {
+        let dev = Device::Cpu;
+        let mut host = PagedKvStore::new(LAYOUT);
+        let device = DeviceKvStore::new(LAYOUT, &dev, DType::F32).unwrap();
+        let t0: Vec<usize> = (8..20).collect();
+        let (t1, t2): (&[usize], &[usize]) = (&[5, 6, 2], &[7]);
+        let steps = [
+            step(&[(&t0, 0, 40), (t2, 0, 1), (t1, 0, 3)]),
+            step(&[(t1, 3, 3), (&t0, 40, 1), (t2, 1, 1)]),
+        ];
+        for (batch, seqs) in &steps {
+            let n = batch.n_tokens();
+            let mut on_host = PagedAttention {
+                store: &mut host,
+                seqs,
+            };
+            let mut on_device = DevicePagedAttention::new(&device, seqs);
+            let q = Tensor::randn(0f32, 1.0, (HEADS, n, LAYOUT.head_dim), &dev).unwrap();
+            let kv = || Tensor::randn(0f32, 1.0, (2, n, LAYOUT.head_dim), &dev).unwrap();
+            let (k, v) = (kv(), kv());
+            let want = on_host.attend(0, batch, &q, &k, &v).unwrap();
+            // The padded pass writes the step's keys and values into the device store.
+            on_device.attend(0, batch, &q, &k, &v).unwrap();
+            let short: Vec<&ChunkLayout> = batch
+                .chunks
+                .iter()
+                .filter(|c| c.len <= SHORT_CHUNK)
+                .collect();
+            let rows = on_device.paged_rows(&short).unwrap();
+            let (kc, vc) = device.layer(0).unwrap();
+            let host_vec = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let row_index = Tensor::new(rows.rows.as_slice(), &dev).unwrap();
+            let q_rows = q
+                .index_select(&row_index, 1)
+                .unwrap()
+                .transpose(0, 1)
+                .unwrap();
+            let case = quorum_kernels::cuda::cases::AttentionCase {
+                heads: HEADS,
+                kv_heads: LAYOUT.num_kv_heads,
+                head_dim: LAYOUT.head_dim,
+                block_size: LAYOUT.block_size,
+                q: host_vec(&q_rows.contiguous().unwrap()),
+                k_cache: host_vec(kc),
+                v_cache: host_vec(vc),
+                block_tables: rows
+                    .block_tables
+                    .chunks(rows.max_blocks)
+                    .map(<[u32]>::to_vec)
+                    .collect(),
+                seq_of_row: rows.seq_of_row.clone(),
+                context_lens: rows.context_lens.clone(),
+                scale: 1.0 / (LAYOUT.head_dim as f32).sqrt(),
+            };
+            let got = quorum_kernels::cuda::reference::paged_attention(&case);
+            let want = host_vec(&want.index_select(&row_index, 0).unwrap());
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-5, "{g} against {w}");
             }
         }
     }

@@ -36,7 +36,8 @@ impl DeviceKvStore {
         self.layout
     }
 
-    fn layer(&self, layer: usize) -> Result<(&Tensor, &Tensor)> {
+    /// One layer's key and value caches, `[slots, num_kv_heads * head_dim]` each.
+    pub(crate) fn layer(&self, layer: usize) -> Result<(&Tensor, &Tensor)> {
         match (self.keys.get(layer), self.values.get(layer)) {
             (Some(k), Some(v)) => Ok((k, v)),
             _ => candle_core::bail!(

@@ -296,7 +296,7 @@ impl Runner {
                 requests: users,
             });
         }
-        self.model.remove_adapter(name);
+        let restacked = self.model.remove_adapter(name);
         for a in self.active.values_mut() {
             if let Some(i) = a.adapter.as_mut()
                 && *i > index
@@ -307,6 +307,7 @@ impl Runner {
         self.adapter_cache_keys.remove(name);
         self.publish_adapters();
         tracing::info!(model = %self.model_name, adapter = %name, "adapter unloaded");
+        restacked?;
         Ok(())
     }
 

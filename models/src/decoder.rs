@@ -10,6 +10,7 @@ use crate::dtype::check_dtype;
 use crate::error::{ModelError, ModelResult};
 use crate::linear::{Linear, MatmulPolicy};
 use crate::lora::{LoraKernel, LoraWeights, Proj};
+use crate::lora_stack::LoraStacks;
 use crate::rotary::RotaryEmbedding;
 
 #[derive(Debug, Clone)]
@@ -139,6 +140,9 @@ pub struct DecoderModel {
     adapters: Vec<LoraWeights>,
     /// The vector width of the adapters' row loops, from the int8 GEMM's path.
     lora_kernel: LoraKernel,
+    /// On a CUDA device, the adapters stacked per projection on the device (their deltas never
+    /// cross to the host); empty elsewhere.
+    lora_stacks: LoraStacks,
 }
 
 impl DecoderModel {
@@ -202,7 +206,23 @@ impl DecoderModel {
             config,
             adapters: Vec::new(),
             lora_kernel: LoraKernel::for_path(opts.policy.int8_path()),
+            lora_stacks: LoraStacks::default(),
         })
+    }
+
+    /// Restacks the adapters on a CUDA device after one was added or removed. On failure no
+    /// stack is left, so a step that uses an adapter fails rather than reading stale indices.
+    fn restack_adapters(&mut self) -> ModelResult<()> {
+        if self.device.is_cuda() {
+            self.lora_stacks = LoraStacks::default();
+            self.lora_stacks = LoraStacks::build(
+                &self.adapters,
+                self.config.num_layers,
+                &self.device,
+                self.dtype,
+            )?;
+        }
+        Ok(())
     }
 
     /// Makes `adapter` available to chunks; returns its index. Its shapes are checked here.
@@ -215,15 +235,24 @@ impl DecoderModel {
         }
         self.adapters
             .push(LoraWeights::new(adapter, &self.config, self.lora_kernel)?);
+        if let Err(e) = self.restack_adapters() {
+            self.adapters.pop();
+            return Err(e);
+        }
         Ok(self.adapters.len() - 1)
     }
 
     /// Removes the adapter called `name`; returns the index it had. Later adapters move down one
-    /// index, so callers holding indices must shift theirs.
-    pub fn remove_adapter(&mut self, name: &str) -> Option<usize> {
-        let index = self.adapters.iter().position(|a| a.name() == name)?;
+    /// index, so callers holding indices must shift theirs. An error means the adapter was
+    /// removed but the others could not be restacked on the device (see
+    /// [`Self::restack_adapters`]); the indices still shift.
+    pub fn remove_adapter(&mut self, name: &str) -> ModelResult<Option<usize>> {
+        let Some(index) = self.adapters.iter().position(|a| a.name() == name) else {
+            return Ok(None);
+        };
         self.adapters.remove(index);
-        Some(index)
+        self.restack_adapters()?;
+        Ok(Some(index))
     }
 
     /// The loaded adapters, by index.
@@ -288,8 +317,14 @@ impl DecoderModel {
         let ids = Tensor::from_slice(tokens, n, &self.device)?;
         let positions = Tensor::from_vec(batch.positions(), n, &self.device)?;
         let mut x = self.embed_tokens.index_select(&ids, 0)?;
+        let row_adapters = self.row_adapters(batch)?;
+        let step = StepInputs {
+            positions: &positions,
+            batch,
+            row_adapters: row_adapters.as_ref(),
+        };
         for (i, layer) in self.layers.iter().enumerate() {
-            x = self.layer_forward(i, layer, &x, &positions, batch, attention)?;
+            x = self.layer_forward(i, layer, &x, &step, attention)?;
         }
         let rows = batch.logit_rows();
         if rows.is_empty() {
@@ -339,15 +374,33 @@ impl DecoderModel {
         Ok(())
     }
 
+    /// On a CUDA device running Quorum's kernels, with adapters in the batch: each token row's
+    /// adapter index (i32, -1 for none), uploaded once for every layer's projections. `None`
+    /// sends the deltas through the host row loops.
+    fn row_adapters(&self, batch: &BatchLayout) -> ModelResult<Option<Tensor>> {
+        let on_device = self.device.is_cuda() && quorum_kernels::cuda::enabled();
+        if !on_device || batch.chunks.iter().all(|c| c.adapter.is_none()) {
+            return Ok(None);
+        }
+        let mut ids = vec![-1i32; batch.n_tokens()];
+        for c in &batch.chunks {
+            if let Some(a) = c.adapter {
+                ids[c.offset..c.offset + c.len].fill(a as i32);
+            }
+        }
+        let n = ids.len();
+        Ok(Some(Tensor::from_vec(ids, n, &self.device)?))
+    }
+
     fn layer_forward(
         &self,
         index: usize,
         layer: &DecoderLayer,
         x: &Tensor,
-        positions: &Tensor,
-        batch: &BatchLayout,
+        step: &StepInputs<'_>,
         attention: &mut dyn Attention,
     ) -> ModelResult<Tensor> {
+        let (positions, batch) = (step.positions, step.batch);
         let cfg = &self.config;
         let n = x.dim(0)?;
         let h = layer.input_norm.forward(x)?;
@@ -358,7 +411,7 @@ impl DecoderModel {
                 .contiguous()
         };
         let proj = |linear: &Linear, which: Proj, input: &Tensor| -> ModelResult<Tensor> {
-            self.with_adapters(index, which, input, linear.forward(input)?, batch)
+            self.with_adapters(index, which, input, linear.forward(input)?, step)
         };
         let q = heads(proj(&layer.q_proj, Proj::Q, &h)?, cfg.num_heads)?;
         let k = heads(proj(&layer.k_proj, Proj::K, &h)?, cfg.num_kv_heads)?;
@@ -382,14 +435,18 @@ impl DecoderModel {
         which: Proj,
         x: &Tensor,
         y: Tensor,
-        batch: &BatchLayout,
+        step: &StepInputs<'_>,
     ) -> ModelResult<Tensor> {
+        let batch = step.batch;
         let touched = |c: &crate::batch::ChunkLayout| {
             c.adapter
                 .is_some_and(|a| self.adapters[a].adapts(index, which))
         };
         if !batch.chunks.iter().any(touched) {
             return Ok(y);
+        }
+        if step.row_adapters.is_some() {
+            return self.with_device_adapters(index, which, x, y, step.row_adapters);
         }
         let xs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let mut ys = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
@@ -401,8 +458,60 @@ impl DecoderModel {
         Ok(Tensor::from_vec(ys, y.shape(), y.device())?.to_dtype(y.dtype())?)
     }
 
+    /// [`Self::with_adapters`] on a CUDA device: the batched multi-LoRA kernel over the
+    /// adapters' device stacks, `y` updated in place.
+    #[cfg(feature = "cuda")]
+    fn with_device_adapters(
+        &self,
+        index: usize,
+        which: Proj,
+        x: &Tensor,
+        y: Tensor,
+        row_adapters: Option<&Tensor>,
+    ) -> ModelResult<Tensor> {
+        let missing = |what: &str| ModelError::Batch {
+            detail: format!("layer {index} {which:?}: {what}"),
+        };
+        let stack = self
+            .lora_stacks
+            .get(index, which)
+            .ok_or_else(|| missing("the adapters are not stacked on the device"))?;
+        let ids = row_adapters.ok_or_else(|| missing("no adapter index per row"))?;
+        let y = y.contiguous()?;
+        let stack = quorum_kernels::cuda::device::LoraStack {
+            a: &stack.a,
+            b_t: &stack.b_t,
+            scales: &stack.scales,
+        };
+        quorum_kernels::cuda::device::lora_bgmv(&y, x, stack, ids)?;
+        Ok(y)
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn with_device_adapters(
+        &self,
+        _index: usize,
+        _which: Proj,
+        _x: &Tensor,
+        _y: Tensor,
+        _row_adapters: Option<&Tensor>,
+    ) -> ModelResult<Tensor> {
+        Err(ModelError::Batch {
+            detail: "a CUDA device in a build without the `cuda` feature".into(),
+        })
+    }
+
     /// The activation dtype.
     pub fn dtype(&self) -> DType {
         self.dtype
     }
+}
+
+/// What every layer of one forward pass shares.
+struct StepInputs<'a> {
+    /// `[tokens]` u32
+    positions: &'a Tensor,
+    batch: &'a BatchLayout,
+    /// See [`DecoderModel::row_adapters`].
+    row_adapters: Option<&'a Tensor>,
 }

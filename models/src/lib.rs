@@ -22,6 +22,7 @@ mod error;
 mod greedy;
 mod linear;
 mod lora;
+mod lora_stack;
 mod rotary;
 mod row_ops;
 

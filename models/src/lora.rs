@@ -27,7 +27,7 @@ pub(crate) const PROJECTIONS: [&str; 7] = [
 ];
 
 /// Index into [`PROJECTIONS`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Proj {
     Q = 0,
     K = 1,
@@ -38,13 +38,26 @@ pub(crate) enum Proj {
     Down = 6,
 }
 
+impl Proj {
+    /// Every projection, in [`PROJECTIONS`] order.
+    pub(crate) const ALL: [Proj; PROJECTIONS.len()] = [
+        Proj::Q,
+        Proj::K,
+        Proj::V,
+        Proj::O,
+        Proj::Gate,
+        Proj::Up,
+        Proj::Down,
+    ];
+}
+
 /// One adapted projection: `A` `[r, in]` and `B` transposed, `[r, out]`, row-major f32 (each
 /// rank's column of `B` contiguous, so `B · (A x)` runs as `r` vectorizable row updates).
 #[derive(Debug, Clone)]
-struct LoraPair {
-    rank: usize,
-    a: Vec<f32>,
-    b_t: Vec<f32>,
+pub(crate) struct LoraPair {
+    pub(crate) rank: usize,
+    pub(crate) a: Vec<f32>,
+    pub(crate) b_t: Vec<f32>,
 }
 
 /// Rows whose deltas are computed together: each row of `A` and of `Bᵀ` is read from memory
@@ -62,6 +75,14 @@ struct RowScratch {
 }
 
 impl LoraPair {
+    pub(crate) fn fan_in(&self) -> usize {
+        self.a.len() / self.rank
+    }
+
+    pub(crate) fn fan_out(&self) -> usize {
+        self.b_t.len() / self.rank
+    }
+
     /// `y += scale · B (A x)` for each row of a block (`x`: rows of `in` floats, `y`: rows of
     /// `out` floats). The order of every sum is fixed by the shapes alone, so a row gets the
     /// same delta wherever it sits in a batch and whatever block it is computed in.
@@ -300,6 +321,16 @@ impl LoraWeights {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `alpha / r` (or `alpha / sqrt(r)` under rank-stabilized LoRA).
+    pub(crate) fn scale(&self) -> f32 {
+        self.scale
+    }
+
+    /// The low-rank pair of projection `proj` of `layer`, if this adapter changes it.
+    pub(crate) fn pair(&self, layer: usize, proj: Proj) -> Option<&LoraPair> {
+        self.layers.get(layer)?[proj as usize].as_ref()
     }
 
     /// Whether this adapter changes projection `proj` of `layer`.
