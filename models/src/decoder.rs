@@ -45,6 +45,32 @@ impl RmsNorm {
         candle_nn::ops::rms_norm(x, &self.weight, self.eps)
     }
 
+    /// `(residual + delta, the norm of that sum)`: one fused kernel on a CUDA device with
+    /// Quorum's kernels (`kernels`), candle's add and norm elsewhere.
+    fn add_forward(
+        &self,
+        delta: &Tensor,
+        residual: &Tensor,
+        kernels: bool,
+    ) -> candle_core::Result<(Tensor, Tensor)> {
+        #[cfg(feature = "cuda")]
+        if kernels {
+            let (sum, out) = quorum_kernels::cuda::device::add_rms_norm(
+                delta,
+                Some(residual),
+                &self.weight,
+                self.eps,
+            )?;
+            let sum = sum.ok_or_else(|| candle_core::Error::Msg("no residual sum".into()))?;
+            return Ok((sum, out));
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = kernels;
+        let sum = (delta + residual)?;
+        let out = self.forward(&sum)?;
+        Ok((sum, out))
+    }
+
     /// [`Self::forward`] on host rows, bit for bit.
     pub(crate) fn forward_rows(&self, x: &[f32]) -> Vec<f32> {
         crate::row_ops::rms_norm_rows(x, &self.weight_rows, self.eps)
@@ -322,9 +348,18 @@ impl DecoderModel {
             positions: &positions,
             batch,
             row_adapters: row_adapters.as_ref(),
+            kernels: self.device.is_cuda() && quorum_kernels::cuda::enabled(),
         };
+        // Each layer hands its MLP output to the next, which adds it to the residual stream in
+        // the same kernel as its input norm.
+        let mut delta: Option<Tensor> = None;
         for (i, layer) in self.layers.iter().enumerate() {
-            x = self.layer_forward(i, layer, &x, &step, attention)?;
+            let (residual, mlp) =
+                self.layer_forward(i, layer, &x, delta.as_ref(), &step, attention)?;
+            (x, delta) = (residual, Some(mlp));
+        }
+        if let Some(d) = delta {
+            x = (d + x)?;
         }
         let rows = batch.logit_rows();
         if rows.is_empty() {
@@ -392,18 +427,25 @@ impl DecoderModel {
         Ok(Some(Tensor::from_vec(ids, n, &self.device)?))
     }
 
+    /// One decoder layer over the residual stream `x` plus the previous layer's MLP output
+    /// `delta` (none before the first layer): returns the stream after attention and this
+    /// layer's MLP output, which the caller adds.
     fn layer_forward(
         &self,
         index: usize,
         layer: &DecoderLayer,
         x: &Tensor,
+        delta: Option<&Tensor>,
         step: &StepInputs<'_>,
         attention: &mut dyn Attention,
-    ) -> ModelResult<Tensor> {
+    ) -> ModelResult<(Tensor, Tensor)> {
         let (positions, batch) = (step.positions, step.batch);
         let cfg = &self.config;
         let n = x.dim(0)?;
-        let h = layer.input_norm.forward(x)?;
+        let (x, h) = match delta {
+            Some(d) => layer.input_norm.add_forward(d, x, step.kernels)?,
+            None => (x.clone(), layer.input_norm.forward(x)?),
+        };
         // [tokens, heads*dim] -> [heads, tokens, dim]
         let heads = |t: Tensor, nh: usize| -> candle_core::Result<Tensor> {
             t.reshape((n, nh, cfg.head_dim))?
@@ -419,12 +461,18 @@ impl DecoderModel {
         let q = self.rotary.apply(&q, positions)?;
         let k = self.rotary.apply(&k, positions)?;
         let attn = attention.attend(index, batch, &q, &k, &v)?;
-        let x = (proj(&layer.o_proj, Proj::O, &attn)? + x)?;
-        let h = layer.post_attention_norm.forward(&x)?;
-        let gate = candle_nn::ops::silu(&proj(&layer.gate_proj, Proj::Gate, &h)?)?;
+        let o = proj(&layer.o_proj, Proj::O, &attn)?;
+        let (x, h) = layer
+            .post_attention_norm
+            .add_forward(&o, &x, step.kernels)?;
+        let gate = proj(&layer.gate_proj, Proj::Gate, &h)?;
         let up = proj(&layer.up_proj, Proj::Up, &h)?;
-        let mlp = proj(&layer.down_proj, Proj::Down, &(gate * up)?)?;
-        Ok((mlp + x)?)
+        let mlp = proj(
+            &layer.down_proj,
+            Proj::Down,
+            &silu_mul(&gate, &up, step.kernels)?,
+        )?;
+        Ok((x, mlp))
     }
 
     /// Adds the LoRA delta of each chunk's adapter to its rows of `y`, the output of projection
@@ -507,6 +555,17 @@ impl DecoderModel {
     }
 }
 
+/// `silu(gate) * up`: one kernel on a CUDA device with Quorum's kernels (`kernels`).
+fn silu_mul(gate: &Tensor, up: &Tensor, kernels: bool) -> candle_core::Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if kernels {
+        return quorum_kernels::cuda::device::silu_mul(gate, up);
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = kernels;
+    candle_nn::ops::silu(gate)? * up
+}
+
 /// What every layer of one forward pass shares.
 struct StepInputs<'a> {
     /// `[tokens]` u32
@@ -514,4 +573,7 @@ struct StepInputs<'a> {
     batch: &'a BatchLayout,
     /// See [`DecoderModel::row_adapters`].
     row_adapters: Option<&'a Tensor>,
+    /// Whether the step runs Quorum's CUDA kernels (`quorum_kernels::cuda::enabled` on a
+    /// CUDA device) rather than candle's ops.
+    kernels: bool,
 }
