@@ -14,7 +14,7 @@
 //! this one, is bit-invariant to batching).
 
 use candle_core::{DType, Device, Result, Tensor};
-use quorum_models::{Attention, BatchLayout, ChunkLayout};
+use quorum_models::{Attention, BatchLayout, ChunkLayout, RotaryEmbedding};
 
 use crate::device_kv::{DeviceKvStore, slot_index};
 use crate::paged_attention::SeqBlocks;
@@ -35,6 +35,9 @@ const SHORT_CHUNK: usize = 32;
 struct StepIndex {
     /// `[tokens, token_width]`: each new token's slot.
     write: Tensor,
+    /// `[tokens]` u32: the same slots, for the fused rotary and cache write.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    write_slots: Tensor,
     short: Option<ShortAttention>,
     /// The long chunks, in chunk order.
     long: Vec<LongChunk>,
@@ -145,6 +148,8 @@ impl<'a> DevicePagedAttention<'a> {
             write_slots.extend_from_slice(slots);
         }
         let write = slot_index(&write_slots, self.store.layout().token_width(), device)?;
+        let slots_u32: Vec<u32> = write_slots.iter().map(|&s| s as u32).collect();
+        let write_slots_tensor = Tensor::from_vec(slots_u32, write_slots.len(), device)?;
         let (short, long): (Vec<&ChunkLayout>, Vec<&ChunkLayout>) =
             batch.chunks.iter().partition(|c| c.len <= SHORT_CHUNK);
         let short_group = if short.is_empty() {
@@ -204,6 +209,7 @@ impl<'a> DevicePagedAttention<'a> {
         };
         Ok(StepIndex {
             write,
+            write_slots: write_slots_tensor,
             short: short_group,
             long: long_chunks,
             order,
@@ -247,13 +253,13 @@ impl<'a> DevicePagedAttention<'a> {
     }
 
     /// The short chunks' rows through `quorum_kernels::cuda::device::paged_attention`: `q`
-    /// `[num_heads, tokens, head_dim]`; returns their rows `[rows, num_heads * head_dim]` in
-    /// chunk order.
+    /// token-major `[tokens, num_heads, head_dim]`, rotated; returns their rows `[rows,
+    /// num_heads * head_dim]` in chunk order.
     #[cfg(feature = "cuda")]
     fn attend_paged(&self, layer: usize, p: &PagedRows, q: &Tensor) -> Result<Tensor> {
         let l = self.store.layout();
-        let (num_heads, _, head_dim) = q.dims3()?;
-        let q = q.index_select(&p.rows, 1)?.transpose(0, 1)?.contiguous()?;
+        let (_, num_heads, head_dim) = q.dims3()?;
+        let q = q.index_select(&p.rows, 0)?;
         let (k_cache, v_cache) = self.store.layer(layer)?;
         let out = quorum_kernels::cuda::device::paged_attention(
             quorum_kernels::cuda::device::PagedAttention {
@@ -403,34 +409,37 @@ impl<'a> DevicePagedAttention<'a> {
     }
 }
 
-impl Attention for DevicePagedAttention<'_> {
-    fn attend(
-        &mut self,
-        layer: usize,
-        batch: &BatchLayout,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-    ) -> Result<Tensor> {
+impl DevicePagedAttention<'_> {
+    fn ensure_index(&mut self, batch: &BatchLayout, q: &Tensor) -> Result<()> {
         if self.step.is_none() {
             self.step = Some(self.build_index(batch, q.device(), q.dtype())?);
         }
-        let step = self.step.as_ref().expect("built above");
-        // Token-major rows for the slot writes: [tokens, kv_heads * dim].
-        let rows = |t: &Tensor| -> Result<Tensor> {
-            let (h, n, d) = t.dims3()?;
-            t.transpose(0, 1)?.contiguous()?.reshape((n, h * d))
-        };
-        self.store.write(layer, &step.write, &rows(k)?, &rows(v)?)?;
+        Ok(())
+    }
+
+    /// The step's attention once its keys and values are stored: the short chunks' rows from
+    /// `short_q` (token-major `[tokens, heads, dim]` for the paged kernel, head-major `[heads,
+    /// tokens, dim]` for the padded pass) and the long chunks' from head-major `long_q`.
+    fn attend_stored(
+        &self,
+        layer: usize,
+        batch: &BatchLayout,
+        short_q: &Tensor,
+        long_q: impl FnOnce() -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let step = self.step.as_ref().expect("the step index is built first");
         let mut parts = Vec::new();
         match &step.short {
-            Some(ShortAttention::Padded(g)) => parts.push(self.attend_short(layer, g, q)?),
-            Some(ShortAttention::Paged(p)) => parts.push(self.attend_paged(layer, p, q)?),
+            Some(ShortAttention::Padded(g)) => parts.push(self.attend_short(layer, g, short_q)?),
+            Some(ShortAttention::Paged(p)) => parts.push(self.attend_paged(layer, p, short_q)?),
             None => {}
         }
-        let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
-        for (c, chunk) in long.zip(&step.long) {
-            parts.push(self.attend_long(layer, c, chunk, q)?);
+        if !step.long.is_empty() {
+            let q = long_q()?;
+            let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
+            for (c, chunk) in long.zip(&step.long) {
+                parts.push(self.attend_long(layer, c, chunk, &q)?);
+            }
         }
         let out = if parts.len() == 1 {
             parts.pop().expect("one part")
@@ -441,6 +450,103 @@ impl Attention for DevicePagedAttention<'_> {
             Some(order) => out.index_select(order, 0),
             None => Ok(out),
         }
+    }
+}
+
+impl Attention for DevicePagedAttention<'_> {
+    fn attend(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<Tensor> {
+        self.ensure_index(batch, q)?;
+        let step = self.step.as_ref().expect("built above");
+        // Token-major rows for the slot writes: [tokens, kv_heads * dim].
+        let rows = |t: &Tensor| -> Result<Tensor> {
+            let (h, n, d) = t.dims3()?;
+            t.transpose(0, 1)?.contiguous()?.reshape((n, h * d))
+        };
+        self.store.write(layer, &step.write, &rows(k)?, &rows(v)?)?;
+        let short_q = match &step.short {
+            Some(ShortAttention::Paged(_)) => q.transpose(0, 1)?.contiguous()?,
+            _ => q.clone(),
+        };
+        self.attend_stored(layer, batch, &short_q, || Ok(q.clone()))
+    }
+
+    /// On a CUDA device with Quorum's kernels: one kernel rotates the queries and keys and
+    /// writes the keys and values into their slots, then the rows attend as in
+    /// [`Attention::attend`], without the head-major transposes for the short chunks.
+    fn attend_unrotated(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        qkv: [&Tensor; 3],
+        positions: &Tensor,
+        rotary: &RotaryEmbedding,
+    ) -> Option<Result<Tensor>> {
+        if !(cfg!(feature = "cuda") && qkv[0].device().is_cuda() && quorum_kernels::cuda::enabled())
+        {
+            return None;
+        }
+        Some(self.rotate_store_attend(layer, batch, qkv, positions, rotary))
+    }
+}
+
+impl DevicePagedAttention<'_> {
+    #[cfg(feature = "cuda")]
+    fn rotate_store_attend(
+        &mut self,
+        layer: usize,
+        batch: &BatchLayout,
+        [q, k, v]: [&Tensor; 3],
+        positions: &Tensor,
+        rotary: &RotaryEmbedding,
+    ) -> Result<Tensor> {
+        use quorum_kernels::cuda::device::{KvWrite, RotaryTables, rotary_kv_write};
+        self.ensure_index(batch, q)?;
+        let step = self.step.as_ref().expect("built above");
+        let (k_cache, v_cache) = self.store.layer(layer)?;
+        let (cos, sin, interleaved) = rotary.tables();
+        let q = rotary_kv_write(
+            q,
+            k,
+            v,
+            positions,
+            RotaryTables {
+                cos,
+                sin,
+                interleaved,
+            },
+            KvWrite {
+                k_cache,
+                v_cache,
+                slots: &step.write_slots,
+            },
+        )?;
+        let head_major = || q.transpose(0, 1)?.contiguous();
+        match &step.short {
+            Some(ShortAttention::Padded(_)) => {
+                let hq = head_major()?;
+                self.attend_stored(layer, batch, &hq, || Ok(hq.clone()))
+            }
+            _ => self.attend_stored(layer, batch, &q, head_major),
+        }
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn rotate_store_attend(
+        &mut self,
+        _layer: usize,
+        _batch: &BatchLayout,
+        _qkv: [&Tensor; 3],
+        _positions: &Tensor,
+        _rotary: &RotaryEmbedding,
+    ) -> Result<Tensor> {
+        candle_core::bail!("a CUDA device in a build without the `cuda` feature")
     }
 }
 

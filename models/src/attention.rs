@@ -3,6 +3,7 @@
 use candle_core::{Result, Tensor};
 
 use crate::batch::BatchLayout;
+use crate::rotary::RotaryEmbedding;
 
 /// Stores the new keys/values of a packed batch and attends over each sequence's whole context.
 ///
@@ -43,6 +44,22 @@ pub trait Attention {
         self.attend(layer, batch, &q, &k, &v)?
             .flatten_all()?
             .to_vec1::<f32>()
+    }
+
+    /// [`Attention::attend`] for a cache that applies the rotary embedding itself as it
+    /// stores the keys (one fused kernel on a GPU): token-major `q` `[tokens, num_heads,
+    /// head_dim]` and `k`/`v` `[tokens, num_kv_heads, head_dim]`, not yet rotated, with each
+    /// token's position (u32). Returns `None` when this cache does not, and the model rotates
+    /// and calls [`Attention::attend`].
+    fn attend_unrotated(
+        &mut self,
+        _layer: usize,
+        _batch: &BatchLayout,
+        _qkv: [&Tensor; 3],
+        _positions: &Tensor,
+        _rotary: &RotaryEmbedding,
+    ) -> Option<Result<Tensor>> {
+        None
     }
 }
 

@@ -455,12 +455,29 @@ impl DecoderModel {
         let proj = |linear: &Linear, which: Proj, input: &Tensor| -> ModelResult<Tensor> {
             self.with_adapters(index, which, input, linear.forward(input)?, step)
         };
-        let q = heads(proj(&layer.q_proj, Proj::Q, &h)?, cfg.num_heads)?;
-        let k = heads(proj(&layer.k_proj, Proj::K, &h)?, cfg.num_kv_heads)?;
-        let v = heads(proj(&layer.v_proj, Proj::V, &h)?, cfg.num_kv_heads)?;
-        let q = self.rotary.apply(&q, positions)?;
-        let k = self.rotary.apply(&k, positions)?;
-        let attn = attention.attend(index, batch, &q, &k, &v)?;
+        let q = proj(&layer.q_proj, Proj::Q, &h)?;
+        let k = proj(&layer.k_proj, Proj::K, &h)?;
+        let v = proj(&layer.v_proj, Proj::V, &h)?;
+        let fused = if step.kernels {
+            let token_major = |t: &Tensor, nh: usize| t.reshape((n, nh, cfg.head_dim));
+            let qkv = [
+                &token_major(&q, cfg.num_heads)?,
+                &token_major(&k, cfg.num_kv_heads)?,
+                &token_major(&v, cfg.num_kv_heads)?,
+            ];
+            attention.attend_unrotated(index, batch, qkv, positions, &self.rotary)
+        } else {
+            None
+        };
+        let attn = match fused {
+            Some(attn) => attn?,
+            None => {
+                let q = self.rotary.apply(&heads(q, cfg.num_heads)?, positions)?;
+                let k = self.rotary.apply(&heads(k, cfg.num_kv_heads)?, positions)?;
+                let v = heads(v, cfg.num_kv_heads)?;
+                attention.attend(index, batch, &q, &k, &v)?
+            }
+        };
         let o = proj(&layer.o_proj, Proj::O, &attn)?;
         let (x, h) = layer
             .post_attention_norm

@@ -43,3 +43,4 @@ pub use greedy::{GreedyOutput, greedy_generate, greedy_generate_with_cache};
 pub use linear::{Linear, MatmulPolicy};
 pub use lora::{LoraKernel, LoraWeights};
 pub use quorum_kernels::CpuPath;
+pub use rotary::RotaryEmbedding;

@@ -68,6 +68,12 @@ impl RotaryEmbedding {
         }
     }
 
+    /// The tables `[max_position, head_dim / 2]` (f32, on the model's device) and whether the
+    /// pairs are interleaved, for a kernel that rotates by itself.
+    pub fn tables(&self) -> (&Tensor, &Tensor, bool) {
+        (&self.cos, &self.sin, self.interleaved)
+    }
+
     pub fn max_position(&self) -> usize {
         self.cos.dim(0).unwrap_or(0)
     }
