@@ -23,6 +23,7 @@ CARGO_TARGET_DIR=$CUDA_TARGET cargo build -p quorum-server --features cuda --bin
 CPU_TARGET=${CARGO_TARGET_DIR:-$HOME/.cache/quorum-target}
 CARGO_TARGET_DIR=$CPU_TARGET cargo build -p quorum-benches --bin quorum-load
 mkdir -p gpu-bundle
+git rev-parse --short HEAD >gpu-bundle/commit
 strip -o gpu-bundle/quorum "$CUDA_TARGET/debug/quorum"
 strip -o gpu-bundle/quorum-load "$CPU_TARGET/debug/quorum-load"
 xz -9 -T2 -f gpu-bundle/quorum gpu-bundle/quorum-load

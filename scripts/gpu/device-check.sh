@@ -5,8 +5,8 @@
 # measure against in the same call), PyTorch + transformers on the machine, $OUT for the
 # results. Each step has its own time bound and its own log; a failed step is reported and the
 # next one runs, so one call gives every figure it can, most important first. A device call
-# returns at most 8 files, so $OUT holds only summary.txt, kernel-check.json and logs.tar.gz
-# (every log, refreshed after each step).
+# returns at most 8 files, so $OUT holds only summary.txt, kernel-check.json, gpu-figures.json
+# and logs.tar.gz (every log, refreshed after each step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -116,19 +116,36 @@ print(f"completions equal to the CPU's on 5 prompts: GPU greedy loop {greedy}/5,
 PY
 figures "$LOGS"/agree-*-gpu-engine.log
 
-# 4. The 7B through the engine, f32 and half precision: one stream, then 64 (128 tokens each),
-# then the prefill of a 2,000-token prompt; and the greedy loop at batch 1 in half precision.
+# 4. The 7B through the engine in half precision, with Quorum's kernels and with candle's ops
+# (QUORUM_CUDA_KERNELS=0, the path before the kernels): one stream, then 64 (128 tokens each),
+# then the prefill of a 2,000-token prompt; and the greedy loop at batch 1.
 LONG=$(python3 -c "print(('SELECT name, capacity FROM stadium WHERE capacity > 5000 ORDER BY capacity DESC; ' * 40)[:2000])")
-for dt in f32 "$HALF"; do
-  step "engine-7b-$dt" 150 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$dt" \
-    --prompt "How many singers do we have?" --max-tokens 128 --engine-copies 1,64 --stats \
-    --kv-cache-mib 8192
-  step "engine-7b-$dt-prefill2k" 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
-    --dtype "$dt" --prompt "$LONG" --max-tokens 2 --engine-copies 1 --stats
+for kernels in 1 0; do
+  step "engine-7b-$HALF-kernels$kernels" 150 env QUORUM_CUDA_KERNELS=$kernels "$Q" generate \
+    --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "How many singers do we have?" \
+    --max-tokens 128 --engine-copies 1,64 --stats --kv-cache-mib 8192
+  step "engine-7b-$HALF-kernels$kernels-prefill2k" 90 env QUORUM_CUDA_KERNELS=$kernels "$Q" \
+    generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "$LONG" \
+    --max-tokens 2 --engine-copies 1 --stats
+  step "greedy-7b-$HALF-kernels$kernels" 90 env QUORUM_CUDA_KERNELS=$kernels "$Q" generate \
+    --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "How many singers do we have?" \
+    --max-tokens 128 --stats
 done
-step "greedy-7b-$HALF" 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" \
-  --prompt "How many singers do we have?" --max-tokens 128 --stats
-figures "$LOGS"/engine-7b-*.log "$LOGS/greedy-7b-$HALF.log"
+# Three synthetic rank-16 adapters on the 7B: 64 copies taking none and each adapter in turn
+# (BGMV on the device), against the plain 64 above; and on the 0.5B in f32, a mixed batch of 16
+# whose every copy must decode what its adapter decodes alone.
+for i in 1 2 3; do
+  "$Q" synth-adapter --arch "$BIG" --rank 16 --seed "$i" --out "$SYN/$BIG-lora$i" >/dev/null
+  "$Q" synth-adapter --arch qwen2.5-coder-0.5b --rank 8 --seed "$i" --out "$SYN/small-lora$i" >/dev/null
+done
+step "engine-7b-$HALF-lora3" 150 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
+  --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 --engine-copies 64 \
+  --stats --kv-cache-mib 8192 --adapter "$SYN/$BIG-lora1" --adapter "$SYN/$BIG-lora2" \
+  --adapter "$SYN/$BIG-lora3"
+step lora3-0.5b-f32 120 "$Q" generate --device "$DEVICE" --model "$SMALL" --prompt \
+  "How many singers do we have?" --max-tokens 32 --engine-copies 16 --stats \
+  --adapter "$SYN/small-lora1" --adapter "$SYN/small-lora2" --adapter "$SYN/small-lora3"
+figures "$LOGS"/engine-7b-*.log "$LOGS"/greedy-7b-*.log "$LOGS"/lora3-0.5b-f32.log
 
 # 5. The server on the device (scripts/gpu/quorum-gpu.toml): one Text2Sql request end to end,
 # then 64 concurrent generations of the 7B through gRPC.
@@ -136,8 +153,8 @@ mkdir -p "$WORK/db/concert_singer"
 cp gpu-bundle/concert_singer.sqlite "$WORK/db/concert_singer/"
 sed -e "s#@SYN@#$SYN#g" -e "s#@REPO@#$REPO#g" -e "s#qwen2.5-coder-7b\"#$BIG\"#" \
   -e "s#\"cuda:0\"#\"$DEVICE\"#" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
-serve_and_load() { # BINARY TAG: start a server, time 64 streams on the 7B, stop it
-  "$1" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
+serve_and_load() { # BINARY TAG [KERNELS]: start a server, time 64 streams on the 7B, stop it
+  QUORUM_CUDA_KERNELS=${3:-1} "$1" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
     >"$LOGS/serve-$2.log" 2>&1 &
   local server=$!
   # Ready when health says SERVING (both models loaded); the base build waits the same way.
@@ -152,6 +169,7 @@ serve_and_load() { # BINARY TAG: start a server, time 64 streams on the 7B, stop
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
 }
 serve_and_load "$Q" new
+serve_and_load "$Q" kernels0 0
 
 # 6. PyTorch + transformers on the same files, same prompts, same call.
 step torch-7b 200 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json"
@@ -162,5 +180,7 @@ if [ -x "$WORK/quorum-base" ]; then
   serve_and_load "$WORK/quorum-base" base
 fi
 
+# The headline figures as JSON (docs/runs/gpu-figures.json once committed).
+python3 scripts/gpu/figures.py "$LOGS" "$OUT" "$HALF" | tee -a "$LOG"
 tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 say "done"

@@ -8,7 +8,9 @@ use quorum_models::{CpuPath, DeviceSpec, align_candle_with, resolve_cpu_path};
 
 mod cli;
 
-use cli::local_model::{GenerateArgs, embed, generate, generate_policy, synth_checkpoint};
+use cli::local_model::{
+    GenerateArgs, embed, generate, generate_policy, synth_adapter, synth_checkpoint,
+};
 use cli::serve::{HealthArgs, ServeArgs, health, serve};
 use cli::{
     adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, pg_load, subtask, train,
@@ -101,6 +103,10 @@ enum Command {
         /// The engine's KV cache with --engine-copies.
         #[arg(long, default_value_t = quorum_server::config::resolved::DEFAULT_KV_CACHE_MIB)]
         kv_cache_mib: u64,
+        /// With --engine-copies: a PEFT adapter directory (repeatable); copies take no adapter
+        /// and each adapter in turn, and each copy must decode what its adapter decodes alone.
+        #[arg(long = "adapter")]
+        adapters: Vec<PathBuf>,
     },
     /// Writes a Hugging Face model directory with the exact tensor shapes of a released model
     /// and seeded random values, with a byte-level tokenizer: for speed and device-agreement
@@ -115,6 +121,21 @@ enum Command {
         /// How the weights are stored: bf16 or f32.
         #[arg(long, default_value = "bf16")]
         dtype: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Writes a PEFT LoRA adapter for a synthetic checkpoint's architecture: every projection of
+    /// every layer, seeded random values; for multi-adapter checks where real adapters of that
+    /// model do not exist.
+    SynthAdapter {
+        /// The architecture, as for synth-checkpoint.
+        #[arg(long)]
+        arch: String,
+        /// Directory to write (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 16)]
+        rank: usize,
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -201,6 +222,7 @@ fn run() -> Result<()> {
             engine_copies,
             kv_cache_mib,
             dtype,
+            adapters,
         } => {
             let dtype = quorum_models::parse_dtype(&dtype).context("--dtype")?;
             if let Some(copies) = &engine_copies {
@@ -221,8 +243,13 @@ fn run() -> Result<()> {
                     kv_cache_mib,
                     dtype,
                     stats,
+                    adapters: &adapters,
                 });
             }
+            anyhow::ensure!(
+                adapters.is_empty(),
+                "--adapter runs copies through the engine: give --engine-copies too"
+            );
             let args = GenerateArgs {
                 model,
                 prompt,
@@ -242,6 +269,12 @@ fn run() -> Result<()> {
             dtype,
             seed,
         } => synth_checkpoint(&arch, &out, &dtype, seed),
+        Command::SynthAdapter {
+            arch,
+            out,
+            rank,
+            seed,
+        } => synth_adapter(&arch, &out, rank, seed),
         Command::Embed {
             model,
             similarity,

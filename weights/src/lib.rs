@@ -34,7 +34,8 @@ pub use hub::{
 pub use lora_adapter::{LoraAdapter, LoraAdapterConfig, load_lora_adapter};
 pub use store::{StoredTensor, TensorStore};
 pub use synthetic::{
-    SYNTHETIC_ARCHS, SyntheticArch, SyntheticDtype, synthetic_arch, write_synthetic_checkpoint,
+    SYNTHETIC_ARCHS, SyntheticArch, SyntheticDtype, synthetic_arch, write_synthetic_adapter,
+    write_synthetic_checkpoint,
 };
 
 /// Loads a checkpoint from a GGUF file or a Hugging Face model directory, chosen by what `path` is.

@@ -415,9 +415,100 @@ pub fn write_synthetic_checkpoint(
     })
 }
 
+/// The projections a synthetic adapter changes: all seven of every layer.
+const ADAPTED: [&str; 7] = [
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+];
+
+/// Writes a PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors, f32)
+/// of rank `rank` for `arch` into `dir`: every projection of every layer, seeded random `A`
+/// and `B` (PEFT would start `B` at zero, which makes no delta), `lora_alpha = 2 * rank`. For
+/// multi-adapter checks on a synthetic checkpoint; the same `seed` gives the same bytes.
+pub fn write_synthetic_adapter(
+    arch: &SyntheticArch,
+    dir: &Path,
+    rank: usize,
+    seed: u64,
+) -> WeightsResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| WeightsError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    })?;
+    write_json(
+        &dir.join("adapter_config.json"),
+        &serde_json::json!({
+            "peft_type": "LORA",
+            "r": rank,
+            "lora_alpha": 2 * rank,
+            "target_modules": ADAPTED.map(|m| m.rsplit('.').next().unwrap_or(m)),
+            "base_model_name_or_path": arch.name,
+        }),
+    )?;
+    let (h, i) = (arch.hidden_size, arch.intermediate_size);
+    let head_dim = h / arch.num_heads;
+    let (q, kv) = (arch.num_heads * head_dim, arch.num_kv_heads * head_dim);
+    let fans = [(h, q), (h, kv), (h, kv), (q, h), (h, i), (h, i), (i, h)];
+    let mut specs = Vec::new();
+    for l in 0..arch.num_layers {
+        for (module, (fan_in, fan_out)) in ADAPTED.iter().zip(fans) {
+            let name = format!("base_model.model.model.layers.{l}.{module}");
+            specs.push((format!("{name}.lora_A.weight"), vec![rank, fan_in]));
+            specs.push((format!("{name}.lora_B.weight"), vec![fan_out, rank]));
+        }
+    }
+    let tensors: Vec<(String, LazyTensor)> = specs
+        .into_iter()
+        .map(|(name, shape)| {
+            let seed = tensor_seed(seed, &name);
+            let t = LazyTensor {
+                shape,
+                dtype: SyntheticDtype::F32,
+                fill: Fill::Random,
+                seed,
+            };
+            (name, t)
+        })
+        .collect();
+    let path = dir.join("adapter_model.safetensors");
+    safetensors::serialize_to_file(
+        tensors.iter().map(|(name, t)| (name.as_str(), t)),
+        None,
+        &path,
+    )
+    .map_err(|e| WeightsError::Corrupt {
+        path,
+        detail: format!("writing: {e}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_synthetic_adapter_loads_with_every_projection_of_every_layer() {
+        let arch = smallest();
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_synthetic_adapter(&arch, dir.path(), 4, 3).expect("written");
+        let adapter = crate::load_lora_adapter(
+            dir.path(),
+            "syn",
+            &candle_core::Device::Cpu,
+            candle_core::DType::F32,
+        )
+        .expect("PEFT directory loads");
+        assert_eq!(adapter.config.r, 4);
+        assert_eq!(adapter.modules.len(), arch.num_layers * ADAPTED.len());
+        let (a, b) = &adapter.modules["model.layers.0.mlp.down_proj"];
+        assert_eq!(a.dims(), &[4, arch.intermediate_size]);
+        assert_eq!(b.dims(), &[arch.hidden_size, 4]);
+    }
 
     fn smallest() -> SyntheticArch {
         synthetic_arch("smollm2-135m").expect("known")

@@ -4,10 +4,12 @@
 //! greedy loop's, so the two can be compared on any device: on a GPU this is the check that the
 //! engine's KV blocks and batched attention on the device agree with the CPU, and with
 //! `--stats` it gives the engine's aggregate decode rate at N streams without a gRPC server in
-//! the way.
+//! the way. With `--adapter DIR` (repeatable) copy `i` uses adapter `i mod (adapters + 1)`, 0
+//! being none: each adapter (and none) first decodes alone, then every copy of a mixed batch
+//! must decode what its adapter decoded alone.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -30,6 +32,16 @@ pub struct EngineGenerate<'a> {
     pub kv_cache_mib: u64,
     pub dtype: DType,
     pub stats: bool,
+    /// PEFT adapters the copies take in turn, after a copy with none.
+    pub adapters: &'a [PathBuf],
+}
+
+/// The adapter copy `i` uses: none for every `adapters + 1`-th copy, else one in turn.
+fn adapter_of(i: usize, adapters: usize) -> Option<String> {
+    match i % (adapters + 1) {
+        0 => None,
+        k => Some(format!("adapter-{k}")),
+    }
 }
 
 /// One copy's outcome.
@@ -70,10 +82,27 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("tokenizing the prompt: {e}"))?
         .get_ids()
         .to_vec();
+    for (k, dir) in args.adapters.iter().enumerate() {
+        engine
+            .load_adapter(&format!("adapter-{}", k + 1), dir)
+            .with_context(|| format!("loading the adapter in {}", dir.display()))?;
+    }
+    // What each adapter (and none) decodes alone, when copies differ by adapter; otherwise the
+    // first run's first copy is the reference.
+    let mut alone: Vec<Vec<u32>> = Vec::new();
+    if !args.adapters.is_empty() {
+        for slot in 0..=args.adapters.len() {
+            let adapter = adapter_of(slot, args.adapters.len());
+            let copy = run_copies(&engine, &prompt_tokens, 1, args, |_| adapter.clone())?;
+            alone.push(copy.into_iter().next().expect("one copy").tokens);
+        }
+    }
     let mut first_text = None;
     let mut disagreements = Vec::new();
     for &n in args.copies {
-        let copies = run_copies(&engine, &prompt_tokens, n, args)?;
+        let copies = run_copies(&engine, &prompt_tokens, n, args, |i| {
+            adapter_of(i, args.adapters.len())
+        })?;
         let first = &copies[0];
         if first_text.is_none() {
             let text = engine
@@ -85,7 +114,11 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
         }
         let same = copies
             .iter()
-            .filter(|c| Some(&c.tokens) == first_text.as_ref())
+            .enumerate()
+            .filter(|(i, c)| match alone.get(i % (args.adapters.len() + 1)) {
+                Some(reference) => &c.tokens == reference,
+                None => Some(&c.tokens) == first_text.as_ref(),
+            })
             .count();
         if same != n {
             disagreements.push(format!("{same} of {n}"));
@@ -93,8 +126,13 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
     }
     engine.shutdown();
     if !disagreements.is_empty() {
+        let reference = if args.adapters.is_empty() {
+            "the first run's first copy"
+        } else {
+            "their adapter alone"
+        };
         bail!(
-            "copies decoded other tokens than the first run's first copy: only {} did",
+            "copies decoded other tokens than {reference}: only {} did",
             disagreements.join(", ")
         );
     }
@@ -107,18 +145,19 @@ fn run_copies(
     prompt_tokens: &[u32],
     n: usize,
     args: &EngineGenerate,
+    adapter: impl Fn(usize) -> Option<String>,
 ) -> Result<Vec<Copy>> {
     let eos = &engine.info().eos_token_ids;
     let start = Instant::now();
     let receivers = (0..n)
-        .map(|_| {
+        .map(|i| {
             engine.submit(GenerateRequest {
                 prompt_tokens: prompt_tokens.to_vec(),
                 params: SamplingParams {
                     max_new_tokens: args.max_tokens as u32,
                     ..SamplingParams::greedy()
                 },
-                adapter: None,
+                adapter: adapter(i),
                 deadline: None,
                 grammar: None,
                 draft_hint: Vec::new(),
@@ -166,9 +205,12 @@ fn run_copies(
             .iter()
             .map(|c| c.tokens.len().saturating_sub(1))
             .sum();
+        // Copies of one adapter (or of none) against the first copy of theirs.
+        let kinds = args.adapters.len() + 1;
         let same = copies
             .iter()
-            .filter(|c| c.tokens == copies[0].tokens)
+            .enumerate()
+            .filter(|(i, c)| c.tokens == copies[i % kinds].tokens)
             .count();
         eprintln!(
             "engine on {} ({}): {n} copies, {same} decoded the same tokens; prompt {} tokens, \

@@ -42,6 +42,19 @@ pub fn synth_checkpoint(arch: &str, out: &std::path::Path, dtype: &str, seed: u6
     Ok(())
 }
 
+pub fn synth_adapter(arch: &str, out: &std::path::Path, rank: usize, seed: u64) -> Result<()> {
+    anyhow::ensure!(rank > 0, "--rank: an adapter has a rank of at least 1");
+    let arch = quorum_weights::synthetic_arch(arch)?;
+    quorum_weights::write_synthetic_adapter(&arch, out, rank, seed)
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "wrote a synthetic rank-{rank} adapter of {} to {}",
+        arch.name,
+        out.display()
+    );
+    Ok(())
+}
+
 /// The matmul policy of `quorum generate`: the int8 GEMM from one row unless turned off.
 pub fn generate_policy(no_int8_prefill: bool, cpu_path: CpuPath) -> MatmulPolicy {
     if no_int8_prefill {
