@@ -460,7 +460,12 @@ impl Runner {
     }
 
     fn sample(&mut self, plan: &StepPlan, logits: Option<Tensor>) -> Vec<StepResult> {
-        let rows: Vec<Vec<f32>> = match logits.map(|l| l.to_vec2::<f32>()) {
+        let plain_greedy = plan.seqs.iter().filter(|s| s.samples).all(|s| {
+            self.active
+                .get(&s.request_id)
+                .is_none_or(|a| a.sampler.is_plain_greedy())
+        });
+        let rows: Vec<LogitRow> = match logits.map(|l| logit_rows(l, plain_greedy)) {
             Some(Ok(rows)) => rows,
             Some(Err(e)) => {
                 tracing::error!(error = %e, "reading logits failed");
@@ -604,13 +609,52 @@ impl Runner {
     }
 }
 
+/// One row of a step's logits as sampling receives it.
+enum LogitRow {
+    /// The row itself, on the host.
+    Values(Vec<f32>),
+    /// Its arg-max, taken on the device (`None`: no finite logit), when every row of the step
+    /// is plain greedy; `vocab` for the error message.
+    Chosen { token: Option<u32>, vocab: usize },
+}
+
+/// The step's logits `[rows, vocab]` for sampling. When every sampling sequence is plain
+/// greedy, each row's arg-max is taken where the logits are: on a CUDA device with Quorum's
+/// kernels only those ids cross to the host; elsewhere the host takes them with the sampler's
+/// own rule. Otherwise every row is handed over whole.
+fn logit_rows(logits: Tensor, plain_greedy: bool) -> candle_core::Result<Vec<LogitRow>> {
+    #[cfg(feature = "cuda")]
+    if plain_greedy && logits.device().is_cuda() && quorum_kernels::cuda::enabled() {
+        let vocab = logits.dim(1)?;
+        let ids = quorum_kernels::cuda::device::argmax_rows(&logits)?.to_vec1::<u32>()?;
+        let none = quorum_kernels::cuda::reference::NO_TOKEN;
+        return Ok(ids
+            .into_iter()
+            .map(|id| LogitRow::Chosen {
+                token: (id != none).then_some(id),
+                vocab,
+            })
+            .collect());
+    }
+    let rows = logits.to_vec2::<f32>()?.into_iter();
+    Ok(if plain_greedy {
+        rows.map(|row| LogitRow::Chosen {
+            token: crate::sampler::argmax(&row),
+            vocab: row.len(),
+        })
+        .collect()
+    } else {
+        rows.map(LogitRow::Values).collect()
+    })
+}
+
 /// One sequence's share of a step's sampling.
 struct SampleJob<'a> {
     request_id: RequestId,
     samples: bool,
     active: Option<&'a mut Active>,
     /// Logits: one row per draft token and one before them.
-    rows: Vec<Vec<f32>>,
+    rows: Vec<LogitRow>,
     /// The draft tokens the step checked.
     drafts: &'a [u32],
     outcome: Option<SampleDone>,
@@ -662,13 +706,17 @@ impl SampleJob<'_> {
 }
 
 /// Samples one sequence's next token, streams it, and says whether it stops.
-fn sample_one(a: &mut Active, row: Option<Vec<f32>>, now: Instant) -> (u32, bool) {
-    let Some(mut row) = row else {
-        a.reason = Some(FinishReason::Error);
-        a.error = Some("no logits for this sequence".into());
-        return (0, true);
+fn sample_one(a: &mut Active, row: Option<LogitRow>, now: Instant) -> (u32, bool) {
+    let sampled = match row {
+        Some(LogitRow::Values(mut row)) => a.sampler.sample(&mut row, &a.generated, &a.prompt),
+        Some(LogitRow::Chosen { token, vocab }) => a.sampler.chosen(token, vocab),
+        None => {
+            a.reason = Some(FinishReason::Error);
+            a.error = Some("no logits for this sequence".into());
+            return (0, true);
+        }
     };
-    match a.sampler.sample(&mut row, &a.generated, &a.prompt) {
+    match sampled {
         Ok(out) => {
             a.generated.push(out.token);
             a.first_token.get_or_insert(now);

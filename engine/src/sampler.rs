@@ -154,6 +154,33 @@ impl Sampler {
         self.constraint.as_ref().map(|c| c.failure())
     }
 
+    /// Whether the next token is the plain arg-max of the raw logits: greedy, no constraint, no
+    /// repetition penalty, no log-probabilities asked for. Such a row's choice can be made
+    /// where the logits are (a GPU) and only the id handed over ([`Self::chosen`]).
+    pub fn is_plain_greedy(&self) -> bool {
+        self.temperature == 0.0
+            && self.constraint.is_none()
+            && self.repetition_penalty == 1.0
+            && !self.logprobs
+            && self.candidate_token_ids.is_empty()
+    }
+
+    /// The outcome of a plain greedy step whose arg-max was taken elsewhere: `token`, or `None`
+    /// when the row had no finite logit. Only for a sampler that [`Self::is_plain_greedy`].
+    pub fn chosen(
+        &mut self,
+        token: Option<u32>,
+        vocab_size: usize,
+    ) -> Result<SampleOutcome, SamplerError> {
+        debug_assert!(self.is_plain_greedy());
+        let token = token.ok_or(SamplerError::NoViableToken { vocab_size })?;
+        Ok(SampleOutcome {
+            token,
+            logprob: None,
+            candidate_logprobs: Vec::new(),
+        })
+    }
+
     /// The seed actually in use, worth logging: it reproduces an unseeded run.
     pub fn seed(&self) -> u64 {
         self.seed
@@ -484,8 +511,8 @@ fn pick(candidates: &[Candidate], threshold: f64) -> Option<u32> {
         .map(|c| c.id)
 }
 
-/// Index of the largest finite logit, ties to the lowest id.
-fn argmax(logits: &[f32]) -> Option<u32> {
+/// Index of the largest finite logit, ties to the lowest id; `None` when no logit is finite.
+pub(crate) fn argmax(logits: &[f32]) -> Option<u32> {
     let mut best: Option<(usize, f32)> = None;
     for (i, &l) in logits.iter().enumerate() {
         if !l.is_finite() {

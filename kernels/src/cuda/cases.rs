@@ -279,11 +279,12 @@ pub fn rotary_cases() -> Vec<(&'static str, RotaryCase)> {
         .collect()
 }
 
-/// Three sequences scattered over the blocks: one of a single key, one of 37, one of 1,100
-/// (three partitions), with decode rows and a short tail of three rows on the long one.
+/// Three sequences scattered over the blocks: one of a single key, one of 37, one of 600 (two
+/// partitions), with decode rows and a short tail of three rows on the long one. Small enough
+/// for the CPU emulation, which runs every thread of a block as an OS thread.
 pub fn attention_case() -> AttentionCase {
-    let (heads, kv_heads, head_dim, block_size) = (6, 2, 40, 16);
-    let contexts = [1usize, 37, 1_100];
+    let (heads, kv_heads, head_dim, block_size) = (4, 2, 40, 16);
+    let contexts = [1usize, 37, 600];
     let blocks_needed: Vec<usize> = contexts.iter().map(|c| c.div_ceil(block_size)).collect();
     let total_blocks: usize = blocks_needed.iter().sum::<usize>() + 3;
     // Hand out blocks in a scrambled order, so no table is contiguous.
@@ -296,7 +297,7 @@ pub fn attention_case() -> AttentionCase {
         .map(|&n| next.by_ref().take(n).collect())
         .collect();
     let seq_of_row = vec![0, 1, 2, 2, 2];
-    let context_lens = vec![1, 37, 1_098, 1_099, 1_100];
+    let context_lens = vec![1, 37, 598, 599, 600];
     let rows = seq_of_row.len();
     let width = kv_heads * head_dim;
     let mut v = Values::new(5);
@@ -337,14 +338,15 @@ pub fn lora_case() -> LoraCase {
     }
 }
 
-/// A row with a tie for the maximum (the lower id wins), a row of -inf but one NaN, and a row
-/// whose maximum is the last id.
+/// A row with a tie for the maximum (the lower id wins) and an infinity (never chosen), a row
+/// of -inf but one NaN (no token), and a row whose maximum is the last id.
 pub fn argmax_case() -> ArgmaxCase {
     let vocab = 1_001;
     let mut v = Values::new(7);
     let mut logits = v.take(3 * vocab, 4.0);
     logits[700] = 9.0;
     logits[300] = 9.0;
+    logits[500] = f32::INFINITY;
     let second = &mut logits[vocab..2 * vocab];
     second.fill(f32::NEG_INFINITY);
     second[10] = f32::NAN;

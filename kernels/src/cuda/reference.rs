@@ -143,21 +143,33 @@ pub fn lora(case: &LoraCase) -> Vec<f32> {
     y
 }
 
-/// Each row's arg-max: the lowest id among equal maxima, NaN never chosen, 0 for a row of NaN.
+/// Each row's arg-max over its finite logits, the lowest id among equal maxima; [`NO_TOKEN`]
+/// for a row with no finite logit (the host sampler's rule).
 pub fn argmax(case: &ArgmaxCase) -> Vec<u32> {
     case.logits
         .chunks_exact(case.vocab)
         .map(|row| {
             let mut best: Option<(usize, f32)> = None;
             for (i, &v) in row.iter().enumerate() {
-                if v.is_nan() {
-                    continue;
-                }
-                if best.is_none_or(|(_, b)| v > b) {
+                if v.is_finite() && best.is_none_or(|(_, b)| v > b) {
                     best = Some((i, v));
                 }
             }
-            best.map_or(0, |(i, _)| i as u32)
+            best.map_or(NO_TOKEN, |(i, _)| i as u32)
         })
         .collect()
+}
+
+/// What the arg-max kernel writes for a row with no finite logit.
+pub const NO_TOKEN: u32 = u32::MAX;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::cases::argmax_case;
+
+    #[test]
+    fn the_argmax_reference_keeps_the_host_samplers_rule() {
+        assert_eq!(argmax(&argmax_case()), vec![300, NO_TOKEN, 1_000]);
+    }
 }
