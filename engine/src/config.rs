@@ -45,6 +45,9 @@ pub struct EngineConfig {
     /// path every GPU takes (off the CPU the blocks are always there), forced here so that tests
     /// can run it where no GPU is.
     pub device_kv_on_cpu: bool,
+    /// On a CUDA device: size the KV cache as this share of the memory free once the model is
+    /// loaded, less a reserve for activations (`device_memory`), instead of `kv_cache_bytes`.
+    pub gpu_memory_fraction: Option<f64>,
 }
 
 /// Two seconds: a short request waits at most about that long behind a long prompt, and an
@@ -79,6 +82,7 @@ impl EngineConfig {
             max_draft_tokens: DEFAULT_MAX_DRAFT_TOKENS,
             dtype: DType::F32,
             device_kv_on_cpu: false,
+            gpu_memory_fraction: None,
         }
     }
 }

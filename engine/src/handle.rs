@@ -278,14 +278,18 @@ pub fn spawn_engine(
     };
     // The layout counts f32 entries; the cache is kept in the model's dtype.
     let bytes_per_token = layout.bytes_per_token() / 4 * config.dtype.size_in_bytes();
-    let num_blocks = blocks_for_budget(
-        config.kv_cache_bytes,
-        bytes_per_token as u64,
-        config.block_size,
-    )
-    .map_err(|e| EngineError::Config {
-        detail: e.to_string(),
-    })?;
+    let kv_bytes = kv_cache_bytes(&config, &mc, device, bytes_per_token as u64)?;
+    let num_blocks = blocks_for_budget(kv_bytes, bytes_per_token as u64, config.block_size)
+        .map_err(|e| EngineError::Config {
+            detail: e.to_string(),
+        })?;
+    tracing::info!(
+        model = %config.model_name,
+        kv_cache_mib = kv_bytes >> 20,
+        kv_dtype = ?config.dtype,
+        blocks = num_blocks,
+        "KV cache"
+    );
     let layout = KvLayout {
         num_blocks: num_blocks as usize,
         ..layout
@@ -392,4 +396,105 @@ fn warm_up(model: &DecoderModel) -> Result<(), EngineError> {
     let layout = quorum_models::BatchLayout::from_chunks([(0, 0, 1, true)]);
     model.forward(&[0], &layout, &mut cache)?;
     Ok(())
+}
+
+/// The KV cache's bytes: `kv_cache_bytes`, or on a CUDA device with `gpu_memory_fraction` its
+/// share of the free memory (see `device_memory`). A model whose share would not hold one
+/// sequence of its maximum length is a configuration error naming it and the numbers.
+fn kv_cache_bytes(
+    config: &EngineConfig,
+    mc: &quorum_models::DecoderConfig,
+    device: &Device,
+    bytes_per_token: u64,
+) -> Result<u64, EngineError> {
+    let Some(fraction) = config.gpu_memory_fraction else {
+        return Ok(config.kv_cache_bytes);
+    };
+    let err = |detail: String| EngineError::Config { detail };
+    if !(fraction > 0.0 && fraction <= 1.0) {
+        return Err(err(format!(
+            "model {}: gpu_memory_fraction must be in (0, 1], not {fraction}",
+            config.model_name
+        )));
+    }
+    let free = crate::device_memory::free_bytes(device)
+        .map_err(|e| err(format!("model {}: {e}", config.model_name)))?
+        .ok_or_else(|| {
+            err(format!(
+                "model {}: gpu_memory_fraction sizes the KV cache on a CUDA device, not on {device:?}",
+                config.model_name
+            ))
+        })?;
+    let max_len = config.max_model_len.min(mc.max_position);
+    let budget = crate::device_memory::DeviceBudget {
+        free,
+        fraction,
+        reserve: crate::device_memory::activation_reserve(
+            mc,
+            config.max_batched_tokens,
+            config.max_running_seqs,
+            max_len,
+            config.dtype.size_in_bytes(),
+        ),
+    };
+    let needed = max_len as u64 * bytes_per_token;
+    let kv = budget.kv_bytes();
+    if kv < needed {
+        let mib = |b: u64| b >> 20;
+        return Err(err(format!(
+            "model {} does not fit: {} MiB free after its weights, {fraction} of it less {} MiB \
+             for activations leaves {} MiB for the KV cache, and one sequence of {max_len} \
+             tokens needs {} MiB",
+            config.model_name,
+            mib(free),
+            mib(budget.reserve),
+            mib(kv),
+            mib(needed)
+        )));
+    }
+    Ok(kv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> quorum_models::DecoderConfig {
+        quorum_models::DecoderConfig {
+            arch: quorum_models::DecoderArch::Qwen2,
+            vocab_size: 64,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 8,
+            rope_theta: 1e4,
+            rms_norm_eps: 1e-6,
+            max_position: 128,
+            rope_interleaved: false,
+        }
+    }
+
+    #[test]
+    fn a_fixed_budget_is_used_as_given_and_a_gpu_share_off_the_gpu_is_an_error() {
+        let mut config = EngineConfig::cpu_default("m");
+        assert_eq!(
+            kv_cache_bytes(&config, &tiny(), &Device::Cpu, 256).unwrap(),
+            config.kv_cache_bytes
+        );
+        config.gpu_memory_fraction = Some(0.5);
+        let err = kv_cache_bytes(&config, &tiny(), &Device::Cpu, 256)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("model m") && err.contains("CUDA device"),
+            "{err}"
+        );
+        config.gpu_memory_fraction = Some(1.5);
+        let err = kv_cache_bytes(&config, &tiny(), &Device::Cpu, 256)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(0, 1]"), "{err}");
+    }
 }

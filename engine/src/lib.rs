@@ -12,6 +12,7 @@ mod config;
 mod detokenizer;
 mod device_attention;
 mod device_kv;
+pub mod device_memory;
 mod engine_error;
 mod grammar;
 mod handle;

@@ -338,5 +338,6 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         max_draft_tokens: limits.max_draft_tokens,
         dtype: spec.dtype,
         device_kv_on_cpu: false,
+        gpu_memory_fraction: spec.gpu_memory_fraction,
     }
 }

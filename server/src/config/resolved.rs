@@ -53,6 +53,8 @@ pub struct ModelSpec {
     pub reencode: Reencode,
     pub adapters: BTreeMap<String, PathBuf>,
     pub dtype: candle_core::DType,
+    /// See `RawModel::gpu_memory_fraction`; checked to be in (0, 1] on a CUDA device.
+    pub gpu_memory_fraction: Option<f64>,
 }
 
 impl ModelSpec {
@@ -363,6 +365,8 @@ fn resolve_models(
             .with_context(|| format!("model `{name}`"))?;
         let dtype = parse_model_dtype(m.dtype.as_deref(), model_device)
             .with_context(|| format!("model `{name}`"))?;
+        check_gpu_memory_fraction(m.gpu_memory_fraction, model_device)
+            .with_context(|| format!("model `{name}`"))?;
         let mut adapters = BTreeMap::new();
         for (adapter, dir) in &m.adapters {
             let dir = crate::model_source::absolute(dir);
@@ -388,6 +392,7 @@ fn resolve_models(
             reencode,
             adapters,
             dtype,
+            gpu_memory_fraction: m.gpu_memory_fraction,
         });
     }
     ensure!(
@@ -526,6 +531,26 @@ pub(super) fn parse_reencode(
 
 /// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad
 /// config fails before any model loads).
+/// `gpu_memory_fraction` is a share in (0, 1] and only sizes a CUDA device's cache.
+pub(super) fn check_gpu_memory_fraction(
+    fraction: Option<f64>,
+    device: DeviceSpec,
+) -> anyhow::Result<()> {
+    let Some(f) = fraction else {
+        return Ok(());
+    };
+    ensure!(
+        f > 0.0 && f <= 1.0,
+        "gpu_memory_fraction must be in (0, 1], not {f}"
+    );
+    ensure!(
+        matches!(device, DeviceSpec::Cuda(_)),
+        "gpu_memory_fraction sizes the KV cache of a CUDA device; this model is on {device} \
+         (use limits.kv_cache_mib)"
+    );
+    Ok(())
+}
+
 pub(super) fn parse_model_dtype(
     spec: Option<&str>,
     device: DeviceSpec,

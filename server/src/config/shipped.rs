@@ -82,6 +82,7 @@ pub(super) fn profile_models(
         reencode: None,
         adapters: BTreeMap::new(),
         dtype: None,
+        gpu_memory_fraction: None,
     };
     let embedder = model("all-minilm-l6-v2", vec![Role::Embedder], None);
     match profile {

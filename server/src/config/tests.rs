@@ -35,6 +35,25 @@ fn half_precision_needs_a_gpu() {
     assert!(err.contains("unknown dtype `int4`"), "{err}");
 }
 
+#[test]
+fn a_gpu_memory_share_must_be_a_share_and_on_a_gpu() {
+    check_gpu_memory_fraction(None, DeviceSpec::Cpu).unwrap();
+    check_gpu_memory_fraction(Some(0.9), DeviceSpec::Cuda(0)).unwrap();
+    let err = check_gpu_memory_fraction(Some(0.9), DeviceSpec::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("CUDA device") && err.contains("kv_cache_mib"),
+        "{err}"
+    );
+    for bad in [0.0, -0.1, 1.5, f64::NAN] {
+        let err = check_gpu_memory_fraction(Some(bad), DeviceSpec::Cuda(0))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(0, 1]"), "{bad}: {err}");
+    }
+}
+
 /// The ConfigMaps of deploy/ are server configs: unknown keys and bad limits fail here
 /// rather than in a crash-looping pod.
 #[test]
