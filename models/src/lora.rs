@@ -16,15 +16,7 @@ use crate::config::DecoderConfig;
 use crate::error::{ModelError, ModelResult};
 
 /// The projections of a decoder layer, in the order [`LayerLora`] stores them.
-pub(crate) const PROJECTIONS: [&str; 7] = [
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn.o_proj",
-    "mlp.gate_proj",
-    "mlp.up_proj",
-    "mlp.down_proj",
-];
+pub(crate) const PROJECTIONS: [&str; 7] = quorum_weights::DECODER_PROJECTIONS;
 
 /// Index into [`PROJECTIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

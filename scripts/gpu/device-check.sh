@@ -151,8 +151,11 @@ figures "$LOGS"/engine-7b-*.log "$LOGS"/greedy-7b-*.log "$LOGS"/lora3-0.5b-f32.l
 # then 64 concurrent generations of the 7B through gRPC.
 mkdir -p "$WORK/db/concert_singer"
 cp gpu-bundle/concert_singer.sqlite "$WORK/db/concert_singer/"
+# A dry run on the CPU drops the share of GPU memory, which only a CUDA device has.
+CPU_ONLY=()
+[ "$DEVICE" = cpu ] && CPU_ONLY=(-e '/gpu_memory_fraction/d')
 sed -e "s#@SYN@#$SYN#g" -e "s#@REPO@#$REPO#g" -e "s#qwen2.5-coder-7b\"#$BIG\"#" \
-  -e "s#\"cuda:0\"#\"$DEVICE\"#" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
+  -e "s#\"cuda:0\"#\"$DEVICE\"#" "${CPU_ONLY[@]}" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
 serve_and_load() { # BINARY TAG [KERNELS]: start a server, time 64 streams on the 7B, stop it
   QUORUM_CUDA_KERNELS=${3:-1} "$1" serve --config "$WORK/quorum.toml" --listen 127.0.0.1:50070 --database-dir "$WORK/db" \
     >"$LOGS/serve-$2.log" 2>&1 &

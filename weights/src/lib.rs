@@ -31,7 +31,7 @@ pub use hub::{
     DEFAULT_HUB_ENDPOINT, HubCache, HubDownload, HubModel, download_hub_model, resolve_hub_model,
     resolve_hub_snapshot,
 };
-pub use lora_adapter::{LoraAdapter, LoraAdapterConfig, load_lora_adapter};
+pub use lora_adapter::{DECODER_PROJECTIONS, LoraAdapter, LoraAdapterConfig, load_lora_adapter};
 pub use store::{StoredTensor, TensorStore};
 pub use synthetic::{
     SYNTHETIC_ARCHS, SyntheticArch, SyntheticDtype, synthetic_arch, write_synthetic_adapter,

@@ -45,6 +45,18 @@ pub struct LoraAdapter {
     pub modules: HashMap<String, (Tensor, Tensor)>,
 }
 
+/// The projections of a decoder layer, under their Hugging Face names (`model.layers.{i}.` +
+/// one of these), in the order the decoder stores its adapters' weights.
+pub const DECODER_PROJECTIONS: [&str; 7] = [
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+];
+
 /// PEFT prefixes module names with `base_model.model.`.
 fn module_name(tensor_name: &str) -> Option<(String, bool)> {
     let name = tensor_name

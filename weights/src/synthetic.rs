@@ -342,6 +342,28 @@ fn write_json(path: &Path, value: &serde_json::Value) -> WeightsResult<()> {
     })
 }
 
+fn create_dir(dir: &Path) -> WeightsResult<()> {
+    std::fs::create_dir_all(dir).map_err(|e| WeightsError::Io {
+        path: dir.to_path_buf(),
+        source: e,
+    })
+}
+
+fn write_safetensors(
+    path: std::path::PathBuf,
+    tensors: &[(String, LazyTensor)],
+) -> WeightsResult<()> {
+    safetensors::serialize_to_file(
+        tensors.iter().map(|(name, t)| (name.as_str(), t)),
+        None,
+        &path,
+    )
+    .map_err(|e| WeightsError::Corrupt {
+        path,
+        detail: format!("writing: {e}"),
+    })
+}
+
 /// Writes config.json, tokenizer.json, tokenizer_config.json and model.safetensors for `arch`
 /// into `dir` (created if missing). The same `seed` gives the same bytes.
 pub fn write_synthetic_checkpoint(
@@ -350,10 +372,7 @@ pub fn write_synthetic_checkpoint(
     dtype: SyntheticDtype,
     seed: u64,
 ) -> WeightsResult<()> {
-    std::fs::create_dir_all(dir).map_err(|e| WeightsError::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
+    create_dir(dir)?;
     let tok = tokenizer(arch.vocab_size)?;
     let end_of_turn = tok.token_to_id("<|im_end|>").expect("special token added");
     let end_of_text = tok
@@ -402,29 +421,11 @@ pub fn write_synthetic_checkpoint(
             "quorum_synthetic": { "arch": arch.name, "seed": seed },
         }),
     )?;
-    let tensors = tensors(arch, dtype, seed);
-    let path = dir.join("model.safetensors");
-    safetensors::serialize_to_file(
-        tensors.iter().map(|(name, t)| (name.as_str(), t)),
-        None,
-        &path,
-    )
-    .map_err(|e| WeightsError::Corrupt {
-        path,
-        detail: format!("writing: {e}"),
-    })
+    write_safetensors(dir.join("model.safetensors"), &tensors(arch, dtype, seed))
 }
 
-/// The projections a synthetic adapter changes: all seven of every layer.
-const ADAPTED: [&str; 7] = [
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn.o_proj",
-    "mlp.gate_proj",
-    "mlp.up_proj",
-    "mlp.down_proj",
-];
+/// A synthetic adapter changes every projection of every layer.
+const ADAPTED: [&str; 7] = crate::DECODER_PROJECTIONS;
 
 /// Writes a PEFT LoRA adapter directory (adapter_config.json, adapter_model.safetensors, f32)
 /// of rank `rank` for `arch` into `dir`: every projection of every layer, seeded random `A`
@@ -436,10 +437,7 @@ pub fn write_synthetic_adapter(
     rank: usize,
     seed: u64,
 ) -> WeightsResult<()> {
-    std::fs::create_dir_all(dir).map_err(|e| WeightsError::Io {
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
+    create_dir(dir)?;
     write_json(
         &dir.join("adapter_config.json"),
         &serde_json::json!({
@@ -475,16 +473,7 @@ pub fn write_synthetic_adapter(
             (name, t)
         })
         .collect();
-    let path = dir.join("adapter_model.safetensors");
-    safetensors::serialize_to_file(
-        tensors.iter().map(|(name, t)| (name.as_str(), t)),
-        None,
-        &path,
-    )
-    .map_err(|e| WeightsError::Corrupt {
-        path,
-        detail: format!("writing: {e}"),
-    })
+    write_safetensors(dir.join("adapter_model.safetensors"), &tensors)
 }
 
 #[cfg(test)]
