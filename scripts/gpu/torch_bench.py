@@ -1,9 +1,10 @@
 """PyTorch + transformers baseline for the GPU check (scripts/gpu/device-check.sh): the same
 synthetic checkpoint, the same prompts (token ids from the checkpoint's own tokenizer.json), on
 the same GPU in the same call. Writes one JSON object: the device-to-device copy bandwidth, and
-for bf16 and f32 weights the batch-1 decode, 64-way decode and 2k-token prefill rates.
+for each dtype asked for (bf16 and f32 unless named) the batch-1 decode, 64-way decode and
+2k-token prefill rates.
 
-Usage: torch_bench.py CHECKPOINT_DIR OUT_JSON
+Usage: torch_bench.py CHECKPOINT_DIR OUT_JSON [DTYPE ...]
 """
 
 import json
@@ -73,7 +74,9 @@ def main():
     long_ids = tok.encode(LONG, add_special_tokens=False).ids
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0),
               "copy_bytes_per_s": copy_bandwidth()}
-    for name, dtype in [("bf16", torch.bfloat16), ("f32", torch.float32)]:
+    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
+    for name in sys.argv[3:] or list(dtypes):
+        dtype = dtypes[name]
         t = time.perf_counter()
         model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=dtype).to("cuda").eval()
         load = time.perf_counter() - t
