@@ -43,6 +43,17 @@ impl Element for bf16 {
     const SUFFIX: &'static str = "bf16";
 }
 
+/// The kernel `$name` of `$module` compiled for element type `$t`, loaded once per device.
+macro_rules! kernel {
+    ($dev:expr, $module:expr, $name:literal, $t:ty) => {
+        $dev.get_or_load_custom_func(
+            &format!(concat!($name, "_{}"), <$t as Element>::SUFFIX),
+            $module.name,
+            $module.ptx,
+        )
+    };
+}
+
 /// Runs `$body` with `$t` bound to the kernel element type of `$dtype`.
 macro_rules! with_element {
     ($dtype:expr, $t:ident => $body:expr) => {
@@ -156,7 +167,7 @@ pub fn add_rms_norm(
             Some(_) => Some(empty::<T>(&dev, x.shape())?),
             None => None,
         };
-        let func = dev.get_or_load_custom_func(&format!("add_rms_norm_{}", T::SUFFIX), NORM.name, NORM.ptx)?;
+        let func = kernel!(dev, NORM, "add_rms_norm", T)?;
         let hidden = hidden as i32;
         view!(xg, xv, &x, T);
         view!(wg, wv, weight, T);
@@ -199,7 +210,7 @@ pub fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
             view!(gg, gv, &gate, T);
             view!(ug, uv, &up, T);
             view!(og, ov, &out, T);
-            let func = dev.get_or_load_custom_func(&format!("silu_mul_{}", T::SUFFIX), ACTIVATION.name, ACTIVATION.ptx)?;
+            let func = kernel!(dev, ACTIVATION, "silu_mul", T)?;
             let mut b = func.builder();
             let n = n as i64;
             b.arg(&gv).arg(&uv).arg(&ov).arg(&n);
@@ -290,11 +301,14 @@ pub fn rotary_kv_write(
             view!(slg, slv, cache.slots, u32);
             view!(kcg, kcv, cache.k_cache, T);
             view!(vcg, vcv, cache.v_cache, T);
-            let func = dev.get_or_load_custom_func(&format!("rotary_kv_write_{}", T::SUFFIX), ROTARY.name, ROTARY.ptx)?;
+            let func = kernel!(dev, ROTARY, "rotary_kv_write", T)?;
             let mut b = func.builder();
-            let (h, kvh, hd, il) = (heads as i32, kv_heads as i32, head_dim as i32, interleaved as i32);
-            b.arg(&qv).arg(&qov).arg(&kv).arg(&vv).arg(&cv).arg(&sv).arg(&pv).arg(&slv).arg(&kcv).arg(&vcv);
-            b.arg(&h).arg(&kvh).arg(&hd).arg(&il);
+            let ints = [heads, kv_heads, head_dim, usize::from(interleaved)].map(|v| v as i32);
+            b.arg(&qv).arg(&qov).arg(&kv).arg(&vv).arg(&cv).arg(&sv);
+            b.arg(&pv).arg(&slv).arg(&kcv).arg(&vcv);
+            for v in &ints {
+                b.arg(v);
+            }
             // SAFETY: as above; the caches are written only at the given slots.
             unsafe { b.launch(config(shape)) }.w()?;
             drop((qg, qog, kg, vg, cg, sg, pg, slg, kcg, vcg));
@@ -373,10 +387,12 @@ pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
             view!(tg, tv, a.block_tables, u32);
             view!(sg, sv, a.seq_of_row, u32);
             view!(cg, cv, a.context_lens, u32);
-            let func = dev.get_or_load_custom_func(&format!("paged_attention_{}", T::SUFFIX), PAGED_ATTENTION.name, PAGED_ATTENTION.ptx)?;
+            let func = kernel!(dev, PAGED_ATTENTION, "paged_attention", T)?;
             let mut b = func.builder();
-            let ints = [heads, a.kv_heads, head_dim, a.block_size, max_blocks, parts].map(|v| v as i32);
-            b.arg(&ov).arg(&pov).arg(&pmv).arg(&psv).arg(&qv).arg(&kv).arg(&vv).arg(&tv).arg(&sv).arg(&cv);
+            let ints = [heads, a.kv_heads, head_dim, a.block_size, max_blocks, parts];
+            let ints = ints.map(|v| v as i32);
+            b.arg(&ov).arg(&pov).arg(&pmv).arg(&psv).arg(&qv);
+            b.arg(&kv).arg(&vv).arg(&tv).arg(&sv).arg(&cv);
             for v in &ints {
                 b.arg(v);
             }
@@ -384,7 +400,7 @@ pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
             // SAFETY: as above; the block tables hold `max_blocks` entries per sequence.
             unsafe { b.launch(config(shape)) }.w()?;
             if parts > 1 {
-                let func = dev.get_or_load_custom_func(&format!("paged_attention_reduce_{}", T::SUFFIX), PAGED_ATTENTION.name, PAGED_ATTENTION.ptx)?;
+                let func = kernel!(dev, PAGED_ATTENTION, "paged_attention_reduce", T)?;
                 let mut b = func.builder();
                 let (h, hd, p) = (heads as i32, head_dim as i32, parts as i32);
                 b.arg(&ov).arg(&pov).arg(&pmv).arg(&psv).arg(&cv).arg(&h).arg(&hd).arg(&p);
@@ -458,12 +474,12 @@ pub fn lora_bgmv(
         view!(ig, iv, adapter_of_row, i32);
         view!(yg, yv, y, T);
         let (fi, fo, r) = (fan_in as i32, fan_out as i32, rank as i32);
-        let func = dev.get_or_load_custom_func(&format!("lora_shrink_{}", T::SUFFIX), LORA.name, LORA.ptx)?;
+        let func = kernel!(dev, LORA, "lora_shrink", T)?;
         let mut b = func.builder();
         b.arg(&tv).arg(&xv).arg(&av).arg(&iv).arg(&fi).arg(&r);
         // SAFETY: as above.
         unsafe { b.launch(config(shrink)) }.w()?;
-        let func = dev.get_or_load_custom_func(&format!("lora_expand_{}", T::SUFFIX), LORA.name, LORA.ptx)?;
+        let func = kernel!(dev, LORA, "lora_expand", T)?;
         let mut b = func.builder();
         b.arg(&yv).arg(&tv).arg(&bv).arg(&scv).arg(&iv).arg(&fo).arg(&r);
         // SAFETY: as above; `y` is written in place, each element by one thread.
@@ -484,7 +500,7 @@ pub fn argmax_rows(logits: &Tensor) -> Result<Tensor> {
         {
             view!(lg, lv, &logits, T);
             view!(ig, iv, &ids, u32);
-            let func = dev.get_or_load_custom_func(&format!("argmax_{}", T::SUFFIX), SAMPLING.name, SAMPLING.ptx)?;
+            let func = kernel!(dev, SAMPLING, "argmax", T)?;
             let mut b = func.builder();
             let v = vocab as i32;
             b.arg(&iv).arg(&lv).arg(&v);
