@@ -160,6 +160,10 @@ pub fn add_rms_norm(
     same_dtype("add_rms_norm", &[weight], x.dtype())?;
     let x = x.contiguous()?;
     let residual = residual.map(Tensor::contiguous).transpose()?;
+    // No rows: nothing to launch (a grid of zero blocks is a launch error).
+    if rows == 0 {
+        return Ok((residual.map(|_| x.clone()), x));
+    }
     let shape = launch::add_rms_norm(rows).map_err(shape_error)?;
     with_element!(x.dtype(), T => {
         let out = empty::<T>(&dev, x.shape())?;
@@ -286,6 +290,9 @@ pub fn rotary_kv_write(
         q.dtype(),
     )?;
     same_dtype("rotary_kv_write tables", &[cos, sin], DType::F32)?;
+    if tokens == 0 {
+        return Ok(q.clone());
+    }
     let shape = launch::rotary_kv_write(tokens, head_dim).map_err(shape_error)?;
     let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
     with_element!(q.dtype(), T => {
@@ -365,6 +372,9 @@ pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
         );
     }
     same_dtype("paged_attention", &[a.k_cache, a.v_cache], a.q.dtype())?;
+    if rows == 0 {
+        return Ok(a.q.clone());
+    }
     let (shape, parts) = launch::paged_attention(heads, a.kv_heads, head_dim, rows, a.max_context)
         .map_err(shape_error)?;
     let reduce = launch::paged_attention_reduce(heads, rows).map_err(shape_error)?;
@@ -461,6 +471,9 @@ pub fn lora_bgmv(
         bail!("lora_bgmv: the output it adds to must be contiguous");
     }
     same_dtype("lora_bgmv", &[y, stack.a, stack.b_t], x.dtype())?;
+    if rows == 0 {
+        return Ok(());
+    }
     let shrink = launch::lora_shrink(rows, rank).map_err(shape_error)?;
     let expand = launch::lora_expand(rows, fan_out).map_err(shape_error)?;
     let x = x.contiguous()?;
@@ -493,6 +506,9 @@ pub fn lora_bgmv(
 pub fn argmax_rows(logits: &Tensor) -> Result<Tensor> {
     let dev = cuda_device(logits)?;
     let (rows, vocab) = logits.dims2()?;
+    if rows == 0 {
+        return Tensor::zeros(0, DType::U32, logits.device());
+    }
     let shape = launch::argmax(rows).map_err(shape_error)?;
     let logits = logits.contiguous()?;
     with_element!(logits.dtype(), T => {

@@ -42,11 +42,17 @@ pub enum LaunchError {
         value: usize,
         limit: usize,
     },
+    #[error("{0} is 0: a launch of no blocks is an error on the device; skip it instead")]
+    Empty(&'static str),
     #[error("{0}")]
     Shape(String),
 }
 
+/// A grid dimension: at least 1 and at most `limit`.
 fn at_most(what: &'static str, value: usize, limit: usize) -> Result<u32, LaunchError> {
+    if value == 0 {
+        return Err(LaunchError::Empty(what));
+    }
     if value > limit {
         return Err(LaunchError::TooLarge { what, value, limit });
     }
@@ -92,7 +98,13 @@ pub fn paged_attention(
     rows: usize,
     max_context: usize,
 ) -> Result<(LaunchShape, usize), LaunchError> {
-    at_most("head dimension", head_dim, MAX_HEAD_DIM)?;
+    if head_dim > MAX_HEAD_DIM {
+        return Err(LaunchError::TooLarge {
+            what: "head dimension",
+            value: head_dim,
+            limit: MAX_HEAD_DIM,
+        });
+    }
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
         return Err(LaunchError::Shape(format!(
             "{heads} query heads do not share {kv_heads} key/value heads evenly"
@@ -180,6 +192,11 @@ mod tests {
             Err(LaunchError::Shape(_))
         ));
         assert!(rotary_kv_write(1, 63).is_err());
+        assert_eq!(argmax(0), Err(LaunchError::Empty("rows")));
+        assert!(matches!(
+            paged_attention(28, 4, 128, 0, 1),
+            Err(LaunchError::Empty(_))
+        ));
         assert_eq!(elementwise(10_000_000).grid.0, ELEMENTWISE_MAX_BLOCKS);
     }
 }
