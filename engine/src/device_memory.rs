@@ -6,6 +6,17 @@
 use candle_core::Device;
 use quorum_models::DecoderConfig;
 
+/// `gpu_memory_fraction` is a share: in (0, 1].
+pub fn check_fraction(fraction: f64) -> Result<(), String> {
+    if fraction > 0.0 && fraction <= 1.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "gpu_memory_fraction must be in (0, 1], not {fraction}"
+        ))
+    }
+}
+
 /// What sizing from free memory needs to know.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DeviceBudget {

@@ -411,12 +411,8 @@ fn kv_cache_bytes(
         return Ok(config.kv_cache_bytes);
     };
     let err = |detail: String| EngineError::Config { detail };
-    if !(fraction > 0.0 && fraction <= 1.0) {
-        return Err(err(format!(
-            "model {}: gpu_memory_fraction must be in (0, 1], not {fraction}",
-            config.model_name
-        )));
-    }
+    crate::device_memory::check_fraction(fraction)
+        .map_err(|e| err(format!("model {}: {e}", config.model_name)))?;
     let free = crate::device_memory::free_bytes(device)
         .map_err(|e| err(format!("model {}: {e}", config.model_name)))?
         .ok_or_else(|| {

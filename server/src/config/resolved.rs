@@ -539,10 +539,7 @@ pub(super) fn check_gpu_memory_fraction(
     let Some(f) = fraction else {
         return Ok(());
     };
-    ensure!(
-        f > 0.0 && f <= 1.0,
-        "gpu_memory_fraction must be in (0, 1], not {f}"
-    );
+    quorum_engine::device_memory::check_fraction(f).map_err(anyhow::Error::msg)?;
     ensure!(
         matches!(device, DeviceSpec::Cuda(_)),
         "gpu_memory_fraction sizes the KV cache of a CUDA device; this model is on {device} \
