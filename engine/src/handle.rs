@@ -36,6 +36,9 @@ pub struct ModelInfo {
     /// The CPU kernel path its matmuls run with (`Candle` when the int8 GEMM is off); `None`
     /// off the CPU.
     pub cpu_path: Option<quorum_models::CpuPath>,
+    /// The KV cache's size in bytes (every block of the pool) and the dtype its blocks hold.
+    pub kv_cache_bytes: u64,
+    pub kv_dtype: candle_core::DType,
 }
 
 #[derive(Clone)]
@@ -276,8 +279,14 @@ pub fn spawn_engine(
         num_kv_heads: mc.num_kv_heads,
         head_dim: mc.head_dim,
     };
-    // The layout counts f32 entries; the cache is kept in the model's dtype.
-    let bytes_per_token = layout.bytes_per_token() / 4 * config.dtype.size_in_bytes();
+    // Host blocks hold f32 whatever the model's dtype; device blocks the model's dtype.
+    let kv_on_host = device.is_cpu() && !config.device_kv_on_cpu;
+    let kv_dtype = if kv_on_host {
+        candle_core::DType::F32
+    } else {
+        model.dtype()
+    };
+    let bytes_per_token = layout.bytes_per_token_of(kv_dtype.size_in_bytes());
     let kv_bytes = kv_cache_bytes(&config, &mc, device, bytes_per_token as u64)?;
     let num_blocks = blocks_for_budget(kv_bytes, bytes_per_token as u64, config.block_size)
         .map_err(|e| EngineError::Config {
@@ -286,7 +295,7 @@ pub fn spawn_engine(
     tracing::info!(
         model = %config.model_name,
         kv_cache_mib = kv_bytes >> 20,
-        kv_dtype = ?config.dtype,
+        kv_dtype = ?kv_dtype,
         blocks = num_blocks,
         "KV cache"
     );
@@ -344,10 +353,12 @@ pub fn spawn_engine(
                 .int8_path()
                 .unwrap_or(quorum_models::CpuPath::Candle)
         }),
+        kv_cache_bytes: (bytes_per_token * kv_capacity) as u64,
+        kv_dtype,
     });
     let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
     // Off the CPU the blocks stay on the model's device, in its activation dtype.
-    let store = if device.is_cpu() && !config.device_kv_on_cpu {
+    let store = if kv_on_host {
         KvMemory::Host(PagedKvStore::new(layout))
     } else {
         KvMemory::Device(

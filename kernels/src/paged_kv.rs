@@ -29,7 +29,12 @@ impl KvLayout {
 
     /// Bytes of KV one token costs across all layers (keys and values, f32).
     pub fn bytes_per_token(&self) -> usize {
-        2 * self.num_layers * self.token_width() * std::mem::size_of::<f32>()
+        self.bytes_per_token_of(std::mem::size_of::<f32>())
+    }
+
+    /// The same for a cache whose entries take `element_bytes` each (2 for bf16 blocks).
+    pub fn bytes_per_token_of(&self, element_bytes: usize) -> usize {
+        2 * self.num_layers * self.token_width() * element_bytes
     }
 }
 

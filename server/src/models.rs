@@ -161,6 +161,26 @@ impl ModelRegistry {
                 Some((format!("model=\"{}\",path=\"{path}\"", d.spec.name), 1.0))
             })
             .collect();
+        let kv_sizes: Vec<(String, f64)> = self
+            .decoders
+            .iter()
+            .map(|d| {
+                let info = d.engine.info();
+                let labels = format!(
+                    "model=\"{}\",dtype=\"{}\"",
+                    d.spec.name,
+                    info.kv_dtype.as_str()
+                );
+                (labels, info.kv_cache_bytes as f64)
+            })
+            .collect();
+        render_family(
+            out,
+            "quorum_engine_kv_cache_bytes",
+            "gauge",
+            "Bytes of a model's KV block pool, by the dtype its blocks hold.",
+            &kv_sizes,
+        );
         render_family(
             out,
             "quorum_engine_cpu_path_info",

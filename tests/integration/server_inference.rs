@@ -66,7 +66,14 @@ async fn inference_rpcs_stream_tokenize_and_list_models() {
     );
     assert_eq!(models[0].device, "cpu");
     assert_eq!(models[0].cpu_path, quorum_tests::cpu_path().name());
-    assert!(models[0].load.expect("load").kv_blocks_total > 0);
+    let blocks = models[0].load.expect("load").kv_blocks_total;
+    assert!(blocks > 0);
+    // SmolLM2-135M: 30 layers, 3 KV heads of 64; keys and values, f32 on the CPU, 16-token blocks.
+    let kv_bytes = blocks * 16 * 2 * 30 * 3 * 64 * 4;
+    assert_eq!(
+        (models[0].kv_cache_bytes, models[0].kv_dtype.as_str()),
+        (kv_bytes, "f32")
+    );
 
     let tokens = client
         .tokenize(authed(pb::TokenizeRequest {
@@ -122,6 +129,12 @@ async fn inference_rpcs_stream_tokenize_and_list_models() {
         "{metrics}"
     );
     assert!(metrics.contains("quorum_engine_kv_blocks_used{model=\"smol\"}"));
+    assert!(
+        metrics.contains(&format!(
+            "quorum_engine_kv_cache_bytes{{model=\"smol\",dtype=\"f32\"}} {kv_bytes}"
+        )),
+        "{metrics}"
+    );
     assert!(metrics.contains(&format!(
         "quorum_engine_cpu_path_info{{model=\"smol\",path=\"{}\"}} 1",
         quorum_tests::cpu_path()

@@ -248,6 +248,10 @@ fn list_models(state: &AppState) -> pb::ListModelsResponse {
                     .and_then(|d| d.engine.info().cpu_path)
                     .map(|p| p.name().to_owned())
                     .unwrap_or_default(),
+                kv_cache_bytes: decoder.map_or(0, |d| d.engine.info().kv_cache_bytes),
+                kv_dtype: decoder
+                    .map(|d| d.engine.info().kv_dtype.as_str().to_owned())
+                    .unwrap_or_default(),
                 load: stats.map(|s| pb::EngineLoad {
                     running: s.running as u32,
                     waiting: s.waiting as u32,

@@ -171,7 +171,7 @@ class EngineLoad(_message.Message):
     def __init__(self, running: _Optional[int] = ..., waiting: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., kv_blocks_total: _Optional[int] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "roles", "device", "state", "source", "adapters", "max_model_len", "load", "cpu_path")
+    __slots__ = ("name", "roles", "device", "state", "source", "adapters", "max_model_len", "load", "cpu_path", "kv_cache_bytes", "kv_dtype")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,8 @@ class ModelInfo(_message.Message):
     MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     CPU_PATH_FIELD_NUMBER: _ClassVar[int]
+    KV_CACHE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    KV_DTYPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     roles: _containers.RepeatedScalarFieldContainer[ModelRole]
     device: str
@@ -190,7 +192,9 @@ class ModelInfo(_message.Message):
     max_model_len: int
     load: EngineLoad
     cpu_path: str
-    def __init__(self, name: _Optional[str] = ..., roles: _Optional[_Iterable[_Union[ModelRole, str]]] = ..., device: _Optional[str] = ..., state: _Optional[_Union[ModelState, str]] = ..., source: _Optional[str] = ..., adapters: _Optional[_Iterable[str]] = ..., max_model_len: _Optional[int] = ..., load: _Optional[_Union[EngineLoad, _Mapping]] = ..., cpu_path: _Optional[str] = ...) -> None: ...
+    kv_cache_bytes: int
+    kv_dtype: str
+    def __init__(self, name: _Optional[str] = ..., roles: _Optional[_Iterable[_Union[ModelRole, str]]] = ..., device: _Optional[str] = ..., state: _Optional[_Union[ModelState, str]] = ..., source: _Optional[str] = ..., adapters: _Optional[_Iterable[str]] = ..., max_model_len: _Optional[int] = ..., load: _Optional[_Union[EngineLoad, _Mapping]] = ..., cpu_path: _Optional[str] = ..., kv_cache_bytes: _Optional[int] = ..., kv_dtype: _Optional[str] = ...) -> None: ...
 
 class PipelineGenerator(_message.Message):
     __slots__ = ("name", "model", "format", "adapter")
