@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use sqlparser::dialect::{PostgreSqlDialect, SQLiteDialect};
 
+use crate::lexer::Quoting;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Dialect {
     #[default]
@@ -30,6 +32,14 @@ impl Dialect {
                 .replace("SQLite", self.name())
                 .replace("Sqlite", self.name())
                 .replace("sqlite", self.name()),
+        }
+    }
+
+    /// The quoting rules [`crate::lexer`] scans this dialect's text with.
+    pub fn quoting(self) -> Quoting {
+        match self {
+            Dialect::Sqlite => Quoting::Sqlite,
+            Dialect::Postgres => Quoting::Postgres,
         }
     }
 

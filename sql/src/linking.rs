@@ -1,6 +1,7 @@
 //! Table linking from a preliminary SQL (PET-SQL's PreSQL): the real tables a query reads,
-//! mapped onto the schema's spelling. Only tables are linked: column linking is too brittle
-//! for weak models, and a missing column costs more than an extra one.
+//! mapped onto the schema's spelling, and the tables that own a column it names but none of
+//! those tables has. Only tables are linked: column linking is too brittle for weak models,
+//! and a missing column costs more than an extra one.
 //!
 //! The query is parsed with sqlparser's SQLite dialect and walked through CTEs, set
 //! operations, joins, derived tables and subqueries in expressions; aliases never appear (the
@@ -18,7 +19,9 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
-use crate::schema::Schema;
+use crate::lexer::{LexKind, lex_with};
+use crate::schema::{Schema, Table};
+use crate::skeleton::KEYWORDS;
 
 /// The tables linked to a SQL query, in schema order, spelled as in the schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +46,58 @@ pub fn link_tables(sql: &str, schema: &Schema) -> LinkedTables {
             .collect(),
         parsed,
     }
+}
+
+/// The most schema tables a column name may belong to and still say which table a query
+/// needs: a name most tables share (`id`, `name`) says nothing.
+const MAX_COLUMN_OWNERS: usize = 2;
+
+/// The tables, in schema order and not among `linked`, that own a column `sql` names which no
+/// table of `linked` has. A weak model's PreSQL often reads the wrong table for a column
+/// (`SELECT max(Horsepower) FROM car_names`, where only `cars_data` has `Horsepower`): the
+/// query fails, but the column still says which table the question needs. Words come from the
+/// scanner, so SQL that does not parse counts too; a word before `(` is a function, one after
+/// `AS` an alias, SQL's keywords and table names are not columns, and a name that more than
+/// [`MAX_COLUMN_OWNERS`] tables share is skipped. Strings are not names (`"dog"` is a value to
+/// the models that write it), except on PostgreSQL, where double quotes always quote a name.
+pub fn tables_of_unplaced_columns(sql: &str, linked: &[String], schema: &Schema) -> Vec<String> {
+    let is_linked = |t: &Table| linked.iter().any(|l| l.eq_ignore_ascii_case(&t.name));
+    let lexemes = lex_with(sql, schema.dialect.quoting());
+    let mut wanted = vec![false; schema.tables.len()];
+    for (i, lexeme) in lexemes.iter().enumerate() {
+        let name = match lexeme.kind {
+            LexKind::Word => lexeme.text(sql),
+            LexKind::Quoted('`' | '[') => lexeme.unquoted(sql),
+            LexKind::Quoted('"') if schema.dialect == Dialect::Postgres => lexeme.unquoted(sql),
+            _ => continue,
+        };
+        let calls = lexemes.get(i + 1).is_some_and(|l| l.text(sql) == "(");
+        let aliases = i
+            .checked_sub(1)
+            .is_some_and(|p| lexemes[p].text(sql).eq_ignore_ascii_case("as"));
+        let keyword = KEYWORDS.iter().any(|k| k.eq_ignore_ascii_case(name));
+        let placed = schema.tables.iter().any(|t| {
+            t.name.eq_ignore_ascii_case(name) || (is_linked(t) && t.column(name).is_some())
+        });
+        if calls || aliases || keyword || placed {
+            continue;
+        }
+        let owners: Vec<usize> = (0..schema.tables.len())
+            .filter(|&t| schema.tables[t].column(name).is_some())
+            .collect();
+        if owners.len() <= MAX_COLUMN_OWNERS {
+            for t in owners {
+                wanted[t] = true;
+            }
+        }
+    }
+    schema
+        .tables
+        .iter()
+        .zip(wanted)
+        .filter(|(t, w)| *w && !is_linked(t))
+        .map(|(t, _)| t.name.clone())
+        .collect()
 }
 
 /// The most tables [`with_join_paths`] adds to join two linked tables.
@@ -392,6 +447,41 @@ mod tests {
     fn linked(sql: &str, db: &str) -> (Vec<String>, bool) {
         let result = link_tables(sql, &schema(db));
         (result.tables, result.parsed)
+    }
+
+    fn unplaced(sql: &str, linked: &[&str], db: &str) -> Vec<String> {
+        let linked: Vec<String> = linked.iter().map(|t| (*t).to_owned()).collect();
+        tables_of_unplaced_columns(sql, &linked, &schema(db))
+    }
+
+    #[test]
+    fn columns_the_linked_tables_lack_link_the_tables_that_own_them() {
+        // Horsepower and Cylinders are cars_data's alone, Make is car_names' alone.
+        let sql = "SELECT max(HORSEPOWER) , Make FROM model_list WHERE cylinders = 3";
+        assert_eq!(
+            unplaced(sql, &["model_list"], "car_1"),
+            ["car_names", "cars_data"]
+        );
+        // SQL that does not parse still names its columns.
+        let broken = "SELECT avg(edispl FROM car_makers WHERE maker = 'volvo";
+        assert_eq!(unplaced(broken, &["car_makers"], "car_1"), ["cars_data"]);
+        // Every column in place: nothing to add.
+        let placed = "SELECT count(*) FROM car_makers WHERE Maker = 'volvo'";
+        assert!(unplaced(placed, &["car_makers"], "car_1").is_empty());
+    }
+
+    #[test]
+    fn aliases_strings_functions_and_shared_names_link_nothing() {
+        // `horsepower` is an alias, `T1` a qualifier, "Weight" a string, `year(` a call.
+        let sql = "SELECT T1.Model AS horsepower , year(T1.Make) FROM car_names AS T1 WHERE T1.Make = \"Weight\"";
+        assert!(unplaced(sql, &["car_names"], "car_1").is_empty());
+        // `id` is a column of all three of battle_death's tables: it says nothing.
+        assert!(unplaced("SELECT id FROM battle", &["battle"], "battle_death").is_empty());
+        // Without any linked table, a column owned by one table still links it.
+        assert_eq!(
+            unplaced("SELECT injured FROM nowhere", &[], "battle_death"),
+            ["death"]
+        );
     }
 
     #[test]

@@ -10,8 +10,9 @@ use crate::schema::Schema;
 
 const PLACEHOLDER: &str = "_";
 
-/// SQL words that can follow a table or subquery, so they are never aliases.
-const KEYWORDS: [&str; 38] = [
+/// SQL words that can follow a table or subquery, so they are never aliases (nor, to
+/// linking, column names).
+pub(crate) const KEYWORDS: [&str; 38] = [
     "select",
     "from",
     "where",

@@ -120,6 +120,9 @@ pub struct Round2Config {
     pub multi_table_filter: bool,
     /// Link to every table when the PreSQL names none, instead of skipping round 2.
     pub all_tables_when_unlinked: bool,
+    /// Link also the tables that own a column the PreSQL names and its tables lack
+    /// ([`crate::linking::tables_of_unplaced_columns`]).
+    pub link_columns: bool,
 }
 
 /// Revising candidates that fail (seed 1's fallback to the full schema plus seed 2's

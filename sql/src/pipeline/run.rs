@@ -20,7 +20,7 @@ use crate::database::DatabaseHandle;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
-use crate::linking::{link_tables, with_join_paths};
+use crate::linking::{link_tables, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
@@ -291,7 +291,12 @@ impl<'r> Run<'r> {
     /// Links the PreSQL's tables; `None` when round 2 has nothing to restrict to.
     fn link(&mut self) -> Option<Vec<String>> {
         let start = Instant::now();
-        let linked = link_tables(&self.candidates[self.heads[0]].sql, &self.db.schema);
+        let presql = &self.candidates[self.heads[0]].sql;
+        let mut linked = link_tables(presql, &self.db.schema);
+        if self.pipeline.config.round2.link_columns {
+            let owners = tables_of_unplaced_columns(presql, &linked.tables, &self.db.schema);
+            linked.tables.extend(owners);
+        }
         let fell_back_to_all =
             linked.tables.is_empty() && self.pipeline.config.round2.all_tables_when_unlinked;
         let tables: Vec<String> = if fell_back_to_all {

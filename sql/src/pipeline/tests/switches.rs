@@ -63,6 +63,31 @@ fn unlinked_presql_falls_back_to_all_tables_or_skips_round2() {
 }
 
 #[test]
+fn link_columns_adds_the_table_that_owns_a_misplaced_column() {
+    // `Capacity` is a column of `stadium` alone; the PreSQL reads it from `singer`.
+    let linked_tables = |link_columns: bool| {
+        let generator = Arc::new(ScriptedGenerator::new(|_| {
+            Ok("SELECT max(Capacity) FROM singer".to_owned())
+        }));
+        let mut config = config(&["a"]);
+        config.round2.link_columns = link_columns;
+        let answer = pipeline(config, &generator, None)
+            .run(QUESTION, None, &concert())
+            .expect("answers");
+        let round2 = &generator.batches()[1][0].prompt.user;
+        let tables = answer.linking.expect("round 2 ran").tables;
+        assert_eq!(
+            tables.iter().any(|t| t == "stadium"),
+            round2.contains("# stadium("),
+            "the prompt shows what is linked"
+        );
+        tables
+    };
+    assert_eq!(linked_tables(false), ["singer"]);
+    assert!(linked_tables(true).contains(&"stadium".to_owned()));
+}
+
+#[test]
 fn round1_format_and_rep_switches_shape_the_prompt() {
     let round1_prompt = |config: PipelineConfig| {
         let generator = by_stage(S6, |_| S6);
