@@ -294,7 +294,10 @@ impl<'r> Run<'r> {
         let presql = &self.candidates[self.heads[0]].sql;
         let mut linked = link_tables(presql, &self.db.schema);
         if self.pipeline.config.round2.link_columns {
-            let owners = tables_of_unplaced_columns(presql, &linked.tables, &self.db.schema);
+            // Owners are looked for among the tables round 1 showed: on a filtered schema a
+            // column name the PreSQL wrote came from those, and a namesake elsewhere in a large
+            // database is more likely a coincidence than a table the filter missed.
+            let owners = tables_of_unplaced_columns(presql, &linked.tables, self.schema());
             linked.tables.extend(owners);
         }
         let fell_back_to_all =
