@@ -159,6 +159,13 @@ impl ValueIndex {
         self.entries.is_empty()
     }
 
+    /// Every kept value as (table, column, value), in the order they were read.
+    pub fn values(&self) -> impl Iterator<Item = (&str, &str, &str)> {
+        self.entries
+            .iter()
+            .map(|e| (e.table.as_str(), e.column.as_str(), e.value.as_str()))
+    }
+
     /// The stored values `question` names, best first (exact before fuzzy, longer spans
     /// first among equals), at most `per_column` per column and `max` in all.
     pub fn matches(&self, question: &str, max: usize, per_column: usize) -> Vec<ValueMatch> {

@@ -400,6 +400,7 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
         format: quorum_sql::pipeline::PromptFormat::Rep,
         max_tokens: 4096,
         linked_share: 0.5,
+        augment_share: 0.0,
         seed: 1,
     };
     let (examples, stats) = build_examples(&dataset, &train, codec, &options).unwrap();
@@ -430,6 +431,41 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
             answer_continuation(&source.query).unwrap()
         );
     }
+}
+
+/// With `augment_share` 1, a reworded copy of most questions trains too: its prompt asks
+/// none of the original questions, its answer is a whole query, and the originals are all
+/// still there.
+#[test]
+fn reworded_examples_train_beside_their_originals() {
+    let (ckpt, dataset) = qwen_and_spider();
+    let train: Vec<_> = dataset.train().unwrap().into_iter().take(40).collect();
+    let codec = codec(&ckpt);
+    let options = |augment_share| ExampleOptions {
+        format: quorum_sql::pipeline::PromptFormat::MSchema,
+        max_tokens: 4096,
+        linked_share: 0.5,
+        augment_share,
+        seed: 1,
+    };
+    let (plain, plain_stats) = build_examples(&dataset, &train, codec, &options(0.0)).unwrap();
+    let (examples, stats) = build_examples(&dataset, &train, codec, &options(1.0)).unwrap();
+    assert_eq!(plain_stats.augmented.variants, 0);
+    let augmented = &stats.augmented;
+    assert!(augmented.variants >= 20, "{stats:?}");
+    assert!(augmented.words_replaced >= 20, "{stats:?}");
+    assert!(augmented.values_replaced >= 1, "{stats:?}");
+    assert_eq!(stats.kept, plain.len() + augmented.variants, "{stats:?}");
+    let decode = |ids: &[u32]| ckpt.tokenizer.decode(ids, false).unwrap();
+    let mut originals = 0;
+    for example in &examples {
+        let prompt = decode(&example.tokens[..example.answer_start]);
+        let asks_an_original = train.iter().any(|e| prompt.contains(&e.question));
+        originals += usize::from(asks_an_original);
+        let answer = decode(&example.tokens[example.answer_start..example.tokens.len() - 1]);
+        assert!(answer.ends_with("\n```"), "{answer}");
+    }
+    assert_eq!(originals, plain.len());
 }
 
 /// The selector's examples with the real Qwen tokenizer: each prompt is the pipeline's selection

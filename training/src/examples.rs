@@ -4,7 +4,8 @@
 //! (`quorum_sql::pipeline::generation_prompt` → chat template → the answer prefix written for
 //! the model), followed by the gold query as the model must continue it, the closing fence and
 //! the end-of-turn token. The loss covers only that continuation. A share of the examples shows
-//! only the gold query's tables, as round 2 of the pipeline does after schema linking.
+//! only the gold query's tables, as round 2 of the pipeline does after schema linking, and a
+//! share of the questions is asked a second time reworded ([`crate::augment`]).
 
 use std::collections::HashMap;
 
@@ -19,7 +20,9 @@ use quorum_weights::{ChatTemplate, render_turn};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::augment::{AugmentStats, Synonyms, reword};
 use crate::error::{TrainError, TrainResult};
+use crate::seed::mix;
 
 /// One tokenized example: the prompt, then the answer from `answer_start` on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +45,9 @@ pub struct ExampleOptions {
     pub max_tokens: usize,
     /// Share of examples whose prompt shows only the gold query's tables (round 2's view).
     pub linked_share: f64,
+    /// Share of the questions that also train reworded (other values, synonyms of schema
+    /// words), as an example of their own after the original.
+    pub augment_share: f64,
     pub seed: u64,
 }
 
@@ -96,6 +102,8 @@ pub struct ExampleStats {
     pub database_errors: usize,
     pub prompt_tokens: usize,
     pub answer_tokens: usize,
+    /// Reworded examples among `kept`, and what their rewording replaced.
+    pub augmented: AugmentStats,
 }
 
 /// The answer as the model continues it after [`SQL_ANSWER_PREFIX`], or `None` when the gold
@@ -131,65 +139,94 @@ pub fn render_example(
     codec.prompt_and_answer(&text, answer, true)
 }
 
-/// Every usable example of `examples` (Spider's `train.json`), in file order.
+/// Every usable example of `examples` (Spider's `train.json`), in file order, each reworded
+/// variant right after its original.
 pub fn build_examples(
     dataset: &SpiderDataset,
     examples: &[Example],
     codec: PromptCodec<'_>,
     options: &ExampleOptions,
 ) -> TrainResult<(Vec<TrainingExample>, ExampleStats)> {
-    let mut schemas: HashMap<String, Option<Schema>> = HashMap::new();
+    let mut databases: HashMap<String, Option<DatabaseHandle>> = HashMap::new();
     let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed);
+    // A stream of its own, so that a run without rewording draws what it always drew.
+    let mut augment_rng = rand::rngs::StdRng::seed_from_u64(mix(options.seed, AUGMENT_STREAM));
+    let synonyms = Synonyms::default();
     let mut stats = ExampleStats::default();
     let mut out = Vec::new();
     for ex in examples {
-        let schema = schemas.entry(ex.db_id.clone()).or_insert_with(|| {
+        let database = databases.entry(ex.db_id.clone()).or_insert_with(|| {
             DatabaseHandle::open(
                 &dataset.database_path(&ex.db_id),
                 &ex.db_id,
                 IntrospectOptions::default(),
             )
-            .map(|h| h.schema)
             .map_err(|e| tracing::warn!(db = %ex.db_id, error = %e, "skipping database"))
             .ok()
         });
-        let Some(schema) = schema else {
+        let Some(database) = database else {
             stats.database_errors += 1;
             continue;
         };
-        let Some(answer) = answer_continuation(&ex.query) else {
+        let schema = &database.schema;
+        if answer_continuation(&ex.query).is_none() {
             stats.not_select += 1;
             continue;
-        };
-        let linked = rng.random::<f64>() < options.linked_share;
-        let restricted;
-        let view = if linked {
-            let tables = link_tables(&ex.query, schema).tables;
-            if tables.is_empty() {
-                schema
-            } else {
-                restricted = schema.restrict_to(&tables);
-                &restricted
-            }
-        } else {
-            schema
-        };
-        let example = render_example(codec, options.format, view, &ex.question, &answer)?;
-        if example.tokens.len() > options.max_tokens {
-            stats.too_long += 1;
-            continue;
         }
-        stats.kept += 1;
-        stats.linked_schema += usize::from(linked);
-        stats.prompt_tokens += example.answer_start;
-        stats.answer_tokens += example.answer_tokens();
-        out.push(example);
+        let mut asked = vec![(ex.question.clone(), ex.query.clone())];
+        if options.augment_share > 0.0 && augment_rng.random::<f64>() < options.augment_share {
+            let values = database
+                .value_index()
+                .map_err(|e| TrainError::Data(format!("{}: values: {e}", ex.db_id)))?;
+            if let Some(variant) = reword(
+                &ex.question,
+                &ex.query,
+                schema,
+                values,
+                &synonyms,
+                &mut augment_rng,
+            ) {
+                stats.augmented.values_replaced += variant.values_replaced;
+                stats.augmented.words_replaced += variant.words_replaced;
+                asked.push((variant.question, variant.query));
+            }
+        }
+        for (index, (question, query)) in asked.into_iter().enumerate() {
+            let answer = answer_continuation(&query).expect("a rewording keeps the SELECT");
+            let linked = rng.random::<f64>() < options.linked_share;
+            let restricted;
+            let view = if linked {
+                let tables = link_tables(&query, schema).tables;
+                if tables.is_empty() {
+                    schema
+                } else {
+                    restricted = schema.restrict_to(&tables);
+                    &restricted
+                }
+            } else {
+                schema
+            };
+            let example = render_example(codec, options.format, view, &question, &answer)?;
+            if example.tokens.len() > options.max_tokens {
+                stats.too_long += 1;
+                continue;
+            }
+            stats.kept += 1;
+            stats.linked_schema += usize::from(linked);
+            stats.augmented.variants += usize::from(index > 0);
+            stats.prompt_tokens += example.answer_start;
+            stats.answer_tokens += example.answer_tokens();
+            out.push(example);
+        }
     }
     if out.is_empty() {
         return Err(TrainError::Data(format!("no usable example ({stats:?})")));
     }
     Ok((out, stats))
 }
+
+/// The seed stream of the rewording draws ([`mix`]).
+const AUGMENT_STREAM: u64 = 0xA6;
 
 #[cfg(test)]
 mod tests {

@@ -3,11 +3,12 @@
 //! The base model is frozen and dequantized to f32 ([`LoraDecoder`]); only the LoRA pairs are
 //! trained ([`LoraParams`]), with AdamW, warmup + cosine decay, gradient accumulation and
 //! clipping ([`Trainer`]). Examples come from Spider-format data rendered by the pipeline's own
-//! prompt code ([`build_examples`]), so a trained adapter is asked at serving time exactly what
+//! prompt code ([`build_examples`], with reworded variants: [`reword`]), so a trained adapter is asked at serving time exactly what
 //! it learned from. Adapters are written as Hugging Face PEFT directories, which the server
 //! loads as generators, or merged into the base as a plain model directory ([`export_merged`]).
 
 mod adamw;
+mod augment;
 mod causal_attention;
 mod dropout;
 mod error;
@@ -31,6 +32,7 @@ mod swiglu;
 mod trainer;
 
 pub use adamw::{AdamW, AdamWConfig, clip_grad_norm};
+pub use augment::{AugmentStats, Synonyms, Variant, reword};
 pub use causal_attention::CausalAttention;
 pub use error::{TrainError, TrainResult};
 pub use examples::{

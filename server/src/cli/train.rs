@@ -96,6 +96,10 @@ pub struct TrainArgs {
     /// Share of examples that show only the gold query's tables, as round 2 does.
     #[arg(long, default_value_t = 0.5)]
     pub linked_share: f64,
+    /// Share of the questions also trained reworded: a value the question names replaced by
+    /// another of its column (in the gold query too), schema words by synonyms. 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub augment_share: f64,
     /// Use at most this many train.json questions (a seeded sample).
     #[arg(long)]
     pub limit: Option<usize>,
@@ -194,6 +198,7 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
                 format,
                 max_tokens: args.max_tokens,
                 linked_share: args.linked_share,
+                augment_share: args.augment_share,
                 seed: args.seed,
             };
             let (examples, stats) = build_examples(&dataset, &questions, codec, &options)?;
@@ -260,11 +265,44 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
     );
     std::fs::create_dir_all(&args.out)?;
     let log_path = args.out.join("train-log.jsonl");
+    if args.resume {
+        set_aside_steps_after(&log_path, trainer.steps_done())?;
+    }
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
         .with_context(|| format!("opening {}", log_path.display()))?;
+    let save_adapter = |trainer: &Trainer<'_>,
+                        last: Option<StepReport>,
+                        validation: Option<serde_json::Value>|
+     -> Result<()> {
+        let card = serde_json::json!({
+            "base_model": args.model,
+            "base_file": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            "task": format!("{:?}", args.task).to_lowercase(),
+            "prompt_format": prompt,
+            "prompt_format_version": PROMPT_FORMAT_VERSION,
+            "answer_prefix": (args.task == TrainTask::Generator)
+                .then_some(quorum_sql::model::SQL_ANSWER_PREFIX),
+            "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
+            "candidates": args.candidates,
+            "examples": examples.len(),
+            "example_stats": stats,
+            "config": config,
+            "max_tokens": args.max_tokens,
+            "limit": args.limit,
+            "augment_share": args.augment_share,
+            "steps": trainer.steps_done(),
+            "last_step": last,
+            "validation": validation,
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+        });
+        trainer
+            .lora()
+            .save_peft(&args.out, &args.model, &card, adapter_dtype)
+            .with_context(|| format!("writing the adapter to {}", args.out.display()))
+    };
     let bar = ProgressBar::new(args.steps);
     bar.set_position(trainer.steps_done());
     bar.set_style(
@@ -291,6 +329,9 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         let every = args.checkpoint_every;
         if every > 0 && report.step % every == 0 && report.step < args.steps {
             trainer.save(&checkpoint_dir)?;
+            // The adapter as of this checkpoint, so that a long run can be evaluated (and
+            // served) while it goes on; its card says which step it is.
+            save_adapter(&trainer, Some(report), None)?;
         }
         last = Some(report);
     }
@@ -307,30 +348,7 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
             &trained,
         )?)
     };
-    let card = serde_json::json!({
-        "base_model": args.model,
-        "base_file": model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
-        "task": format!("{:?}", args.task).to_lowercase(),
-        "prompt_format": prompt,
-        "prompt_format_version": PROMPT_FORMAT_VERSION,
-        "answer_prefix": (args.task == TrainTask::Generator)
-            .then_some(quorum_sql::model::SQL_ANSWER_PREFIX),
-        "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
-        "candidates": args.candidates,
-        "examples": examples.len(),
-        "example_stats": stats,
-        "config": config,
-        "max_tokens": args.max_tokens,
-        "limit": args.limit,
-        "steps": trainer.steps_done(),
-        "last_step": last,
-        "validation": validation,
-        "command": std::env::args().collect::<Vec<_>>().join(" "),
-    });
-    trainer
-        .lora()
-        .save_peft(&args.out, &args.model, &card, adapter_dtype)
-        .with_context(|| format!("writing the adapter to {}", args.out.display()))?;
+    save_adapter(&trainer, last, validation)?;
     eprintln!(
         "quorum train: adapter written to {} ({})",
         args.out.display(),
@@ -602,8 +620,61 @@ fn read_selector_records(
     Ok(records)
 }
 
+/// On a resumed run: the log's lines for steps after `steps_done` (run after the checkpoint
+/// and lost with the process) move to `train-log.superseded.jsonl`, where they stay to be
+/// compared with the same steps run again.
+fn set_aside_steps_after(log_path: &Path, steps_done: u64) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(log_path) else {
+        return Ok(());
+    };
+    let (mut kept, mut superseded) = (String::new(), String::new());
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let step = serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v["step"].as_u64());
+        let target = if step.is_some_and(|s| s > steps_done) {
+            &mut superseded
+        } else {
+            &mut kept
+        };
+        target.push_str(line);
+        target.push('\n');
+    }
+    if superseded.is_empty() {
+        return Ok(());
+    }
+    let aside = log_path.with_file_name("train-log.superseded.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&aside)
+        .with_context(|| format!("opening {}", aside.display()))?;
+    file.write_all(superseded.as_bytes())?;
+    std::fs::write(log_path, kept).with_context(|| format!("rewriting {}", log_path.display()))
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_resumed_log_sets_aside_the_steps_run_again() {
+        let dir = std::env::temp_dir().join(format!("quorum-train-log-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("train-log.jsonl");
+        let lines: Vec<String> = (1..=7)
+            .map(|s| format!("{{\"step\":{s},\"loss\":0.{s}}}"))
+            .collect();
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        super::set_aside_steps_after(&log, 5).unwrap();
+        let kept = std::fs::read_to_string(&log).unwrap();
+        let aside = std::fs::read_to_string(dir.join("train-log.superseded.jsonl")).unwrap();
+        assert_eq!(kept, lines[..5].join("\n") + "\n");
+        assert_eq!(aside, lines[5..].join("\n") + "\n");
+        // Nothing after the checkpoint: nothing moves.
+        super::set_aside_steps_after(&log, 5).unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), kept);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use super::*;
     use quorum_sql::dataset::Example;
 
