@@ -434,8 +434,8 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
 }
 
 /// With `augment_share` 1, a reworded copy of most questions trains too: its prompt asks
-/// none of the original questions, its answer is a whole query, and the originals are all
-/// still there.
+/// none of the original questions, its answer is a whole query, the originals are all still
+/// there, and building them again gives the same examples.
 #[test]
 fn reworded_examples_train_beside_their_originals() {
     let (ckpt, dataset) = qwen_and_spider();
@@ -450,6 +450,12 @@ fn reworded_examples_train_beside_their_originals() {
     };
     let (plain, plain_stats) = build_examples(&dataset, &train, codec, &options(0.0)).unwrap();
     let (examples, stats) = build_examples(&dataset, &train, codec, &options(1.0)).unwrap();
+    // A resumed run rebuilds its examples: they must come out the same every time.
+    let (again, _) = build_examples(&dataset, &train, codec, &options(1.0)).unwrap();
+    assert!(
+        examples == again,
+        "the reworded examples differ from one build to the next"
+    );
     assert_eq!(plain_stats.augmented.variants, 0);
     let augmented = &stats.augmented;
     assert!(augmented.variants >= 20, "{stats:?}");

@@ -11,7 +11,7 @@
 //!   (`synonyms.txt`), keeping its plural and capital, so the question no longer spells the
 //!   schema's name.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use quorum_sql::lexer::{LexKind, lex};
 use quorum_sql::linking::link_tables;
@@ -212,7 +212,8 @@ fn replace_values(
     values: &ValueIndex,
     rng: &mut impl Rng,
 ) -> usize {
-    let mut by_column: HashMap<(&str, &str), Vec<&str>> = HashMap::new();
+    // Ordered, so that a literal two columns hold is looked up in the same column every run.
+    let mut by_column: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
     for (table, column, value) in values.values() {
         if tables.iter().any(|t| t.eq_ignore_ascii_case(table)) {
             by_column.entry((table, column)).or_default().push(value);
