@@ -37,7 +37,14 @@ pub struct Variant {
     pub words_replaced: usize,
 }
 
-/// What the rewording did over a data set.
+impl Variant {
+    /// (values, words) replaced.
+    pub fn replaced(&self) -> (usize, usize) {
+        (self.values_replaced, self.words_replaced)
+    }
+}
+
+/// What the rewording did over the examples kept.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AugmentStats {
     pub variants: usize,

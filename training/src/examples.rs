@@ -173,7 +173,8 @@ pub fn build_examples(
             stats.not_select += 1;
             continue;
         }
-        let mut asked = vec![(ex.question.clone(), ex.query.clone())];
+        // The question, its gold query and, for a reworded one, what was replaced.
+        let mut asked = vec![(ex.question.clone(), ex.query.clone(), None)];
         if options.augment_share > 0.0 && augment_rng.random::<f64>() < options.augment_share {
             let values = database
                 .value_index()
@@ -186,12 +187,11 @@ pub fn build_examples(
                 &synonyms,
                 &mut augment_rng,
             ) {
-                stats.augmented.values_replaced += variant.values_replaced;
-                stats.augmented.words_replaced += variant.words_replaced;
-                asked.push((variant.question, variant.query));
+                let replaced = variant.replaced();
+                asked.push((variant.question, variant.query, Some(replaced)));
             }
         }
-        for (index, (question, query)) in asked.into_iter().enumerate() {
+        for (question, query, replaced) in asked {
             let answer = answer_continuation(&query).expect("a rewording keeps the SELECT");
             let linked = rng.random::<f64>() < options.linked_share;
             let restricted;
@@ -213,7 +213,11 @@ pub fn build_examples(
             }
             stats.kept += 1;
             stats.linked_schema += usize::from(linked);
-            stats.augmented.variants += usize::from(index > 0);
+            if let Some((values, words)) = replaced {
+                stats.augmented.variants += 1;
+                stats.augmented.values_replaced += values;
+                stats.augmented.words_replaced += words;
+            }
             stats.prompt_tokens += example.answer_start;
             stats.answer_tokens += example.answer_tokens();
             out.push(example);

@@ -109,6 +109,11 @@ pub struct TrainArgs {
     /// Continue from `OUT/checkpoint` (same data and configuration).
     #[arg(long)]
     pub resume: bool,
+    /// Stop after the first step that ends this many minutes into this run, with a checkpoint
+    /// and the adapter of that step written; `--resume` goes on from there. For a run longer
+    /// than the time a machine is free.
+    #[arg(long)]
+    pub stop_after_minutes: Option<f64>,
     /// Also write the token ids of every micro-batch, in training order, to this JSONL file
     /// (to run the same sequences through another trainer).
     #[arg(long)]
@@ -327,13 +332,27 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         bar.set_message(format!("loss {:.3}, {:.0} tok/s", report.loss, tok_s));
         bar.inc(1);
         let every = args.checkpoint_every;
-        if every > 0 && report.step % every == 0 && report.step < args.steps {
+        let out_of_time = args
+            .stop_after_minutes
+            .is_some_and(|m| run_started.elapsed().as_secs_f64() >= m * 60.0);
+        let checkpoint = every > 0 && report.step % every == 0;
+        if (checkpoint || out_of_time) && report.step < args.steps {
             trainer.save(&checkpoint_dir)?;
             // The adapter as of this checkpoint, so that a long run can be evaluated (and
             // served) while it goes on; its card says which step it is.
             save_adapter(&trainer, Some(report), None)?;
         }
         last = Some(report);
+        if out_of_time && report.step < args.steps {
+            bar.finish();
+            eprintln!(
+                "quorum train: stopped after step {} of {} ({}); --resume goes on from here",
+                report.step,
+                args.steps,
+                display_rate(tokens, run_started)
+            );
+            return Ok(());
+        }
     }
     bar.finish();
     trainer.save(&checkpoint_dir)?;
