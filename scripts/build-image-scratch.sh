@@ -34,6 +34,8 @@ mkdir -p "$root/etc" "$root/cache" "$root/tmp" "$root/opt/quorum" "$root/models"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nquorum:x:10001:10001:quorum:/cache:/sbin/nologin\n' >"$root/etc/passwd"
 printf 'root:x:0:\nquorum:x:10001:\n' >"$root/etc/group"
 cp -r "$repo/adapters" "$root/opt/quorum/adapters"
+# A run still training keeps its resumable state in checkpoint/: training state, not served.
+rm -rf "$root/opt/quorum/adapters"/*/checkpoint
 chmod 1777 "$root/tmp"
 chown 10001:10001 "$root/cache"
 

@@ -11,5 +11,7 @@ cargo install --locked --path "$repo/server" --root "$prefix"
 mkdir -p "$prefix/share/quorum"
 rm -rf "$prefix/share/quorum/adapters"
 cp -r "$repo/adapters" "$prefix/share/quorum/adapters"
+# A run still training keeps its resumable state in checkpoint/: training state, not served.
+rm -rf "$prefix/share/quorum/adapters"/*/checkpoint
 echo "installed $prefix/bin/quorum with its adapters in $prefix/share/quorum/adapters"
 echo "models: scripts/fetch-models.sh (QUORUM_MODELS_DIR); databases: quorum serve --database-dir DIR"
