@@ -176,6 +176,12 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         return export_merged(dirs, &args, dir);
     }
     let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
+    if !(0.0..=1.0).contains(&args.augment_share) {
+        bail!(
+            "--augment-share must be between 0 and 1, not {}",
+            args.augment_share
+        );
+    }
     let adapter_dtype = parse_dtype("adapter-dtype", &args.adapter_dtype)?;
     let model_path = dirs.resolve(&args.model)?;
     let ckpt = load_checkpoint(&model_path, &Device::Cpu, DType::F32)
@@ -643,8 +649,11 @@ fn read_selector_records(
 /// and lost with the process) move to `train-log.superseded.jsonl`, where they stay to be
 /// compared with the same steps run again.
 fn set_aside_steps_after(log_path: &Path, steps_done: u64) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(log_path) else {
-        return Ok(());
+    let text = match std::fs::read_to_string(log_path) {
+        Ok(text) => text,
+        // A run killed before its first step wrote no log.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", log_path.display())),
     };
     let (mut kept, mut superseded) = (String::new(), String::new());
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -674,6 +683,8 @@ fn set_aside_steps_after(log_path: &Path, steps_done: u64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use quorum_sql::dataset::Example;
 
     #[test]
     fn a_resumed_log_sets_aside_the_steps_run_again() {
@@ -694,8 +705,6 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&log).unwrap(), kept);
         std::fs::remove_dir_all(&dir).unwrap();
     }
-    use super::*;
-    use quorum_sql::dataset::Example;
 
     fn train_question(db_id: &str, question: &str) -> Example {
         Example {
