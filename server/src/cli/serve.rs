@@ -17,8 +17,9 @@ pub struct ServeArgs {
     #[arg(long, env = "QUORUM_CONFIG")]
     pub config: Option<PathBuf>,
     /// The shipped set of models to serve when the configuration lists none: `default`
-    /// (Qwen2.5-Coder-0.5B with the shipped adapters) or `accurate` (Qwen2.5-Coder-1.5B
-    /// voters, after `scripts/fetch-models.sh --with-1.5b`; docs/RESULTS.md compares them).
+    /// (Qwen2.5-Coder-1.5B writing two queries a question), `small` (three voters on
+    /// Qwen2.5-Coder-0.5B with the shipped adapters) or `accurate` (three voters on
+    /// Qwen2.5-Coder-1.5B); docs/RESULTS.md compares them.
     #[arg(long, env = "QUORUM_PROFILE", value_enum)]
     pub profile: Option<Profile>,
     /// gRPC address (default 127.0.0.1:50051).

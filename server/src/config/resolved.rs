@@ -14,7 +14,7 @@ use quorum_weights::Reencode;
 
 use super::file::{RawConfig, RawDatabases, RawLimits, RawModel, RawPipeline, Role};
 use super::shipped::{
-    default_selection, profile_generators, profile_models, shipped_default_adapters,
+    profile_generators, profile_models, profile_round1, profile_selection, shipped_adapters,
 };
 use crate::model_source::ModelDirs;
 
@@ -193,15 +193,16 @@ pub fn resolve(
     let raw_models = if raw.models.is_empty() {
         let profile = raw.server.profile.unwrap_or_default();
         tracing::info!(%profile, "shipped profile");
-        let adapters = shipped_default_adapters(dirs)?;
+        let adapters = shipped_adapters(profile, dirs)?;
         for (name, path) in &adapters {
-            tracing::info!(adapter = %name, path = %path.display(), "default adapter");
+            tracing::info!(adapter = %name, path = %path.display(), "shipped adapter");
         }
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = profile_generators(profile, &adapters);
+            profile_round1(&mut raw.pipeline);
         }
         if raw.pipeline.setup.selector_adapter.is_none() {
-            default_selection(&mut raw.pipeline, &adapters);
+            profile_selection(&mut raw.pipeline, &adapters);
         }
         profile_models(profile, &adapters)
     } else {

@@ -11,18 +11,18 @@ use super::file::{RawGenerator, RawModel, RawPipeline, Role};
 use super::profile::Profile;
 use crate::model_source::ModelDirs;
 
-/// The shipped LoRA adapters the default configuration runs, one per prompt format: the
-/// format whose default generator runs it, the name the configuration gives it, and its
+/// The shipped LoRA adapters the small profile's voters run, one per prompt format: the
+/// format whose voter runs it, the name the configuration gives it, and its
 /// directory under the shipped adapters (`ModelDirs::adapters_dir`). Each has its card in that
-/// directory; docs/RESULTS.md has the dev100 figures that made them defaults.
-pub const DEFAULT_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
+/// directory; docs/RESULTS.md has their figures.
+pub const SHIPPED_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::Rep, "rep-s0", "coder-rep-s0"),
     (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
 ];
 
-/// The shipped adapter of the default selection model, trained by `quorum train --task
+/// The shipped adapter of the selection model (Qwen2.5-Coder-0.5B in every profile), trained by `quorum train --task
 /// selector` to choose among the pipeline's split votes (card in its directory).
-pub struct DefaultSelector {
+pub struct ShippedSelector {
     pub name: &'static str,
     pub dir: &'static str,
     /// The `selector_vote_weight` it serves with: the middle of the weights that did best on
@@ -30,27 +30,32 @@ pub struct DefaultSelector {
     pub vote_weight: f32,
 }
 
-pub const DEFAULT_SELECTOR: DefaultSelector = DefaultSelector {
+pub const SHIPPED_SELECTOR: ShippedSelector = ShippedSelector {
     name: "select-s1",
     dir: "coder-selector-s1",
     vote_weight: 1.5,
 };
 
-/// The default adapters under `dirs.adapters_dir`, by name. A missing one is an error naming it
-/// and every directory searched: without them the default configuration would serve a
-/// different, less accurate product than the one documented, and nothing may degrade silently.
-pub(super) fn shipped_default_adapters(
+/// The shipped adapters `profile` runs, under `dirs.adapters_dir`, by name: the selector's in
+/// every profile, the generators' in the small profile. A missing one is an error naming it
+/// and every directory searched: without it the profile would serve a different, less
+/// accurate product than the one documented, and nothing may degrade silently.
+pub(super) fn shipped_adapters(
+    profile: Profile,
     dirs: &ModelDirs,
 ) -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let mut found = BTreeMap::new();
-    let generators = DEFAULT_ADAPTERS.iter().map(|&(_, name, dir)| (name, dir));
-    for (name, dir) in generators.chain([(DEFAULT_SELECTOR.name, DEFAULT_SELECTOR.dir)]) {
+    let generators = SHIPPED_ADAPTERS
+        .iter()
+        .filter(|_| profile == Profile::Small)
+        .map(|&(_, name, dir)| (name, dir));
+    for (name, dir) in generators.chain([(SHIPPED_SELECTOR.name, SHIPPED_SELECTOR.dir)]) {
         let path = dirs.adapters_dir.join(dir);
         ensure!(
             path.join("adapter_config.json").is_file(),
-            "the default configuration's adapter `{name}` is not at {} (searched for the \
-             shipped adapters in: {}); point --adapters-dir (QUORUM_ADAPTERS_DIR) or QUORUM_HOME \
-             at the directory holding {dir}/, or give a configuration that names its own models",
+            "the {profile} profile's adapter `{name}` is not at {} (searched for the shipped \
+             adapters in: {}); point --adapters-dir (QUORUM_ADAPTERS_DIR) or QUORUM_HOME at the \
+             directory holding {dir}/, or give a configuration that names its own models",
             path.display(),
             dirs.adapters_searched
                 .iter()
@@ -63,11 +68,12 @@ pub(super) fn shipped_default_adapters(
     Ok(found)
 }
 
-/// The profile's models. The default: Qwen2.5-Coder-0.5B writes SQL and selects among split
-/// votes; SmolLM2 is loaded for `Inference` calls and as an optional generator (at 135M it
-/// mostly writes SQL that fails, so it is not a default voter); MiniLM embeds questions. The
-/// accurate profile writes SQL with Qwen2.5-Coder-1.5B and keeps the 0.5B model as the
-/// selector only. `adapters` are the shipped adapters in place, loaded on Qwen2.5-Coder-0.5B.
+/// The profile's models. The default and accurate profiles write SQL with
+/// Qwen2.5-Coder-1.5B and keep Qwen2.5-Coder-0.5B as the selector only. The small profile's
+/// Qwen2.5-Coder-0.5B writes SQL and selects among split votes; SmolLM2 is loaded beside it
+/// for `Inference` calls and as an optional generator (at 135M it mostly writes SQL that
+/// fails, so it is not a voter). MiniLM embeds questions in all three. `adapters` are the
+/// shipped adapters in place, all trained on Qwen2.5-Coder-0.5B.
 pub(super) fn profile_models(
     profile: Profile,
     adapters: &BTreeMap<String, PathBuf>,
@@ -86,7 +92,7 @@ pub(super) fn profile_models(
     };
     let embedder = model("all-minilm-l6-v2", vec![Role::Embedder], None);
     match profile {
-        Profile::Default => {
+        Profile::Small => {
             let mut coder = model(
                 "qwen2.5-coder-0.5b",
                 vec![Role::Generator, Role::Selector],
@@ -100,28 +106,28 @@ pub(super) fn profile_models(
             );
             vec![coder, smollm, embedder]
         }
-        Profile::Accurate => {
+        Profile::Default | Profile::Accurate => {
             let writer = model(
-                "qwen2.5-coder-1.5b",
+                profile.generator_model(),
                 vec![Role::Generator],
                 Some(PromptFormat::Rep),
             );
             let mut selector = model("qwen2.5-coder-0.5b", vec![Role::Selector], None);
-            selector.adapters = adapters
-                .iter()
-                .filter(|(name, _)| *name == DEFAULT_SELECTOR.name)
-                .map(|(name, path)| (name.clone(), path.clone()))
-                .collect();
+            selector.adapters = adapters.clone();
             vec![writer, selector, embedder]
         }
     }
 }
 
-/// The profile's voters: one base model with three prompt formats ("generators with
-/// different preferences"), so cross-consistency has diverse votes from the models at hand. In
-/// the default profile a voter runs its format's fine-tuned adapter when that is among
-/// `adapters`; the shipped adapters are trained on the 0.5B model, so the accurate profile's
-/// voters run its base model.
+/// The profile's voters. Every profile writes its PreSQL in RE_p (round 1 runs the first
+/// voter's model and adapter in that format, [`profile_round1`]). The small and accurate
+/// profiles then have one base model write a FinSQL in each of three prompt formats
+/// ("generators with different preferences"), so cross-consistency has diverse votes from the
+/// models at hand; a small-profile voter runs its format's fine-tuned adapter when that is
+/// among `adapters`. The default profile's one voter writes its FinSQL in SimpleDDL, and the
+/// vote is between it and the PreSQL: on dev300 the 1.5B model's SimpleDDL FinSQL was its most
+/// accurate single query, and two more formats cost 1.7 times the generated tokens a question
+/// for no measured gain (docs/RESULTS.md).
 pub(super) fn profile_generators(
     profile: Profile,
     adapters: &BTreeMap<String, PathBuf>,
@@ -133,32 +139,44 @@ pub(super) fn profile_generators(
         temperature: None,
         top_p: None,
         seed: None,
-        adapter: DEFAULT_ADAPTERS
+        adapter: SHIPPED_ADAPTERS
             .iter()
-            .filter(|_| profile == Profile::Default)
+            .filter(|_| profile == Profile::Small)
             .find(|(f, name, _)| *f == format && adapters.contains_key(*name))
             .map(|(_, name, _)| (*name).to_owned()),
     };
-    vec![
-        generator("rep", PromptFormat::Rep),
-        generator("mschema", PromptFormat::MSchema),
-        generator("ddl", PromptFormat::SimpleDdl),
-    ]
+    match profile {
+        Profile::Default => vec![generator("ddl", PromptFormat::SimpleDdl)],
+        Profile::Small | Profile::Accurate => vec![
+            generator("rep", PromptFormat::Rep),
+            generator("mschema", PromptFormat::MSchema),
+            generator("ddl", PromptFormat::SimpleDdl),
+        ],
+    }
 }
 
-/// With the shipped selector adapter among `adapters`, the default pipeline asks it on split
+/// Round 1 of every profile writes its PreSQL in RE_p, unless the configuration sets
+/// `round1_format` itself.
+pub(super) fn profile_round1(pipeline: &mut RawPipeline) {
+    pipeline
+        .knobs
+        .round1_format
+        .get_or_insert(PromptFormat::Rep);
+}
+
+/// With the shipped selector adapter among `adapters`, a profile's pipeline asks it on split
 /// votes, at the vote weight it was validated with (unless the config sets either knob).
 /// Without it selection stays off: the untuned base model loses to majority voting.
-pub(super) fn default_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, PathBuf>) {
-    if !adapters.contains_key(DEFAULT_SELECTOR.name) {
+pub(super) fn profile_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, PathBuf>) {
+    if !adapters.contains_key(SHIPPED_SELECTOR.name) {
         return;
     }
-    pipeline.setup.selector_adapter = Some(DEFAULT_SELECTOR.name.to_owned());
+    pipeline.setup.selector_adapter = Some(SHIPPED_SELECTOR.name.to_owned());
     pipeline.knobs.selector.get_or_insert(true);
     pipeline
         .knobs
         .selector_vote_weight
-        .get_or_insert(DEFAULT_SELECTOR.vote_weight);
+        .get_or_insert(SHIPPED_SELECTOR.vote_weight);
 }
 
 /// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout

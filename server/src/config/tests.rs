@@ -107,53 +107,105 @@ fn the_gpu_check_config_parses() {
     }
 }
 
-/// The shipped default adapters are in the checkout, and the default configuration puts
-/// each on its format's voter only when it is there.
+/// The shipped adapters are in the checkout, and the small profile puts each on its format's
+/// voter only when it is there.
 #[test]
-fn the_default_voters_run_the_shipped_adapters_when_present() {
+fn the_small_profile_voters_run_the_shipped_adapters_when_present() {
     let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
-    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
-        .expect("the checkout ships the default adapters");
+    let shipped = shipped_adapters(Profile::Small, &dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the adapters");
     assert_eq!(
         shipped.len(),
-        DEFAULT_ADAPTERS.len() + 1,
-        "every default adapter ships, the selector's too"
+        SHIPPED_ADAPTERS.len() + 1,
+        "every generator adapter ships, the selector's too"
     );
-    let models = profile_models(Profile::Default, &shipped);
+    let models = profile_models(Profile::Small, &shipped);
     assert_eq!(models[0].adapters, shipped);
-    let generators = profile_generators(Profile::Default, &shipped);
+    let generators = profile_generators(Profile::Small, &shipped);
     let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
     let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
     assert_eq!(adapters, [Some("rep-s0"), Some("mschema-s1"), None]);
     // None in place: every voter runs the base model.
     let none = BTreeMap::new();
+    assert!(profile_models(Profile::Small, &none)[0].adapters.is_empty());
     assert!(
-        profile_models(Profile::Default, &none)[0]
-            .adapters
-            .is_empty()
-    );
-    assert!(
-        profile_generators(Profile::Default, &none)
+        profile_generators(Profile::Small, &none)
             .iter()
             .all(|g| g.adapter.is_none())
     );
     // Only the RE_p adapter in place: the M-Schema voter runs the base model.
     let mut rep = BTreeMap::new();
     rep.insert("rep-s0".to_owned(), adapters_dir.join("coder-rep-s0"));
-    let adapters: Vec<_> = profile_generators(Profile::Default, &rep)
+    let adapters: Vec<_> = profile_generators(Profile::Small, &rep)
         .iter()
         .map(|g| g.adapter.clone())
         .collect();
     assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
     // Nothing in place: an error that names the adapter and where it was looked for.
     let missing = adapters_dir.join("missing");
-    let err = shipped_default_adapters(&dirs_with_adapters(&missing))
+    let err = shipped_adapters(Profile::Small, &dirs_with_adapters(&missing))
         .expect_err("no adapters there")
         .to_string();
     assert!(err.contains("`rep-s0`"), "{err}");
+    assert!(err.contains("small profile"), "{err}");
     assert!(err.contains("missing"), "{err}");
     assert!(err.contains("--adapters-dir"), "{err}");
+}
+
+/// The default profile: the 1.5B model writes the PreSQL in RE_p and one FinSQL in
+/// SimpleDDL, and the shipped selector on the 0.5B model, its only adapter, judges a split.
+/// The generators' adapters are not needed to start it.
+#[test]
+fn the_default_profile_writes_two_queries_on_the_bigger_model() {
+    let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    let shipped = shipped_adapters(Profile::Default, &dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the selector");
+    assert_eq!(
+        shipped.keys().collect::<Vec<_>>(),
+        [SHIPPED_SELECTOR.name],
+        "only the selector's adapter"
+    );
+    let generators = profile_generators(Profile::Default, &shipped);
+    let voters: Vec<_> = generators
+        .iter()
+        .map(|g| {
+            (
+                g.name.as_str(),
+                g.model.as_str(),
+                g.format,
+                g.adapter.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        voters,
+        [(
+            "qwen15-ddl",
+            "qwen2.5-coder-1.5b",
+            Some(PromptFormat::SimpleDdl),
+            None
+        )]
+    );
+    let mut pipeline = RawPipeline::default();
+    profile_round1(&mut pipeline);
+    assert_eq!(pipeline.knobs.round1_format, Some(PromptFormat::Rep));
+    let mut own = RawPipeline::default();
+    own.knobs.round1_format = Some(PromptFormat::MSchema);
+    profile_round1(&mut own);
+    assert_eq!(own.knobs.round1_format, Some(PromptFormat::MSchema));
+    let models = profile_models(Profile::Default, &shipped);
+    let sources: Vec<_> = models.iter().map(|m| m.source.as_str()).collect();
+    assert_eq!(
+        sources,
+        [
+            "qwen2.5-coder-1.5b",
+            "qwen2.5-coder-0.5b",
+            "all-minilm-l6-v2"
+        ]
+    );
+    assert_eq!(models[1].roles, [Role::Selector]);
+    assert_eq!(models[1].adapters, shipped);
 }
 
 #[test]
@@ -205,8 +257,8 @@ demos_file = "train.json"
 #[test]
 fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector() {
     let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
-    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
-        .expect("the checkout ships the default adapters");
+    let shipped = shipped_adapters(Profile::Accurate, &dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the selector");
     let generators = profile_generators(Profile::Accurate, &shipped);
     let voters: Vec<_> = generators
         .iter()
@@ -228,7 +280,7 @@ fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector
     assert_eq!(selector.source, "qwen2.5-coder-0.5b");
     assert_eq!(
         selector.adapters.keys().collect::<Vec<_>>(),
-        [DEFAULT_SELECTOR.name]
+        [SHIPPED_SELECTOR.name]
     );
     assert!(
         models
@@ -239,7 +291,7 @@ fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector
 }
 
 /// A profile is chosen by flag or file; without the 1.5B model the accurate profile is an
-/// error that says how to fetch it, and a profile beside the configuration's own models is
+/// error that says how to fetch it (as the default profile's would be), and a profile beside the configuration's own models is
 /// refused rather than one of them silently ignored.
 #[test]
 fn profiles_parse_and_fail_clearly() {
@@ -253,7 +305,7 @@ fn profiles_parse_and_fail_clearly() {
         resolve(raw, &dirs, Path::new("/nonexistent/db")).unwrap_err()
     );
     assert!(err.contains("qwen2.5-coder-1.5b"), "{err}");
-    assert!(err.contains("fetch-models.sh --with-1.5b"), "{err}");
+    assert!(err.contains("scripts/fetch-models.sh"), "{err}");
     let mut own = RawConfig::from_toml_str(
         "[[models]]\nsource = \"smollm2-135m\"\nroles = [\"generator\"]\n",
     )
@@ -285,10 +337,10 @@ fn dirs_with_adapters(dir: &Path) -> ModelDirs {
 #[test]
 fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
     let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
-    let shipped = shipped_default_adapters(&dirs_with_adapters(&adapters_dir))
-        .expect("the checkout ships the default adapters");
+    let shipped = shipped_adapters(Profile::Default, &dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the selector");
     let mut pipeline = RawPipeline::default();
-    default_selection(&mut pipeline, &shipped);
+    profile_selection(&mut pipeline, &shipped);
     assert_eq!(
         pipeline.setup.selector_adapter.as_deref(),
         Some("select-s1")
@@ -296,18 +348,18 @@ fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
     assert_eq!(pipeline.knobs.selector, Some(true));
     assert_eq!(
         pipeline.knobs.selector_vote_weight,
-        Some(DEFAULT_SELECTOR.vote_weight)
+        Some(SHIPPED_SELECTOR.vote_weight)
     );
     let mut own = RawPipeline::default();
     own.knobs.selector = Some(false);
     own.knobs.selector_vote_weight = Some(0.5);
-    default_selection(&mut own, &shipped);
+    profile_selection(&mut own, &shipped);
     assert_eq!(
         (own.knobs.selector, own.knobs.selector_vote_weight),
         (Some(false), Some(0.5))
     );
     let mut bare = RawPipeline::default();
-    default_selection(&mut bare, &BTreeMap::new());
+    profile_selection(&mut bare, &BTreeMap::new());
     assert_eq!(bare.setup.selector_adapter, None);
     assert_eq!(bare.knobs.selector, None);
 }
