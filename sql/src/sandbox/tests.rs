@@ -10,8 +10,35 @@ fn spider_dir() -> PathBuf {
 }
 
 /// A private copy of a Spider database, so that a sandbox failure could never damage the
-/// shared data, and so that the test can check the file afterwards.
-fn copy_db(db: &str, tag: &str) -> PathBuf {
+/// shared data, and so that the test can check the file afterwards. Its directory is removed
+/// when the copy is dropped.
+struct PrivateCopy {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for PrivateCopy {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for PrivateCopy {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateCopy {
+    fn drop(&mut self) {
+        // A leftover directory in the temp dir is harmless; a panic while dropping is not.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn copy_db(db: &str, tag: &str) -> PrivateCopy {
     let src = spider_dir().join(format!("database/{db}/{db}.sqlite"));
     let dir = std::env::temp_dir().join(format!(
         "quorum-sandbox-{}-{tag}-{}",
@@ -22,9 +49,9 @@ fn copy_db(db: &str, tag: &str) -> PathBuf {
             .as_nanos()
     ));
     std::fs::create_dir_all(&dir).expect("create temp dir");
-    let dst = dir.join(format!("{db}.sqlite"));
-    std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {src:?}: {e}"));
-    dst
+    let path = dir.join(format!("{db}.sqlite"));
+    std::fs::copy(&src, &path).unwrap_or_else(|e| panic!("copy {src:?}: {e}"));
+    PrivateCopy { dir, path }
 }
 
 fn limits(timeout_ms: u64) -> Limits {
@@ -36,8 +63,8 @@ fn limits(timeout_ms: u64) -> Limits {
 
 #[test]
 fn spider_query_returns_expected_rows() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "rows"), Limits::default())
-        .expect("open concert_singer");
+    let db = copy_db("concert_singer", "rows");
+    let sandbox = Sandbox::open(&db, Limits::default()).expect("open concert_singer");
     let r = sandbox
         .execute("SELECT count(*) FROM singer")
         .expect("count runs");
@@ -113,7 +140,8 @@ fn writes_attach_pragmas_and_tricks_are_refused_and_file_unchanged() {
 
 #[test]
 fn denial_names_the_action() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "deny"), limits(2000)).expect("open");
+    let db = copy_db("concert_singer", "deny");
+    let sandbox = Sandbox::open(&db, limits(2000)).expect("open");
     let err = sandbox.execute("DELETE FROM singer").expect_err("denied");
     assert_eq!(err.kind(), "denied");
     assert!(err.to_string().contains("DELETE from singer"), "{err}");
@@ -125,7 +153,8 @@ fn denial_names_the_action() {
 
 #[test]
 fn read_only_pragma_and_recursive_cte_are_allowed() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "pragma"), limits(2000)).expect("open");
+    let db = copy_db("concert_singer", "pragma");
+    let sandbox = Sandbox::open(&db, limits(2000)).expect("open");
     let r = sandbox
         .execute("PRAGMA table_info(singer)")
         .expect("table_info");
@@ -139,7 +168,8 @@ fn read_only_pragma_and_recursive_cte_are_allowed() {
 #[test]
 fn runaway_query_is_interrupted_within_the_limit() {
     let limit = Duration::from_millis(300);
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "timeout"), limits(300)).expect("open");
+    let db = copy_db("concert_singer", "timeout");
+    let sandbox = Sandbox::open(&db, limits(300)).expect("open");
     let start = Instant::now();
     let err = sandbox
         .execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
@@ -200,7 +230,8 @@ fn row_and_byte_caps_truncate_or_fail() {
 
 #[test]
 fn oversized_values_are_stopped_by_sqlite() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "toobig"), limits(5000)).expect("open");
+    let db = copy_db("concert_singer", "toobig");
+    let sandbox = Sandbox::open(&db, limits(5000)).expect("open");
     let small = Limits {
         max_bytes: 2 << 20,
         ..limits(5000)
@@ -217,7 +248,8 @@ fn oversized_values_are_stopped_by_sqlite() {
 
 #[test]
 fn errors_are_classified() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "errors"), limits(2000)).expect("open");
+    let db = copy_db("concert_singer", "errors");
+    let sandbox = Sandbox::open(&db, limits(2000)).expect("open");
     assert_eq!(
         sandbox.execute("  ; ").expect_err("empty"),
         ExecError::Empty
@@ -239,7 +271,8 @@ fn errors_are_classified() {
 
 #[test]
 fn values_keep_their_storage_class() {
-    let sandbox = Sandbox::open(&copy_db("concert_singer", "values"), limits(2000)).expect("open");
+    let db = copy_db("concert_singer", "values");
+    let sandbox = Sandbox::open(&db, limits(2000)).expect("open");
     let r = sandbox
         .execute("SELECT NULL, 1, 1.5, 'é', x'00ff'")
         .expect("literals");
