@@ -369,10 +369,20 @@ impl Runner {
         }
         let started = Instant::now();
         let forward = self.forward(&plan);
-        self.pacer.observe(plan.num_tokens(), started.elapsed());
+        let queued = started.elapsed();
+        self.pacer.observe(plan.num_tokens(), queued);
         match forward {
             Ok(logits) => {
                 let results = self.sample(&plan, logits);
+                // On a GPU the pass only queues its kernels and sampling waits for them: a step
+                // whose queueing takes about as long as the whole step is bound by the host.
+                tracing::debug!(
+                    target: "quorum_engine::step_timing",
+                    tokens = plan.num_tokens(),
+                    seqs = plan.seqs.len(),
+                    queued_us = queued.as_micros() as u64,
+                    step_us = started.elapsed().as_micros() as u64,
+                );
                 let finished = self.scheduler.commit(&results).map_err(|e| e.to_string())?;
                 for f in finished {
                     if let Some(mut a) = self.active.remove(&f.request_id) {

@@ -58,7 +58,6 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[1] = quorum::PARTITION;
   limits[2] = quorum::MAX_HEAD_DIM;
   limits[3] = quorum::SHRINK_THREADS;
-  limits[4] = quorum::SHRINK_WARPS;
-  limits[5] = quorum::EXPAND_THREADS;
-  limits[6] = quorum::ARGMAX_THREADS;
+  limits[4] = quorum::EXPAND_THREADS;
+  limits[5] = quorum::ARGMAX_THREADS;
 }

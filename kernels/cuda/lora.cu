@@ -8,25 +8,28 @@
 
 namespace quorum {
 
-constexpr int SHRINK_THREADS = 128;
-constexpr int SHRINK_WARPS = SHRINK_THREADS / WARP_SIZE;
+constexpr int SHRINK_THREADS = 256;
 constexpr int EXPAND_THREADS = 256;
 
-// One block per (row, group of SHRINK_WARPS ranks); one warp per rank, its lanes along `in`.
+// One block per (row, rank): the whole block strides along `in` and sums over its threads. (One
+// warp per rank walked the 18,944 inputs of a 7B down projection 592 steps deep, and with few
+// blocks in flight that latency set the kernel's time.) A row without an adapter leaves its `t`
+// unwritten; the expand never reads it.
 template <class T>
 __device__ void lora_shrink(float *t, const T *x, const T *a, const int *adapter_of_row, int in,
                             int rank) {
+  __shared__ float scratch[32];
   const long row = blockIdx.x;
+  const int r = blockIdx.y;
   const int adapter = adapter_of_row[row];
-  const int r = blockIdx.y * SHRINK_WARPS + threadIdx.x / WARP_SIZE;
-  const int lane = threadIdx.x % WARP_SIZE;
+  // The same for every thread of the block, so no barrier below is left half-reached.
   if (adapter < 0 || r >= rank) return;
   const T *a_row = a + (long(adapter) * rank + r) * in;
   const T *x_row = x + row * in;
   float dot = 0.0f;
-  for (int i = lane; i < in; i += WARP_SIZE) dot += to_f32(a_row[i]) * to_f32(x_row[i]);
-  dot = warp_sum(dot);
-  if (lane == 0) t[row * rank + r] = dot;
+  for (int i = threadIdx.x; i < in; i += blockDim.x) dot += to_f32(a_row[i]) * to_f32(x_row[i]);
+  dot = block_sum(dot, scratch);
+  if (threadIdx.x == 0) t[row * rank + r] = dot;
 }
 
 // One thread per output element; a block covers EXPAND_THREADS outputs of one row.

@@ -22,10 +22,18 @@ LOGS=$WORK/logs
 mkdir -p "$OUT" "$WORK" "$SYN" "$LOGS"
 LOG=$OUT/summary.txt
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$LOG"; }
+# The whole script's time: a step is cut to what is left of it, and skipped when too little is
+# left, so the figures and logs are written even when the device call is short.
+BUDGET=${BUDGET:-500}
 # step NAME SECONDS CMD...: runs CMD with a time bound, stdout and stderr to $LOGS/NAME.log.
 step() {
   local name=$1 secs=$2; shift 2
-  local t0=$SECONDS
+  local t0=$SECONDS left=$((BUDGET - SECONDS))
+  if [ "$left" -lt 15 ]; then
+    say "step $name: skipped, ${left} s of the ${BUDGET} s budget left"
+    return 124
+  fi
+  [ "$secs" -gt "$left" ] && secs=$left
   timeout "$secs" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
   say "step $name: rc=$rc in $((SECONDS - t0)) s"
@@ -58,8 +66,8 @@ SMALL=$SYN/qwen2.5-coder-0.5b
 
 # 2. Agreement on the same 0.5B checkpoint, five prompts, 64 greedy tokens: the CPU's greedy
 # loop (the reference; run in the background, a few cores each, while the GPU works) against
-# the GPU's greedy loop (and the logits after the prompt) and the GPU's engine, four copies at
-# once (paged KV blocks on the device, batched attention).
+# the GPU's greedy loop (and the logits after the prompt) and the GPU's engine, one copy and
+# then 64 at once (paged KV blocks on the device, batched attention).
 PROMPTS=(
   "SELECT count(*) FROM singer"
   "How many singers do we have?"
@@ -79,7 +87,7 @@ for i in "${!PROMPTS[@]}"; do
     --max-tokens 64 --logits-out "$4" >"$5"' "$Q" "$DEVICE" "$SMALL" "${PROMPTS[$i]}" \
     "$WORK/logits-$i-gpu.f32" "$WORK/text-$i-gpu-greedy.txt"
   step "agree-$i-gpu-engine" 90 sh -c '"$0" generate --device "$1" --model "$2" --prompt "$3" \
-    --max-tokens 64 --engine-copies 4 --stats >"$4"' "$Q" "$DEVICE" "$SMALL" "${PROMPTS[$i]}" \
+    --max-tokens 64 --engine-copies 1,64 --stats >"$4"' "$Q" "$DEVICE" "$SMALL" "${PROMPTS[$i]}" \
     "$WORK/text-$i-gpu-engine.txt"
 done
 
@@ -116,47 +124,50 @@ print(f"completions equal to the CPU's on 5 prompts: GPU greedy loop {greedy}/5,
 PY
 figures "$LOGS"/agree-*-gpu-engine.log
 
-# 4. The 7B through the engine in half precision, with Quorum's kernels and with candle's ops
-# (QUORUM_CUDA_KERNELS=0, the path before the kernels): one stream, then 64 (128 tokens each),
-# then the prefill of a 2,000-token prompt; and the greedy loop at batch 1.
+# 4. The 7B through the engine in half precision with Quorum's kernels: one stream, then 64
+# (128 tokens each), then the prefill of a 2,000-token prompt. Then PyTorch + transformers on
+# the same files and prompts, in the same call. The most important figures come first; the
+# same runs with candle's ops (QUORUM_CUDA_KERNELS=0, the path before the kernels) come last.
 LONG=$(python3 -c "print(('SELECT name, capacity FROM stadium WHERE capacity > 5000 ORDER BY capacity DESC; ' * 40)[:2000])")
-for kernels in 1 0; do
-  step "engine-7b-$HALF-kernels$kernels" 150 env QUORUM_CUDA_KERNELS=$kernels "$Q" generate \
+# The decode runs log each step's time to queue the pass and the whole step's (figures.py).
+TIMING=quorum_engine::step_timing=debug
+engine_7b() { # KERNELS: the decode runs and the 2k prefill of the 7B
+  step "engine-7b-$HALF-kernels$1" 120 env QUORUM_CUDA_KERNELS="$1" RUST_LOG=$TIMING "$Q" generate \
     --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "How many singers do we have?" \
     --max-tokens 128 --engine-copies 1,64 --stats --kv-cache-mib 8192
-  step "engine-7b-$HALF-kernels$kernels-prefill2k" 90 env QUORUM_CUDA_KERNELS=$kernels "$Q" \
+  step "engine-7b-$HALF-kernels$1-prefill2k" 90 env QUORUM_CUDA_KERNELS="$1" "$Q" \
     generate --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "$LONG" \
     --max-tokens 2 --engine-copies 1 --stats
-done
-step "greedy-7b-$HALF-kernels1" 90 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
-  --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 --stats
-# 5. PyTorch + transformers on the same files, same prompts, in half precision, in the same call.
-step torch-7b 200 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json" "$HALF"
+  figures "$LOGS/engine-7b-$HALF-kernels$1.log" "$LOGS/engine-7b-$HALF-kernels$1-prefill2k.log"
+}
+engine_7b 1
+step torch-7b 150 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json" "$HALF"
 cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 
-# 6. Three synthetic rank-16 adapters on the 7B: 64 copies taking none and each adapter in turn
+# 5. Three synthetic rank-16 adapters on the 7B: 64 copies taking none and each adapter in turn
 # (BGMV on the device), against the plain 64 above; and on the 0.5B in f32, a mixed batch of 16
 # whose every copy must decode what its adapter decodes alone.
 for i in 1 2 3; do
   "$Q" synth-adapter --arch "$BIG" --rank 16 --seed "$i" --out "$SYN/$BIG-lora$i" >/dev/null
   "$Q" synth-adapter --arch qwen2.5-coder-0.5b --rank 8 --seed "$i" --out "$SYN/small-lora$i" >/dev/null
 done
-step "engine-7b-$HALF-lora3" 150 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
+step lora3-0.5b-f32 60 "$Q" generate --device "$DEVICE" --model "$SMALL" --prompt \
+  "How many singers do we have?" --max-tokens 32 --engine-copies 16 --stats \
+  --adapter "$SYN/small-lora1" --adapter "$SYN/small-lora2" --adapter "$SYN/small-lora3"
+step "engine-7b-$HALF-lora3" 120 env RUST_LOG=$TIMING "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
   --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 --engine-copies 64 \
   --stats --kv-cache-mib 8192 --adapter "$SYN/$BIG-lora1" --adapter "$SYN/$BIG-lora2" \
   --adapter "$SYN/$BIG-lora3"
-step lora3-0.5b-f32 120 "$Q" generate --device "$DEVICE" --model "$SMALL" --prompt \
-  "How many singers do we have?" --max-tokens 32 --engine-copies 16 --stats \
-  --adapter "$SYN/small-lora1" --adapter "$SYN/small-lora2" --adapter "$SYN/small-lora3"
-figures "$LOGS"/engine-7b-*.log "$LOGS"/greedy-7b-*.log "$LOGS"/lora3-0.5b-f32.log
+figures "$LOGS"/lora3-0.5b-f32.log "$LOGS/engine-7b-$HALF-lora3.log"
 
-# 7. The server on the device (scripts/gpu/quorum-gpu.toml): one Text2Sql request end to end,
-# then 64 concurrent generations of the 7B through gRPC.
+# 6. The server on the device (scripts/gpu/quorum-gpu.toml): one Text2Sql request end to end,
+# then 64 concurrent generations of the 7B through gRPC; later the same load with the kernels off.
 mkdir -p "$WORK/db/concert_singer"
 cp gpu-bundle/concert_singer.sqlite "$WORK/db/concert_singer/"
-# A dry run on the CPU drops the share of GPU memory, which only a CUDA device has.
+# A dry run on the CPU drops the share of GPU memory and the half precision, which only a CUDA
+# device has.
 CPU_ONLY=()
-[ "$DEVICE" = cpu ] && CPU_ONLY=(-e '/gpu_memory_fraction/d')
+[ "$DEVICE" = cpu ] && CPU_ONLY=(-e '/gpu_memory_fraction/d' -e '/^dtype = /d')
 sed -e "s#@SYN@#$SYN#g" -e "s#@REPO@#$REPO#g" -e "s#qwen2.5-coder-7b\"#$BIG\"#" \
   -e "s#\"cuda:0\"#\"$DEVICE\"#" "${CPU_ONLY[@]}" scripts/gpu/quorum-gpu.toml >"$WORK/quorum.toml"
 serve_and_load() { # BINARY TAG [KERNELS]: start a server, time 64 streams on the 7B, stop it
@@ -164,19 +175,26 @@ serve_and_load() { # BINARY TAG [KERNELS]: start a server, time 64 streams on th
     >"$LOGS/serve-$2.log" 2>&1 &
   local server=$!
   # Ready when health says SERVING (both models loaded); the base build waits the same way.
-  step "ready-$2" 150 sh -c 'until "$0" health --server http://127.0.0.1:50070; do sleep 1; done' "$1"
-  if [ "$2" = new ]; then
-    step ask 180 "$1" ask --server http://127.0.0.1:50070 --wait-secs 150 --db concert_singer \
-      "How many singers do we have?"
+  if step "ready-$2" 120 sh -c 'until "$0" health --server http://127.0.0.1:50070; do sleep 1; done' "$1"; then
+    if [ "$2" = new ]; then
+      step ask 90 "$1" ask --server http://127.0.0.1:50070 --wait-secs 80 --db concert_singer \
+        "How many singers do we have?"
+    fi
+    step "load-7b-64-$2" 90 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder-7b \
+      --clients 64 --requests 64 --max-tokens 64
+    tail -n 3 "$LOGS/load-7b-64-$2.log" | tee -a "$LOG"
   fi
-  step "load-7b-64-$2" 120 "$WORK/quorum-load" --server http://127.0.0.1:50070 --model coder-7b \
-    --clients 64 --requests 64 --max-tokens 64
-  tail -n 3 "$LOGS/load-7b-64-$2.log" | tee -a "$LOG"
   kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
 }
 serve_and_load "$Q" new
-serve_and_load "$Q" kernels0 0
 
+# 7. The baselines of the current path: candle's ops (QUORUM_CUDA_KERNELS=0) through the engine
+# and through the server; the greedy loop at batch 1 with the kernels.
+engine_7b 0
+serve_and_load "$Q" kernels0 0
+step "greedy-7b-$HALF-kernels1" 60 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
+  --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 --stats
+figures "$LOGS/greedy-7b-$HALF-kernels1.log"
 
 # 8. The earlier build through the same server and client, when the bundle carries one.
 if [ -x "$WORK/quorum-base" ]; then
@@ -186,4 +204,4 @@ fi
 # The headline figures as JSON (docs/runs/gpu-figures.json once committed).
 python3 scripts/gpu/figures.py "$LOGS" "$OUT" "$HALF" | tee -a "$LOG"
 tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
-say "done"
+say "done in $SECONDS s"

@@ -29,10 +29,30 @@ def read(path):
 
 
 def engine_runs(path):
-    """{copies: (same, prompt_tokens, first_token_s, decode_tok_s)} of one engine log."""
-    text = read(path) or ""
+    """{copies: (same, prompt_tokens, first_token_s, decode_tok_s)} of one engine log, its
+    warm-up run left out."""
+    text = "\n".join(l for l in (read(path) or "").splitlines() if not l.startswith("warm-up:"))
     return {
         int(m[1]): (int(m[2]), int(m[3]), float(m[4]), float(m[5])) for m in ENGINE.finditer(text)
+    }
+
+
+STEP = re.compile(r"tokens=(\d+) seqs=(\d+) queued_us=(\d+) step_us=(\d+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def step_timing(path):
+    """{seqs: [median queued ms, median step ms, steps]} over a log's decode steps (one token
+    a sequence), from the engine's `quorum_engine::step_timing` debug lines."""
+    by_seqs = {}
+    for m in STEP.finditer(ANSI.sub("", read(path) or "")):
+        tokens, seqs, queued, step = map(int, m.groups())
+        if tokens == seqs:
+            by_seqs.setdefault(seqs, []).append((queued, step))
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    return {
+        seqs: [round(median([q for q, _ in v]) / 1e3, 3), round(median([t for _, t in v]) / 1e3, 3), len(v)]
+        for seqs, v in sorted(by_seqs.items())
     }
 
 
@@ -65,6 +85,8 @@ def main():
         roofline = round(decode1 * th["weight_bytes"] / torch["copy_bytes_per_s"], 3)
     kernels = json.loads(read(f"{out}/kernel-check.json") or "{}")
     summary = read(f"{out}/summary.txt") or ""
+    # The engine's 64 copies of each agreement prompt (0.5B, f32): all the first copy's tokens.
+    agree64 = [engine_runs(f"{logs}/agree-{i}-gpu-engine.log").get(64) for i in range(5)]
     greedy = re.search(r"completions equal to the CPU's on 5 prompts: GPU greedy loop (\d)/5, GPU engine (\d)/5", summary)
     try:
         device = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -91,7 +113,14 @@ def main():
         "grpc64_vs_main": ratio(load_tok_s(f"{logs}/load-7b-64-new.log"), load_tok_s(f"{logs}/load-7b-64-kernels0.log")),
         "grpc64_baseline": "the same build with QUORUM_CUDA_KERNELS=0 (candle's ops)",
         "greedy_equal": f"greedy loop {greedy[1]}/5, engine {greedy[2]}/5" if greedy else None,
+        "engine64_f32_same_tokens": f"{sum(1 for r in agree64 if r and r[0] == 64)}/5"
+        if any(agree64) else None,
         "kernel_tests": f"{kernels['passed']}/{kernels['total']}" if "total" in kernels else None,
+        # Decode steps of the 7B: {sequences: [median ms queueing the pass, median ms of the
+        # whole step, steps]}; queueing near the whole step means the host bounds it.
+        "step_timing_kernels1": step_timing(f"{logs}/engine-7b-{half}-kernels1.log"),
+        "step_timing_kernels0": step_timing(f"{logs}/engine-7b-{half}-kernels0.log"),
+        "step_timing_lora3": step_timing(f"{logs}/engine-7b-{half}-lora3.log"),
     }
     os.makedirs(out, exist_ok=True)
     with open(f"{out}/gpu-figures.json", "w") as f:

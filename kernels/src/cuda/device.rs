@@ -106,10 +106,12 @@ macro_rules! view {
     };
 }
 
-/// A new uninitialised device tensor; every kernel that makes one writes all of it.
+/// A new uninitialised device tensor: the launch that follows writes every element that is
+/// later read (no memset launch per buffer).
 fn empty<T: CudaDType + DeviceRepr>(dev: &CudaDevice, shape: impl Into<Shape>) -> Result<Tensor> {
     let shape = shape.into();
-    // SAFETY: the launch that follows writes every element before anything reads it.
+    // SAFETY: the launch that follows writes every element before anything reads it (scratch
+    // whose unwritten parts nothing reads is the only exception, documented at its use).
     let slice = unsafe { dev.alloc::<T>(shape.elem_count())? };
     let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
     Ok(Tensor::from_storage(
@@ -118,10 +120,6 @@ fn empty<T: CudaDType + DeviceRepr>(dev: &CudaDevice, shape: impl Into<Shape>) -
         BackpropOp::none(),
         false,
     ))
-}
-
-fn zeros_f32(dev: &CudaDevice, shape: impl Into<Shape>) -> Result<Tensor> {
-    Tensor::zeros(shape, DType::F32, &Device::Cuda(dev.clone()))
 }
 
 fn same_dtype(what: &str, tensors: &[&Tensor], dtype: DType) -> Result<()> {
@@ -382,10 +380,11 @@ pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
     with_element!(q.dtype(), T => {
         let out = empty::<T>(&dev, q.shape())?;
         // Scratch for split contexts; one partition needs none, but a buffer is always passed.
+        // Left uninitialised: the reduce reads only the partitions a row's blocks wrote.
         let partials = if parts > 1 { rows * heads * parts } else { 1 };
-        let part_out = zeros_f32(&dev, partials * head_dim)?;
-        let part_max = zeros_f32(&dev, partials)?;
-        let part_sum = zeros_f32(&dev, partials)?;
+        let part_out = empty::<f32>(&dev, partials * head_dim)?;
+        let part_max = empty::<f32>(&dev, partials)?;
+        let part_sum = empty::<f32>(&dev, partials)?;
         {
             view!(og, ov, &out, T);
             view!(pog, pov, &part_out, f32);
@@ -478,7 +477,8 @@ pub fn lora_bgmv(
     let expand = launch::lora_expand(rows, fan_out).map_err(shape_error)?;
     let x = x.contiguous()?;
     with_element!(x.dtype(), T => {
-        let t = zeros_f32(&dev, (rows, rank))?;
+        // Rows without an adapter leave theirs unwritten and unread.
+        let t = empty::<f32>(&dev, (rows, rank))?;
         view!(tg, tv, &t, f32);
         view!(xg, xv, &x, T);
         view!(ag, av, stack.a, T);

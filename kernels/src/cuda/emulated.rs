@@ -334,15 +334,14 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 7];
-    // SAFETY: the function writes exactly seven ints.
+    let mut limits = [0 as c_int; 6];
+    // SAFETY: the function writes exactly six ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
         launch::PARTITION as c_int,
         launch::MAX_HEAD_DIM as c_int,
         launch::SHRINK_THREADS as c_int,
-        launch::SHRINK_WARPS as c_int,
         launch::EXPAND_THREADS as c_int,
         launch::ARGMAX_THREADS as c_int,
     ];

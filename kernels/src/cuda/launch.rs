@@ -16,9 +16,7 @@ pub const ATTENTION_THREADS: u32 = 128;
 /// Keys one attention block covers; longer contexts are split (flash-decoding).
 pub const PARTITION: usize = 512;
 pub const MAX_HEAD_DIM: usize = 256;
-pub const SHRINK_THREADS: u32 = 128;
-/// Ranks one shrink block computes (one per warp).
-pub const SHRINK_WARPS: u32 = SHRINK_THREADS / 32;
+pub const SHRINK_THREADS: u32 = 256;
 pub const EXPAND_THREADS: u32 = 256;
 pub const ARGMAX_THREADS: u32 = 256;
 
@@ -140,11 +138,7 @@ pub fn lora_shrink(rows: usize, rank: usize) -> Result<LaunchShape, LaunchError>
     Ok(LaunchShape {
         grid: (
             at_most("rows", rows, MAX_GRID_X)?,
-            at_most(
-                "rank groups",
-                rank.div_ceil(SHRINK_WARPS as usize).max(1),
-                MAX_GRID_YZ,
-            )?,
+            at_most("ranks", rank.max(1), MAX_GRID_YZ)?,
             1,
         ),
         threads: SHRINK_THREADS,

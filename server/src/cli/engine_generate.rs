@@ -87,20 +87,23 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
             .load_adapter(&format!("adapter-{}", k + 1), dir)
             .with_context(|| format!("loading the adapter in {}", dir.display()))?;
     }
+    if args.stats {
+        warm_up(&engine, &prompt_tokens, args)?;
+    }
     // What each adapter (and none) decodes alone, when copies differ by adapter; otherwise the
     // first run's first copy is the reference.
     let mut alone: Vec<Vec<u32>> = Vec::new();
     if !args.adapters.is_empty() {
         for slot in 0..=args.adapters.len() {
             let adapter = adapter_of(slot, args.adapters.len());
-            let copy = run_copies(&engine, &prompt_tokens, 1, args, |_| adapter.clone())?;
+            let copy = run_copies(&engine, &prompt_tokens, 1, args, "", |_| adapter.clone())?;
             alone.push(copy.into_iter().next().expect("one copy").tokens);
         }
     }
     let mut first_text = None;
     let mut disagreements = Vec::new();
     for &n in args.copies {
-        let copies = run_copies(&engine, &prompt_tokens, n, args, |i| {
+        let copies = run_copies(&engine, &prompt_tokens, n, args, "", |i| {
             adapter_of(i, args.adapters.len())
         })?;
         let first = &copies[0];
@@ -139,12 +142,34 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
     Ok(())
 }
 
+/// Before timed runs: one copy of a prompt as long as the timed one but differing in its first
+/// token (so no prefix-cache block of it is reused), a few tokens long. A process's first step
+/// on a GPU also loads kernel modules and sets up the matrix library for each new shape; the
+/// PyTorch baseline warms up the same way before it times. Its own line is printed too.
+fn warm_up(
+    engine: &quorum_engine::EngineHandle,
+    prompt_tokens: &[u32],
+    args: &EngineGenerate,
+) -> Result<()> {
+    let mut other = prompt_tokens.to_vec();
+    if let Some(first) = other.first_mut() {
+        let vocab = engine.tokenizer().get_vocab_size(true).max(2) as u32;
+        *first = (*first + 1) % vocab;
+    }
+    let short = EngineGenerate {
+        max_tokens: args.max_tokens.min(4),
+        ..*args
+    };
+    run_copies(engine, &other, 1, &short, "warm-up: ", |_| None).map(|_| ())
+}
+
 /// Submits `n` copies of the prompt at once and waits for all of them.
 fn run_copies(
     engine: &quorum_engine::EngineHandle,
     prompt_tokens: &[u32],
     n: usize,
     args: &EngineGenerate,
+    label: &str,
     adapter: impl Fn(usize) -> Option<String>,
 ) -> Result<Vec<Copy>> {
     let eos = &engine.info().eos_token_ids;
@@ -213,7 +238,7 @@ fn run_copies(
             .filter(|(i, c)| c.tokens == copies[i % kinds].tokens)
             .count();
         eprintln!(
-            "engine on {} ({}): {n} copies, {same} decoded the same tokens; prompt {} tokens, \
+            "{label}engine on {} ({}): {n} copies, {same} decoded the same tokens; prompt {} tokens, \
              last first token at {last_first:.3} s; {decoded} tokens after the first, aggregate \
              decode {:.1} tok/s; wall {wall:.2} s",
             engine.device(),
