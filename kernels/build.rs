@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The kernel files, each one PTX module.
-const MODULES: [&str; 6] = [
+const MODULES: [&str; 7] = [
     "norm",
     "activation",
     "rotary",
     "paged_attention",
+    "causal_softmax",
     "lora",
     "sampling",
 ];

@@ -50,8 +50,9 @@ struct StepIndex {
 struct LongChunk {
     /// `[context]`: its context slots.
     context_slots: Tensor,
-    /// `[len, context]`: 0 where query i sees the key, -inf elsewhere.
-    mask: Tensor,
+    /// `[len, context]`: 0 where query i sees the key, -inf elsewhere. `None` where Quorum's
+    /// CUDA kernels run: their softmax works the mask out from each row's position.
+    mask: Option<Tensor>,
 }
 
 /// How the short chunks of a step attend.
@@ -155,9 +156,10 @@ impl<'a> DevicePagedAttention<'a> {
         let write_slots_tensor = Tensor::from_vec(slots_u32, write_slots.len(), device)?;
         let (short, long): (Vec<&ChunkLayout>, Vec<&ChunkLayout>) =
             batch.chunks.iter().partition(|c| c.len <= SHORT_CHUNK);
+        let kernels = device.is_cuda() && quorum_kernels::cuda::enabled();
         let short_group = if short.is_empty() {
             None
-        } else if device.is_cuda() && quorum_kernels::cuda::enabled() {
+        } else if kernels {
             let host = self.paged_rows(&short)?;
             let rows = host.rows.len();
             let every_row = rows == batch.n_tokens()
@@ -187,7 +189,11 @@ impl<'a> DevicePagedAttention<'a> {
                 let slots = self.context_slots(c, context)?;
                 Ok(LongChunk {
                     context_slots: Tensor::from_vec(slots, context, device)?,
-                    mask: causal_mask(c.start_position, len, context, device, dtype)?,
+                    mask: if kernels {
+                        None
+                    } else {
+                        Some(causal_mask(c.start_position, len, context, device, dtype)?)
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -398,17 +404,35 @@ impl<'a> DevicePagedAttention<'a> {
         // Scaled before the product: the queries are far fewer values than the scores.
         let q = (q.narrow(1, c.offset, len)?.contiguous()? / (head_dim as f64).sqrt())?
             .reshape((kvh, n_rep * len, head_dim))?;
-        let scores = q
-            .matmul(&k.t()?)?
-            .reshape((kvh, n_rep, len, ctx))?
-            .broadcast_add(&chunk.mask)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?.reshape((kvh, n_rep * len, ctx))?;
+        // [kvh, n_rep * len, ctx]: row r is query r % len of the chunk.
+        let scores = q.matmul(&k.t()?)?;
+        let probs = match &chunk.mask {
+            Some(mask) => {
+                let masked = scores
+                    .reshape((kvh, n_rep, len, ctx))?
+                    .broadcast_add(mask)?;
+                candle_nn::ops::softmax_last_dim(&masked)?.reshape((kvh, n_rep * len, ctx))?
+            }
+            None => causal_softmax_in_place(scores, len, c.start_position)?,
+        };
         probs
             .matmul(&v)?
             .reshape((num_heads, len, head_dim))?
             .transpose(0, 1)?
             .reshape((len, num_heads * head_dim))
     }
+}
+
+/// Quorum's causal softmax kernel over a chunk's scores, in place.
+#[cfg(feature = "cuda")]
+fn causal_softmax_in_place(scores: Tensor, len: usize, start: usize) -> Result<Tensor> {
+    quorum_kernels::cuda::device::causal_softmax(&scores, len, start)?;
+    Ok(scores)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn causal_softmax_in_place(_scores: Tensor, _len: usize, _start: usize) -> Result<Tensor> {
+    candle_core::bail!("a CUDA device in a build without the `cuda` feature")
 }
 
 /// `[len, context]` in `dtype`: 0 where query `i` (at position `start + i`) sees key `p` (`p <=

@@ -2,6 +2,7 @@
 // point per kernel taking its launch shape first; the crate's tests call them
 // (src/cuda/emulated.rs) and compare against the CPU references.
 #include "activation.cu"
+#include "causal_softmax.cu"
 #include "lora.cu"
 #include "norm.cu"
 #include "paged_attention.cu"
@@ -47,6 +48,8 @@ typedef __nv_bfloat16 bf16;
           P(T *y, const float *t, const T *b_t, const float *scales, const int *adapter_of_row,   \
             int out, int rank),                                                                   \
           P(y, t, b_t, scales, adapter_of_row, out, rank))                                        \
+  EMULATE(causal_softmax_##SUFFIX, P(T *scores, int len, int context, int start),                \
+          P(scores, len, context, start))                                                         \
   EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))
 
 EMULATE_TYPED(float, f32)
@@ -60,4 +63,5 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[3] = quorum::SHRINK_THREADS;
   limits[4] = quorum::EXPAND_THREADS;
   limits[5] = quorum::ARGMAX_THREADS;
+  limits[6] = quorum::SOFTMAX_THREADS;
 }

@@ -190,6 +190,26 @@ impl LoraCase {
     }
 }
 
+/// A prefill chunk's attention scores `[groups * len, context]`: row `r` is query `r % len`, at
+/// position `start + r % len`.
+#[derive(Debug, Clone)]
+pub struct SoftmaxCase {
+    pub len: usize,
+    pub context: usize,
+    pub start: usize,
+    pub scores: Vec<f32>,
+}
+
+impl SoftmaxCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            scores: rounded(dtype, &self.scores),
+            ..self.clone()
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ArgmaxCase {
     pub vocab: usize,
@@ -336,6 +356,29 @@ pub fn lora_case() -> LoraCase {
         scales: vec![2.0, 0.5, 1.25],
         adapter_of_row: vec![0, -1, 2, 1, 0],
     }
+}
+
+/// A chunk after a cached prefix (3 groups of 7 queries over 300 keys: more keys than a block
+/// has threads), and a whole prompt of 5 (fewer keys than a warp).
+pub fn softmax_cases() -> Vec<(&'static str, SoftmaxCase)> {
+    let mut v = Values::new(9);
+    let (len, start) = (7, 293);
+    let after_prefix = SoftmaxCase {
+        len,
+        context: start + len,
+        start,
+        scores: v.take(3 * len * (start + len), 6.0),
+    };
+    let whole_prompt = SoftmaxCase {
+        len: 5,
+        context: 5,
+        start: 0,
+        scores: v.take(2 * 5 * 5, 6.0),
+    };
+    vec![
+        ("7 queries after 293 cached keys, 3 groups", after_prefix),
+        ("a 5-token prompt, 2 groups", whole_prompt),
+    ]
 }
 
 /// A row with a tie for the maximum (the lower id wins) and an infinity (never chosen), a row

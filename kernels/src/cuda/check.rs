@@ -6,6 +6,7 @@ use candle_core::DType;
 
 use super::cases::{
     activation_case, argmax_case, attention_case, lora_case, norm_cases, rotary_cases, round_to,
+    softmax_cases,
 };
 use super::reference;
 use super::runner::KernelRunner;
@@ -126,6 +127,14 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
             "contexts 1, 37, 598-600; 4 heads on 2; dim 40",
             failure,
         );
+        for (name, case) in softmax_cases() {
+            let case = case.rounded(dtype);
+            let failure = match runner.causal_softmax(&case, dtype) {
+                Ok(got) => compare(&got, &reference::causal_softmax(&case), dtype),
+                Err(e) => failed(e),
+            };
+            report("causal_softmax", name, failure);
+        }
         let case = lora_case().rounded(dtype);
         let failure = match runner.lora(&case, dtype) {
             Ok(got) => compare(&got, &reference::lora(&case), dtype),

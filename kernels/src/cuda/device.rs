@@ -29,6 +29,7 @@ const NORM: Module = module!("norm");
 const ACTIVATION: Module = module!("activation");
 const ROTARY: Module = module!("rotary");
 const PAGED_ATTENTION: Module = module!("paged_attention");
+const CAUSAL_SOFTMAX: Module = module!("causal_softmax");
 const LORA: Module = module!("lora");
 const SAMPLING: Module = module!("sampling");
 
@@ -498,6 +499,38 @@ pub fn lora_bgmv(
         // SAFETY: as above; `y` is written in place, each element by one thread.
         unsafe { b.launch(config(expand)) }.w()?;
         drop((tg, xg, ag, bg, scg, ig, yg));
+        Ok(())
+    })
+}
+
+/// In place: each row of `scores` (`[.., context]`, contiguous; row `r` is query `r % len` of a
+/// chunk at positions `start..start + len`) becomes its softmax over the keys its query sees,
+/// with 0 for the keys after them. Replaces a causal mask's add and a softmax.
+pub fn causal_softmax(scores: &Tensor, len: usize, start: usize) -> Result<()> {
+    let dev = cuda_device(scores)?;
+    let context = scores.dims().last().copied().unwrap_or(0);
+    if !scores.is_contiguous()
+        || len == 0
+        || context == 0
+        || scores.elem_count() % (context * len) != 0
+    {
+        bail!(
+            "causal_softmax: scores {:?} (contiguous: {}) for chunks of {len} queries",
+            scores.shape(),
+            scores.is_contiguous()
+        );
+    }
+    let rows = scores.elem_count() / context;
+    let shape = launch::causal_softmax(rows).map_err(shape_error)?;
+    with_element!(scores.dtype(), T => {
+        view!(sg, sv, scores, T);
+        let func = kernel!(dev, CAUSAL_SOFTMAX, "causal_softmax", T)?;
+        let mut b = func.builder();
+        let (l, c, s) = (len as i32, context as i32, start as i32);
+        b.arg(&sv).arg(&l).arg(&c).arg(&s);
+        // SAFETY: as above; each row is read and written by its own block alone.
+        unsafe { b.launch(config(shape)) }.w()?;
+        drop(sg);
         Ok(())
     })
 }

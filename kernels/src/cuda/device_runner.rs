@@ -3,7 +3,9 @@
 
 use candle_core::{DType, Device, Result, Tensor};
 
-use super::cases::{ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput};
+use super::cases::{
+    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+};
 use super::device::{self, KvWrite, LoraStack, PagedAttention, RotaryTables};
 use super::runner::KernelRunner;
 
@@ -136,6 +138,13 @@ impl KernelRunner for DeviceRunner {
             &ids,
         )?;
         host(&y)
+    }
+
+    fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>> {
+        let rows = case.scores.len() / case.context;
+        let scores = self.upload(&case.scores, &[rows, case.context], dtype)?;
+        device::causal_softmax(&scores, case.len, case.start)?;
+        host(&scores)
     }
 
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {

@@ -7,7 +7,9 @@ use std::ffi::{c_int, c_long, c_void};
 use candle_core::{DType, Result};
 use half::bf16;
 
-use super::cases::{ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput};
+use super::cases::{
+    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+};
 use super::check;
 use super::launch::{self, LaunchShape};
 use super::runner::KernelRunner;
@@ -49,6 +51,8 @@ entry_points! {
     emulate_lora_shrink_bf16(t: M, x: P, a: P, adapter_of_row: P, fan_in: c_int, rank: c_int);
     emulate_lora_expand_f32(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
     emulate_lora_expand_bf16(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
+    emulate_causal_softmax_f32(scores: M, len: c_int, context: c_int, start: c_int);
+    emulate_causal_softmax_bf16(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_argmax_f32(ids: M, logits: P, vocab: c_int);
     emulate_argmax_bf16(ids: M, logits: P, vocab: c_int);
 }
@@ -302,6 +306,23 @@ impl KernelRunner for EmulatedRunner {
         Ok(y.to_f32())
     }
 
+    fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>> {
+        let mut scores = Buf::new(dtype, &case.scores);
+        let shape =
+            launch::causal_softmax(case.scores.len() / case.context).map_err(shape_error)?;
+        launch!(
+            dtype,
+            shape,
+            emulate_causal_softmax_f32,
+            emulate_causal_softmax_bf16,
+            scores.mut_ptr(),
+            case.len as c_int,
+            case.context as c_int,
+            case.start as c_int
+        );
+        Ok(scores.to_f32())
+    }
+
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {
         let rows = case.logits.len() / case.vocab;
         let logits = Buf::new(dtype, &case.logits);
@@ -329,13 +350,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 8, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 10, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 6];
-    // SAFETY: the function writes exactly six ints.
+    let mut limits = [0 as c_int; 7];
+    // SAFETY: the function writes exactly seven ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -344,6 +365,7 @@ fn the_launch_constants_are_the_kernels() {
         launch::SHRINK_THREADS as c_int,
         launch::EXPAND_THREADS as c_int,
         launch::ARGMAX_THREADS as c_int,
+        launch::SOFTMAX_THREADS as c_int,
     ];
     assert_eq!(limits, want);
 }

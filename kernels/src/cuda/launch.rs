@@ -19,6 +19,7 @@ pub const MAX_HEAD_DIM: usize = 256;
 pub const SHRINK_THREADS: u32 = 256;
 pub const EXPAND_THREADS: u32 = 256;
 pub const ARGMAX_THREADS: u32 = 256;
+pub const SOFTMAX_THREADS: u32 = 256;
 
 /// The y and z grid dimensions' limit on every CUDA device.
 const MAX_GRID_YZ: usize = 65_535;
@@ -157,6 +158,13 @@ pub fn lora_expand(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> 
             1,
         ),
         threads: EXPAND_THREADS,
+    })
+}
+
+pub fn causal_softmax(rows: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
+        threads: SOFTMAX_THREADS,
     })
 }
 

@@ -7,6 +7,8 @@
 //!   paged cache;
 //! - `paged_attention` (+ `_reduce`): attention of query rows straight from the cache blocks
 //!   through their block tables, grouped-query heads, long contexts split (flash-decoding);
+//! - `causal_softmax`: a prefill chunk's attention scores to probabilities in place, the causal
+//!   mask worked out from each row's position;
 //! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
 //! - `argmax`: greedy sampling on the device.
 //!

@@ -6,7 +6,7 @@
 use candle_core::DType;
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, round_to,
+    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase, round_to,
 };
 
 /// `(sum, out)`: the residual stream `x + residual` (stored in `dtype`) and its RMSNorm.
@@ -141,6 +141,29 @@ pub fn lora(case: &LoraCase) -> Vec<f32> {
         }
     }
     y
+}
+
+/// Each row's softmax over the keys its query sees (`p <= start + r % len`), 0 after them.
+pub fn causal_softmax(case: &SoftmaxCase) -> Vec<f32> {
+    let mut out = Vec::with_capacity(case.scores.len());
+    for (r, row) in case.scores.chunks_exact(case.context).enumerate() {
+        let seen = (case.start + r % case.len + 1).min(case.context);
+        let max = row[..seen]
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &s| m.max(f64::from(s)));
+        let total: f64 = row[..seen]
+            .iter()
+            .map(|&s| (f64::from(s) - max).exp())
+            .sum();
+        out.extend(row.iter().enumerate().map(|(p, &s)| {
+            if p < seen {
+                ((f64::from(s) - max).exp() / total) as f32
+            } else {
+                0.0
+            }
+        }));
+    }
+    out
 }
 
 /// Each row's arg-max over its finite logits, the lowest id among equal maxima; [`NO_TOKEN`]

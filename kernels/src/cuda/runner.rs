@@ -4,7 +4,9 @@
 
 use candle_core::{DType, Result};
 
-use super::cases::{ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput};
+use super::cases::{
+    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+};
 
 pub trait KernelRunner {
     /// Where the kernels run, for reports.
@@ -14,6 +16,8 @@ pub trait KernelRunner {
     fn silu_mul(&self, gate: &[f32], up: &[f32], dtype: DType) -> Result<Vec<f32>>;
     fn rotary_kv_write(&self, case: &RotaryCase, dtype: DType) -> Result<RotaryOutput>;
     fn paged_attention(&self, case: &AttentionCase, dtype: DType) -> Result<Vec<f32>>;
+    /// The scores after `causal_softmax` in place.
+    fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>>;
     /// `y` after the shrink and expand launches.
     fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>>;
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>>;
