@@ -91,16 +91,29 @@ impl Embedder for BagOfWords {
     }
 }
 
-/// Returns fixed scores for labels (by position); records each prompt it saw.
+type SelectorScript = dyn Fn(&str, &[String]) -> Result<Vec<f32>, ModelCallError> + Send + Sync;
+
+/// Scores labels by a script of the prompt (or fixed scores by position); records each prompt
+/// it saw.
 pub(crate) struct FixedSelector {
-    scores: Result<Vec<f32>, ModelCallError>,
+    script: Box<SelectorScript>,
     pub prompts: Mutex<Vec<String>>,
 }
 
 impl FixedSelector {
     pub(crate) fn new(scores: Result<Vec<f32>, ModelCallError>) -> Self {
+        Self::scripted(move |_, labels| {
+            scores
+                .clone()
+                .map(|s| s.into_iter().take(labels.len()).collect())
+        })
+    }
+
+    pub(crate) fn scripted(
+        script: impl Fn(&str, &[String]) -> Result<Vec<f32>, ModelCallError> + Send + Sync + 'static,
+    ) -> Self {
         Self {
-            scores,
+            script: Box::new(script),
             prompts: Mutex::new(Vec::new()),
         }
     }
@@ -116,8 +129,6 @@ impl Selector for FixedSelector {
             .lock()
             .expect("not poisoned")
             .push(prompt.to_owned());
-        self.scores
-            .clone()
-            .map(|s| s.into_iter().take(labels.len()).collect())
+        (self.script)(prompt, labels)
     }
 }
