@@ -91,29 +91,16 @@ impl Embedder for BagOfWords {
     }
 }
 
-type SelectorScript = dyn Fn(&str, &[String]) -> Result<Vec<f32>, ModelCallError> + Send + Sync;
-
-/// Scores labels by a script of the prompt (or fixed scores by position); records each prompt
-/// it saw.
+/// Returns fixed scores for labels (by position); records each prompt it saw.
 pub(crate) struct FixedSelector {
-    script: Box<SelectorScript>,
+    scores: Result<Vec<f32>, ModelCallError>,
     pub prompts: Mutex<Vec<String>>,
 }
 
 impl FixedSelector {
     pub(crate) fn new(scores: Result<Vec<f32>, ModelCallError>) -> Self {
-        Self::scripted(move |_, labels| {
-            scores
-                .clone()
-                .map(|s| s.into_iter().take(labels.len()).collect())
-        })
-    }
-
-    pub(crate) fn scripted(
-        script: impl Fn(&str, &[String]) -> Result<Vec<f32>, ModelCallError> + Send + Sync + 'static,
-    ) -> Self {
         Self {
-            script: Box::new(script),
+            scores,
             prompts: Mutex::new(Vec::new()),
         }
     }
@@ -129,6 +116,8 @@ impl Selector for FixedSelector {
             .lock()
             .expect("not poisoned")
             .push(prompt.to_owned());
-        (self.script)(prompt, labels)
+        self.scores
+            .clone()
+            .map(|s| s.into_iter().take(labels.len()).collect())
     }
 }

@@ -82,11 +82,9 @@ pub struct LinkingReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SelectorReport {
     pub labels: Vec<String>,
-    /// Candidate ids shown, one per label (each group's first member), in the first order
-    /// asked.
+    /// Candidate ids shown, one per label (each group's first member).
     pub shown: Vec<usize>,
-    /// Log-probabilities per label, that is per shown candidate; with `all_orders` the mean
-    /// over every order asked. Empty when a call failed.
+    /// Log-probabilities per label; empty when the call failed.
     pub logprobs: Vec<f32>,
     /// The chosen candidate id, or `None` when the call failed and the vote stood.
     pub chosen: Option<usize>,

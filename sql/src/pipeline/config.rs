@@ -161,9 +161,6 @@ pub struct SelectorConfig {
     /// ([`crate::vote::weighed_choice`]); 0 lets the selector alone decide.
     #[serde(default)]
     pub vote_weight: f32,
-    /// Ask once per rotation of the groups' order and average each group's log-probability.
-    #[serde(default)]
-    pub all_orders: bool,
 }
 
 /// The whole two-round method.

@@ -304,14 +304,6 @@ knobs! {
     selector_vote_weight: f32 = Some(0.0), Bounds::Real(0.0..=10.0), aliases [],
         read |c| c.selector.vote_weight,
         write |c, v| c.selector.vote_weight = v;
-    /// Ask the selector once for every rotation of the shown groups' order (each group once
-    /// under each label) and average each group's log-probability, so the label a group
-    /// happens to get cannot decide: asked once, the shipped selector chose the first of two
-    /// groups in 45 of 68 dev300 split votes, where the second was more often right. Costs one
-    /// selector call per shown group (docs/RESULTS.md).
-    selector_all_orders: bool = Some(false), Bounds::Any, aliases [],
-        read |c| c.selector.all_orders,
-        write |c, v| c.selector.all_orders = v;
     /// Value retrieval: the database's stored text values that the question names (matched by
     /// normalized spelling or character trigrams) are shown in every prompt beside their
     /// columns, so a model can write `'USA'` where the question says "usa".
@@ -383,7 +375,6 @@ impl PipelineConfig {
                 preview_rows: 10,
                 max_groups: 5,
                 vote_weight: Default::default(),
-                all_orders: Default::default(),
             },
             limits: Limits::default(),
             preview_rows: Default::default(),

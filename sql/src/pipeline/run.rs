@@ -584,12 +584,7 @@ impl<'r> Run<'r> {
             shown: &shown,
             preview_rows: config.preview_rows,
         };
-        vote.selector = Some(select(
-            selector.as_ref(),
-            input,
-            config.vote_weight,
-            config.all_orders,
-        ));
+        vote.selector = Some(select(selector.as_ref(), input, config.vote_weight));
         self.timings.selection_ms += elapsed_ms(start);
     }
 

@@ -37,61 +37,45 @@ pub struct SelectionInput<'a> {
     pub preview_rows: usize,
 }
 
-/// Asks the selector; a failed call is reported and leaves the choice to the vote. With
-/// `all_orders` it is asked once per rotation of the groups' order, so every group is shown
-/// once under every label, and each group's log-probabilities are averaged: a selector that
-/// favours a position (the first, mostly) then favours every group alike.
+/// Asks the selector; a failed call is reported and leaves the choice to the vote.
 pub(crate) fn select(
     selector: &dyn Selector,
     input: SelectionInput<'_>,
     vote_weight: f32,
-    all_orders: bool,
 ) -> SelectorReport {
-    let n = input.shown.len();
-    let labels = selection_labels(n);
+    let labels = selection_labels(input.shown.len());
+    let prompt = render_selection(input, &labels);
     let shown = input.shown.iter().map(|s| s.candidate).collect();
-    let failed = |error: String, logprobs: Vec<f32>| SelectorReport {
-        labels: labels.clone(),
-        shown: input.shown.iter().map(|s| s.candidate).collect(),
-        logprobs,
-        chosen: None,
-        error: Some(error),
-    };
-    let rotations = if all_orders { n.max(1) } else { 1 };
-    // Each group's summed log-probability, indexed as `input.shown`.
-    let mut sums = vec![0.0f32; n];
-    for rotation in 0..rotations {
-        // Under label `k` this order shows group `(k + rotation) % n`.
-        let order: Vec<Shown<'_>> = (0..n).map(|k| input.shown[(k + rotation) % n]).collect();
-        let prompt = render_selection(
-            SelectionInput {
-                shown: &order,
-                ..input
-            },
-            &labels,
-        );
-        match selector.choose(&prompt, &labels) {
-            Ok(logprobs) if logprobs.len() == n => {
-                for (k, logprob) in logprobs.into_iter().enumerate() {
-                    sums[(k + rotation) % n] += logprob;
-                }
+    match selector.choose(&prompt, &labels) {
+        Ok(logprobs) if logprobs.len() == labels.len() => {
+            let votes: Vec<usize> = input.shown.iter().map(|s| s.votes).collect();
+            let best = weighed_choice(&logprobs, &votes, vote_weight);
+            SelectorReport {
+                chosen: Some(input.shown[best].candidate),
+                labels,
+                shown,
+                logprobs,
+                error: None,
             }
-            Ok(logprobs) => {
-                let error = format!("selector scored {} labels, expected {n}", logprobs.len());
-                return failed(error, logprobs);
-            }
-            Err(e) => return failed(e.to_string(), Vec::new()),
         }
-    }
-    let logprobs: Vec<f32> = sums.iter().map(|s| s / rotations as f32).collect();
-    let votes: Vec<usize> = input.shown.iter().map(|s| s.votes).collect();
-    let best = weighed_choice(&logprobs, &votes, vote_weight);
-    SelectorReport {
-        chosen: Some(input.shown[best].candidate),
-        labels,
-        shown,
-        logprobs,
-        error: None,
+        Ok(logprobs) => SelectorReport {
+            error: Some(format!(
+                "selector scored {} labels, expected {}",
+                logprobs.len(),
+                labels.len()
+            )),
+            labels,
+            shown,
+            logprobs,
+            chosen: None,
+        },
+        Err(e) => SelectorReport {
+            labels,
+            shown,
+            logprobs: Vec::new(),
+            chosen: None,
+            error: Some(e.to_string()),
+        },
     }
 }
 

@@ -94,67 +94,6 @@ fn selector_decides_a_split_vote_by_label_logprobs() {
 }
 
 #[test]
-fn all_orders_leaves_a_selector_that_only_favours_a_position_nothing_to_decide() {
-    // Asked once, the selector's liking for label A decides: the PreSQL's group.
-    let selector = Arc::new(FixedSelector::new(Ok(vec![-0.1, -2.0])));
-    let generator = by_stage(S6, |_| S9);
-    let mut config = with_selector(SplitRule::NoStrictMajority);
-    config.selector.all_orders = true;
-    let answer = pipeline(config, &generator, Some(&selector))
-        .run(QUESTION, None, &concert())
-        .expect("answers");
-    let prompts = selector.prompts();
-    assert_eq!(prompts.len(), 2, "one call per rotation of two groups");
-    assert!(prompts[0].contains(&format!("Candidate A\n【SQL】\n{S6}\n")));
-    assert!(prompts[1].contains(&format!("Candidate A\n【SQL】\n{S9}\n")));
-    assert!(prompts[1].contains(&format!("Candidate B\n【SQL】\n{S6}\n")));
-    let report = answer.vote.selector.as_ref().expect("selector ran");
-    assert_eq!(report.shown, [0, 1], "reported in the first order");
-    assert_eq!(
-        report.logprobs,
-        [-1.05, -1.05],
-        "each group once under each label"
-    );
-    assert_eq!(report.chosen, Some(0), "a tie keeps the vote's first group");
-}
-
-#[test]
-fn all_orders_lets_the_content_decide_over_the_position() {
-    // Prefers the candidate reading `stadium` (-0.5 against -1.0), and label A by +0.6.
-    let selector = Arc::new(FixedSelector::scripted(|prompt, labels| {
-        Ok(labels
-            .iter()
-            .enumerate()
-            .map(|(k, label)| {
-                let stadium = prompt.contains(&format!("Candidate {label}\n【SQL】\n{S9}\n"));
-                let content = if stadium { -0.5 } else { -1.0 };
-                content + if k == 0 { 0.6 } else { 0.0 }
-            })
-            .collect())
-    }));
-    let generator = by_stage(S6, |_| S9);
-    let once = pipeline(
-        with_selector(SplitRule::NoStrictMajority),
-        &generator,
-        Some(&selector),
-    )
-    .run(QUESTION, None, &concert())
-    .expect("answers");
-    assert_eq!(once.sql, S6, "asked once, the position wins");
-    let mut config = with_selector(SplitRule::NoStrictMajority);
-    config.selector.all_orders = true;
-    let every = pipeline(config, &generator, Some(&selector))
-        .run(QUESTION, None, &concert())
-        .expect("answers");
-    let report = every.vote.selector.as_ref().expect("selector ran");
-    let expected = [(-0.4 + -1.0) / 2.0, (-0.5 + 0.1) / 2.0];
-    for (got, want) in report.logprobs.iter().zip(expected) {
-        assert!((got - want).abs() < 1e-6, "{:?}", report.logprobs);
-    }
-    assert_eq!((every.chosen, every.sql.as_str()), (1, S9));
-}
-
-#[test]
 fn selector_is_not_asked_when_the_vote_is_clear() {
     let selector = Arc::new(FixedSelector::new(Ok(vec![0.0, 0.0])));
     let generator = by_stage(S6, |_| S6);
