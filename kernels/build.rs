@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The kernel files, each one PTX module.
-const MODULES: [&str; 7] = [
+const MODULES: [&str; 8] = [
     "norm",
     "activation",
     "rotary",
     "paged_attention",
     "causal_softmax",
+    "fixed_order_matmul",
     "lora",
     "sampling",
 ];

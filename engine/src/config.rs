@@ -48,6 +48,12 @@ pub struct EngineConfig {
     /// On a CUDA device: size the KV cache as this share of the memory free once the model is
     /// loaded, less a reserve for activations (`device_memory`), instead of `kv_cache_bytes`.
     pub gpu_memory_fraction: Option<f64>,
+    /// On a CUDA device: a request's tokens do not depend on what else is batched with it, as
+    /// on the CPU (whose path always is): every projection through Quorum's fixed-order matmul
+    /// and every chunk's attention through the paged kernel, at a cost in speed
+    /// (docs/RESULTS.md). Needs dense weights and Quorum's kernels; refused at start-up
+    /// otherwise.
+    pub batch_invariant: bool,
 }
 
 /// Two seconds: a short request waits at most about that long behind a long prompt, and an
@@ -83,6 +89,7 @@ impl EngineConfig {
             dtype: DType::F32,
             device_kv_on_cpu: false,
             gpu_memory_fraction: None,
+            batch_invariant: false,
         }
     }
 }

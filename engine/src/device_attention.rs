@@ -24,6 +24,9 @@ use crate::paged_attention::SeqBlocks;
 pub struct DevicePagedAttention<'a> {
     pub store: &'a DeviceKvStore,
     pub seqs: &'a [SeqBlocks],
+    /// Chunks of at most this many tokens attend row by row (the paged kernel, or the padded
+    /// pass without it); longer ones as whole chunks.
+    short_chunk: usize,
     step: Option<StepIndex>,
 }
 
@@ -109,8 +112,19 @@ impl<'a> DevicePagedAttention<'a> {
         Self {
             store,
             seqs,
+            short_chunk: SHORT_CHUNK,
             step: None,
         }
+    }
+
+    /// Every chunk, however long, attends row by row, so each row's attention is the same
+    /// arithmetic whatever chunk it arrived in (the batch-invariant mode): a whole chunk's
+    /// attention runs candle's matmuls, whose order of additions follows the chunk's shape.
+    pub fn every_chunk_paged(mut self, yes: bool) -> Self {
+        if yes {
+            self.short_chunk = usize::MAX;
+        }
+        self
     }
 
     fn seq_of(&self, c: &ChunkLayout) -> Result<&'a SeqBlocks> {
@@ -155,7 +169,7 @@ impl<'a> DevicePagedAttention<'a> {
         let slots_u32: Vec<u32> = write_slots.iter().map(|&s| s as u32).collect();
         let write_slots_tensor = Tensor::from_vec(slots_u32, write_slots.len(), device)?;
         let (short, long): (Vec<&ChunkLayout>, Vec<&ChunkLayout>) =
-            batch.chunks.iter().partition(|c| c.len <= SHORT_CHUNK);
+            batch.chunks.iter().partition(|c| c.len <= self.short_chunk);
         let kernels = device.is_cuda() && quorum_kernels::cuda::enabled();
         let short_group = if short.is_empty() {
             None
@@ -481,7 +495,7 @@ impl DevicePagedAttention<'_> {
         }
         if !step.long.is_empty() {
             let q = long_q()?;
-            let long = batch.chunks.iter().filter(|c| c.len > SHORT_CHUNK);
+            let long = batch.chunks.iter().filter(|c| c.len > self.short_chunk);
             for (c, chunk) in long.zip(&step.long) {
                 parts.push(self.attend_long(layer, c, chunk, &q)?);
             }
@@ -661,12 +675,11 @@ mod tests {
 
     /// Two steps give the CPU kernel's results over the host blocks: a long prefill beside
     /// short ones, then decodes of different context lengths beside a multi-token short chunk,
-    /// a new short prefill and a new long one, out of order.
+    /// a new short prefill and a new long one, out of order; and the same with every chunk
+    /// attending row by row, as the batch-invariant mode has it.
     #[test]
     fn device_blocks_match_the_host_kernel() {
         let dev = Device::Cpu;
-        let mut host = PagedKvStore::new(LAYOUT);
-        let device = DeviceKvStore::new(LAYOUT, &dev, DType::F32).unwrap();
         let t0: Vec<usize> = [3, 1].into_iter().chain(8..18).collect();
         let t4: Vec<usize> = (18..28).collect();
         let (t1, t2, t3): (&[usize], &[usize], &[usize]) = (&[5, 6], &[0], &[7]);
@@ -680,22 +693,30 @@ mod tests {
                 (t2, 0, 2),
             ]),
         ];
-        for (batch, seqs) in &steps {
-            let n = batch.n_tokens();
-            let mut on_host = PagedAttention {
-                store: &mut host,
-                seqs,
-            };
-            let mut on_device = DevicePagedAttention::new(&device, seqs);
-            for layer in 0..LAYOUT.num_layers {
-                let q = Tensor::randn(0f32, 1.0, (HEADS, n, LAYOUT.head_dim), &dev).unwrap();
-                let kv = || Tensor::randn(0f32, 1.0, (2, n, LAYOUT.head_dim), &dev).unwrap();
-                let (k, v) = (kv(), kv());
-                let a = on_host.attend(layer, batch, &q, &k, &v).unwrap();
-                let b = on_device.attend(layer, batch, &q, &k, &v).unwrap();
-                assert_eq!(a.dims(), b.dims());
-                let d = max_diff(&a, &b);
-                assert!(d < 1e-5, "layer {layer}: max difference {d}");
+        for every_chunk_paged in [false, true] {
+            let mut host = PagedKvStore::new(LAYOUT);
+            let device = DeviceKvStore::new(LAYOUT, &dev, DType::F32).unwrap();
+            for (batch, seqs) in &steps {
+                let n = batch.n_tokens();
+                let mut on_host = PagedAttention {
+                    store: &mut host,
+                    seqs,
+                };
+                let mut on_device =
+                    DevicePagedAttention::new(&device, seqs).every_chunk_paged(every_chunk_paged);
+                for layer in 0..LAYOUT.num_layers {
+                    let q = Tensor::randn(0f32, 1.0, (HEADS, n, LAYOUT.head_dim), &dev).unwrap();
+                    let kv = || Tensor::randn(0f32, 1.0, (2, n, LAYOUT.head_dim), &dev).unwrap();
+                    let (k, v) = (kv(), kv());
+                    let a = on_host.attend(layer, batch, &q, &k, &v).unwrap();
+                    let b = on_device.attend(layer, batch, &q, &k, &v).unwrap();
+                    assert_eq!(a.dims(), b.dims());
+                    let d = max_diff(&a, &b);
+                    assert!(
+                        d < 1e-5,
+                        "every chunk paged: {every_chunk_paged}, layer {layer}: max difference {d}"
+                    );
+                }
             }
         }
     }

@@ -265,6 +265,17 @@ pub fn spawn_engine(
             dtype: config.dtype,
         },
     )?;
+    if config.batch_invariant {
+        if device.is_cuda() && !quorum_kernels::cuda::enabled() {
+            return Err(EngineError::Config {
+                detail: format!(
+                    "batch_invariant needs Quorum's CUDA kernels, which {} turns off",
+                    quorum_kernels::cuda::KERNELS_VAR
+                ),
+            });
+        }
+        model.make_batch_invariant()?;
+    }
     for (name, dir) in &config.adapters {
         let adapter =
             quorum_weights::load_lora_adapter(dir, name, &Device::Cpu, candle_core::DType::F32)

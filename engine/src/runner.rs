@@ -461,7 +461,8 @@ impl Runner {
                 rayon::scope(|_| model.forward(&tokens, &layout, &mut attn))
             }
             KvMemory::Device(store) => {
-                let mut attn = DevicePagedAttention::new(store, &seqs);
+                let mut attn = DevicePagedAttention::new(store, &seqs)
+                    .every_chunk_paged(self.model.is_batch_invariant());
                 self.model.forward(&tokens, &layout, &mut attn)
             }
         }

@@ -3,6 +3,7 @@
 // (src/cuda/emulated.rs) and compare against the CPU references.
 #include "activation.cu"
 #include "causal_softmax.cu"
+#include "fixed_order_matmul.cu"
 #include "lora.cu"
 #include "norm.cu"
 #include "paged_attention.cu"
@@ -50,6 +51,8 @@ typedef __nv_bfloat16 bf16;
           P(y, t, b_t, scales, adapter_of_row, out, rank))                                        \
   EMULATE(causal_softmax_##SUFFIX, P(T *scores, int len, int context, int start),                \
           P(scores, len, context, start))                                                         \
+  EMULATE(fixed_order_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out), \
+          P(y, x, w, rows, in, out))                                                              \
   EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))
 
 EMULATE_TYPED(float, f32)
@@ -64,4 +67,6 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[4] = quorum::EXPAND_THREADS;
   limits[5] = quorum::ARGMAX_THREADS;
   limits[6] = quorum::SOFTMAX_THREADS;
+  limits[7] = quorum::MATMUL_THREADS;
+  limits[8] = quorum::MATMUL_TILE;
 }

@@ -169,6 +169,8 @@ pub struct DecoderModel {
     /// On a CUDA device, the adapters stacked per projection on the device (their deltas never
     /// cross to the host); empty elsewhere.
     lora_stacks: LoraStacks,
+    /// Every projection sums in a fixed order whatever the batch ([`Self::make_batch_invariant`]).
+    batch_invariant: bool,
 }
 
 impl DecoderModel {
@@ -233,7 +235,48 @@ impl DecoderModel {
             adapters: Vec::new(),
             lora_kernel: LoraKernel::for_path(opts.policy.int8_path()),
             lora_stacks: LoraStacks::default(),
+            batch_invariant: false,
         })
+    }
+
+    /// Makes a row's logits independent of the other rows of its step on a CUDA device: every
+    /// projection, the output head included, through Quorum's fixed-order matmul (the norms,
+    /// rotary, attention, adapter and sampling kernels already work row by row). Attention
+    /// must then take every chunk through the paged kernel ([`Self::is_batch_invariant`] tells
+    /// the engine). On the CPU it changes nothing: that path is batch-invariant by
+    /// construction. A quantized projection on the device is an error naming it.
+    pub fn make_batch_invariant(&mut self) -> ModelResult<()> {
+        if self.device.is_cuda() {
+            let mut projections: Vec<(String, &mut Linear)> = Vec::new();
+            for (i, layer) in self.layers.iter_mut().enumerate() {
+                let p = format!("model.layers.{i}");
+                projections.extend([
+                    (format!("{p}.self_attn.q_proj"), &mut layer.q_proj),
+                    (format!("{p}.self_attn.k_proj"), &mut layer.k_proj),
+                    (format!("{p}.self_attn.v_proj"), &mut layer.v_proj),
+                    (format!("{p}.self_attn.o_proj"), &mut layer.o_proj),
+                    (format!("{p}.mlp.gate_proj"), &mut layer.gate_proj),
+                    (format!("{p}.mlp.up_proj"), &mut layer.up_proj),
+                    (format!("{p}.mlp.down_proj"), &mut layer.down_proj),
+                ]);
+            }
+            projections.push(("lm_head".to_owned(), &mut self.lm_head));
+            for (name, linear) in projections {
+                linear
+                    .use_fixed_order()
+                    .map_err(|detail| ModelError::BatchInvariance {
+                        layer: name,
+                        detail,
+                    })?;
+            }
+        }
+        self.batch_invariant = true;
+        Ok(())
+    }
+
+    /// Whether [`Self::make_batch_invariant`] was called.
+    pub fn is_batch_invariant(&self) -> bool {
+        self.batch_invariant
     }
 
     /// Restacks the adapters on a CUDA device after one was added or removed. On failure no

@@ -10,6 +10,8 @@ pub enum ModelError {
     Batch { detail: String },
     #[error("adapter `{adapter}`: {detail}")]
     Adapter { adapter: String, detail: String },
+    #[error("batch-invariant mode: `{layer}`: {detail}")]
+    BatchInvariance { layer: String, detail: String },
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -22,6 +24,7 @@ impl ModelError {
             Self::Device { .. } => "device",
             Self::Batch { .. } => "batch",
             Self::Adapter { .. } => "adapter",
+            Self::BatchInvariance { .. } => "config",
             Self::Candle(_) => "candle",
         }
     }

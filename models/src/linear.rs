@@ -80,6 +80,9 @@ pub struct Linear {
     /// The bias on the host, for [`Linear::forward_rows`].
     bias_rows: Option<Vec<f32>>,
     policy: MatmulPolicy,
+    /// On a CUDA device, the dense product through `fixed_order_matmul`, whose rows do not
+    /// depend on the batch ([`Linear::use_fixed_order`]).
+    fixed_order: bool,
     out_features: usize,
     in_features: usize,
 }
@@ -128,6 +131,7 @@ impl Linear {
             bias,
             bias_rows,
             policy,
+            fixed_order: false,
             out_features,
             in_features,
         })
@@ -148,6 +152,25 @@ impl Linear {
             qmatmul: QMatMul::from_arc(q.clone())?,
             int8,
         })
+    }
+
+    /// From now on, on a CUDA device, every output is summed over the inputs in one fixed order
+    /// whatever the number of rows (the batch-invariant mode); the CPU path is batch-invariant
+    /// already. Refused for a quantized weight, whose CUDA kernels candle chooses by shape.
+    pub(crate) fn use_fixed_order(&mut self) -> std::result::Result<(), String> {
+        match &self.weight {
+            Weight::Dense(_) => {
+                self.fixed_order = true;
+                Ok(())
+            }
+            Weight::Quantized { qmatmul, .. } => Err(format!(
+                "the weight is quantized ({}); batch invariance needs dense weights",
+                match qmatmul {
+                    QMatMul::QTensor(q) => format!("{:?}", q.dtype()),
+                    QMatMul::Tensor(_) | QMatMul::TensorF16(_) => "dequantized".to_owned(),
+                }
+            )),
+        }
     }
 
     pub fn out_features(&self) -> usize {
@@ -210,6 +233,9 @@ impl Linear {
                     .to_dtype(x.dtype())?,
                 _ => qmatmul.forward(x)?,
             },
+            Weight::Dense(w) if self.fixed_order && w.device().is_cuda() => {
+                fixed_order_matmul(x, w)?
+            }
             Weight::Dense(w) => x.matmul(&w.t()?)?,
         };
         match &self.bias {
@@ -217,6 +243,16 @@ impl Linear {
             None => Ok(y),
         }
     }
+}
+
+#[cfg(feature = "cuda")]
+fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    quorum_kernels::cuda::device::fixed_order_matmul(x, w)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn fixed_order_matmul(_x: &Tensor, _w: &Tensor) -> Result<Tensor> {
+    candle_core::bail!("a CUDA device in a build without the `cuda` feature")
 }
 
 #[cfg(test)]
@@ -245,6 +281,25 @@ mod tests {
             .to_vec1::<f32>()
             .expect("vec");
         v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn fixed_order_needs_a_dense_weight_and_changes_nothing_on_the_cpu() {
+        let mut quantized = layer(MatmulPolicy::QuantizedOnly, 16, 32);
+        let err = quantized.use_fixed_order().expect_err("quantized refused");
+        assert!(err.contains("Q8_0") && err.contains("dense"), "{err}");
+        let w = Tensor::randn(0f32, 1.0, (16, 32), &Device::Cpu).expect("w");
+        let mut dense = Linear::from_stored(
+            &StoredTensor::Dense(w),
+            None,
+            MatmulPolicy::QuantizedOnly,
+            DType::F32,
+        )
+        .expect("linear");
+        let x = Tensor::randn(0f32, 1.0, (3, 32), &Device::Cpu).expect("x");
+        let before = bits(&dense.forward(&x).expect("forward"));
+        dense.use_fixed_order().expect("dense accepted");
+        assert_eq!(bits(&dense.forward(&x).expect("forward")), before);
     }
 
     #[test]

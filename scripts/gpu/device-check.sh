@@ -144,6 +144,13 @@ engine_7b 1
 step torch-7b 150 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json" "$HALF"
 cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 
+# 4b. The batch-invariant mode (fixed-order matmuls, attention row by row): its 64 copies must
+# decode its single copy's tokens; its cost is its decode rates against the runs above.
+step "engine-7b-$HALF-invariant" 120 env RUST_LOG=$TIMING "$Q" generate --device "$DEVICE" \
+  --model "$SYN/$BIG" --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 \
+  --engine-copies 1,64 --stats --kv-cache-mib 8192 --batch-invariant
+figures "$LOGS/engine-7b-$HALF-invariant.log"
+
 # 5. Three synthetic rank-16 adapters on the 7B: 64 copies taking none and each adapter in turn
 # (BGMV on the device), against the plain 64 above; and on the 0.5B in f32, a mixed batch of 16
 # whose every copy must decode what its adapter decodes alone.

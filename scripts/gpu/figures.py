@@ -77,6 +77,7 @@ def main():
     prefill_off = engine_runs(f"{logs}/engine-7b-{half}-kernels0-prefill2k.log").get(1)
     lora3 = engine_runs(f"{logs}/engine-7b-{half}-lora3.log").get(64)
     lora_f32 = engine_runs(f"{logs}/lora3-0.5b-f32.log").get(16)
+    invariant = engine_runs(f"{logs}/engine-7b-{half}-invariant.log")
     decode1 = on.get(1, (None, None, None, None))[3]
     decode64 = on.get(64, (None, None, None, None))[3]
     prefill_tok_s = prefill[1] / prefill[2] if prefill else None
@@ -107,6 +108,11 @@ def main():
         "prefill2k_tok_s": round(prefill_tok_s, 1) if prefill_tok_s else None,
         "prefill2k_vs_torch": ratio(prefill_tok_s, th.get("prefill_tok_s")),
         "prefill2k_vs_kernels_off": ratio(prefill_tok_s, prefill_off[1] / prefill_off[2] if prefill_off else None),
+        # The batch-invariant mode: its 64 copies against its single copy, and its decode rates
+        # against the default mode's in the same call (its cost).
+        "invariant_copies64_same_tokens": invariant.get(64, (None,) * 4)[0],
+        "invariant_decode1_vs_plain": ratio(invariant.get(1, (None,) * 4)[3], decode1),
+        "invariant_decode64_vs_plain": ratio(invariant.get(64, (None,) * 4)[3], decode64),
         "lora3_vs_plain": ratio(lora3[3] if lora3 else None, decode64),
         "lora3_f32_same_as_alone": (read(f"{logs}/lora3-0.5b-f32.log") or "").find("decoded other tokens") < 0
         if lora_f32 else None,
@@ -121,6 +127,7 @@ def main():
         "step_timing_kernels1": step_timing(f"{logs}/engine-7b-{half}-kernels1.log"),
         "step_timing_kernels0": step_timing(f"{logs}/engine-7b-{half}-kernels0.log"),
         "step_timing_lora3": step_timing(f"{logs}/engine-7b-{half}-lora3.log"),
+        "step_timing_invariant": step_timing(f"{logs}/engine-7b-{half}-invariant.log"),
     }
     os.makedirs(out, exist_ok=True)
     with open(f"{out}/gpu-figures.json", "w") as f:

@@ -107,6 +107,10 @@ enum Command {
         /// and each adapter in turn, and each copy must decode what its adapter decodes alone.
         #[arg(long = "adapter")]
         adapters: Vec<PathBuf>,
+        /// With --engine-copies on a CUDA device: the engine's batch-invariant mode (a copy's
+        /// tokens do not depend on how many run beside it; dense weights only).
+        #[arg(long)]
+        batch_invariant: bool,
     },
     /// Writes a Hugging Face model directory with the exact tensor shapes of a released model
     /// and seeded random values, with a byte-level tokenizer: for speed and device-agreement
@@ -223,6 +227,7 @@ fn run() -> Result<()> {
             kv_cache_mib,
             dtype,
             adapters,
+            batch_invariant,
         } => {
             let dtype = quorum_models::parse_dtype(&dtype).context("--dtype")?;
             if let Some(copies) = &engine_copies {
@@ -244,8 +249,13 @@ fn run() -> Result<()> {
                     dtype,
                     stats,
                     adapters: &adapters,
+                    batch_invariant,
                 });
             }
+            anyhow::ensure!(
+                !batch_invariant,
+                "--batch-invariant is the engine's mode: give --engine-copies too"
+            );
             anyhow::ensure!(
                 adapters.is_empty(),
                 "--adapter runs copies through the engine: give --engine-copies too"

@@ -359,5 +359,6 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         dtype: spec.dtype,
         device_kv_on_cpu: false,
         gpu_memory_fraction: spec.gpu_memory_fraction,
+        batch_invariant: spec.batch_invariant,
     }
 }

@@ -239,6 +239,16 @@ fn device_kv_blocks_give_the_host_kernels_tokens() {
     );
     assert!(fin.cached_tokens >= 16, "no prefix-cache hit");
     assert_eq!(again, alone[5], "device blocks, prefix-cache hit");
+    // The batch-invariant mode takes every chunk, however long, through the row-by-row pass.
+    let row_by_row = start(&|c| {
+        c.device_kv_on_cpu = true;
+        c.batch_invariant = true;
+    });
+    assert_eq!(
+        run_all(&row_by_row, &prompts, max_new),
+        alone,
+        "device blocks, every chunk row by row"
+    );
     let chunked = start(&|c| {
         c.device_kv_on_cpu = true;
         c.max_batched_tokens = 7;

@@ -381,6 +381,55 @@ pub fn softmax_cases() -> Vec<(&'static str, SoftmaxCase)> {
     ]
 }
 
+#[derive(Debug, Clone)]
+pub struct MatmulCase {
+    pub rows: usize,
+    pub fan_in: usize,
+    pub fan_out: usize,
+    /// `[rows, fan_in]`
+    pub x: Vec<f32>,
+    /// `[fan_out, fan_in]`
+    pub w: Vec<f32>,
+}
+
+impl MatmulCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            x: rounded(dtype, &self.x),
+            w: rounded(dtype, &self.w),
+            ..self.clone()
+        }
+    }
+
+    /// The first `rows` rows alone.
+    pub fn first_rows(&self, rows: usize) -> Self {
+        Self {
+            rows,
+            x: self.x[..rows * self.fan_in].to_vec(),
+            ..self.clone()
+        }
+    }
+}
+
+/// Rows, inputs and outputs that are not multiples of a tile or of the inputs a tile reads at
+/// once: 70 rows (two row tiles), 100 inputs, 130 outputs (three output tiles); and one row,
+/// as a decode step has.
+pub fn matmul_cases() -> Vec<(&'static str, MatmulCase)> {
+    let mut v = Values::new(10);
+    let mut case = |rows, fan_in, fan_out| MatmulCase {
+        rows,
+        fan_in,
+        fan_out,
+        x: v.take(rows * fan_in, 1.0),
+        w: v.take(fan_out * fan_in, 0.5),
+    };
+    vec![
+        ("70 rows, 100 inputs, 130 outputs", case(70, 100, 130)),
+        ("1 row, 37 inputs, 65 outputs", case(1, 37, 65)),
+    ]
+}
+
 /// A row with a tie for the maximum (the lower id wins) and an infinity (never chosen), a row
 /// of -inf but one NaN (no token), and a row whose maximum is the last id.
 pub fn argmax_case() -> ArgmaxCase {

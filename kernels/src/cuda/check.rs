@@ -4,9 +4,10 @@
 
 use candle_core::DType;
 
+use super::cases::MatmulCase;
 use super::cases::{
-    activation_case, argmax_case, attention_case, lora_case, norm_cases, rotary_cases, round_to,
-    softmax_cases,
+    activation_case, argmax_case, attention_case, lora_case, matmul_cases, norm_cases,
+    rotary_cases, round_to, softmax_cases,
 };
 use super::reference;
 use super::runner::KernelRunner;
@@ -62,6 +63,29 @@ pub fn compare(got: &[f32], want: &[f32], dtype: DType) -> Option<String> {
             !within
         })
         .map(|(i, (g, w))| format!("element {i}: {g} against {w} (tolerance {tol} relative)"))
+}
+
+/// The first 3 rows, then the first row, launched alone against all of `case`'s rows: the
+/// first difference in any bit is the failure.
+fn batch_invariance(runner: &dyn KernelRunner, case: &MatmulCase, dtype: DType) -> Option<String> {
+    let all = match runner.fixed_order_matmul(case, dtype) {
+        Ok(y) => y,
+        Err(e) => return Some(format!("error: {e}")),
+    };
+    for rows in [3, 1] {
+        let alone = match runner.fixed_order_matmul(&case.first_rows(rows), dtype) {
+            Ok(y) => y,
+            Err(e) => return Some(format!("error: {e}")),
+        };
+        let batched = &all[..rows * case.fan_out];
+        if let Some(i) = (0..alone.len()).find(|&i| alone[i].to_bits() != batched[i].to_bits()) {
+            return Some(format!(
+                "{rows} rows alone: element {i} is {} against {} in the full launch",
+                alone[i], batched[i]
+            ));
+        }
+    }
+    None
 }
 
 /// Every check, in every dtype of [`DTYPES`], through `runner`.
@@ -143,6 +167,23 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
         report(
             "lora_shrink + lora_expand",
             "3 adapters and none, rank 6",
+            failure,
+        );
+        for (name, case) in matmul_cases() {
+            let case = case.rounded(dtype);
+            let failure = match runner.fixed_order_matmul(&case, dtype) {
+                Ok(got) => compare(&got, &reference::matmul(&case), dtype),
+                Err(e) => failed(e),
+            };
+            report("fixed_order_matmul", name, failure);
+        }
+        // The point of the kernel: a row's outputs are the same bits whatever else is batched.
+        let (_, case) = &matmul_cases()[0];
+        let case = case.rounded(dtype);
+        let failure = batch_invariance(runner, &case, dtype);
+        report(
+            "fixed_order_matmul",
+            "rows 0-2 alone and row 0 alone give the 70-row launch's bits",
             failure,
         );
         let case = argmax_case().rounded(dtype);

@@ -30,6 +30,7 @@ const ACTIVATION: Module = module!("activation");
 const ROTARY: Module = module!("rotary");
 const PAGED_ATTENTION: Module = module!("paged_attention");
 const CAUSAL_SOFTMAX: Module = module!("causal_softmax");
+const FIXED_ORDER_MATMUL: Module = module!("fixed_order_matmul");
 const LORA: Module = module!("lora");
 const SAMPLING: Module = module!("sampling");
 
@@ -532,6 +533,45 @@ pub fn causal_softmax(scores: &Tensor, len: usize, start: usize) -> Result<()> {
         unsafe { b.launch(config(shape)) }.w()?;
         drop(sg);
         Ok(())
+    })
+}
+
+/// `x · wᵀ` (`x` `[rows, in]`, `w` `[out, in]`, one dtype) → `[rows, out]`, each output summed
+/// over the inputs in order by one thread: a row's result is the same bits whatever other
+/// rows share the call (cuBLAS chooses its tiling, and so its order of additions, by shape).
+pub fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let dev = cuda_device(x)?;
+    let (rows, fan_in) = x.dims2()?;
+    let (fan_out, w_in) = w.dims2()?;
+    if w_in != fan_in || x.dtype() != w.dtype() {
+        bail!(
+            "fixed_order_matmul: x {:?} {:?} against w {:?} {:?}",
+            x.shape(),
+            x.dtype(),
+            w.shape(),
+            w.dtype()
+        );
+    }
+    if rows == 0 || fan_out == 0 {
+        return Tensor::zeros((rows, fan_out), x.dtype(), x.device());
+    }
+    let shape = launch::fixed_order_matmul(rows, fan_out).map_err(shape_error)?;
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    with_element!(x.dtype(), T => {
+        let y = empty::<T>(&dev, (rows, fan_out))?;
+        {
+            view!(xg, xv, &x, T);
+            view!(wg, wv, &w, T);
+            view!(yg, yv, &y, T);
+            let func = kernel!(dev, FIXED_ORDER_MATMUL, "fixed_order_matmul", T)?;
+            let mut b = func.builder();
+            let (r, i, o) = (rows as i32, fan_in as i32, fan_out as i32);
+            b.arg(&yv).arg(&xv).arg(&wv).arg(&r).arg(&i).arg(&o);
+            // SAFETY: as above; every element of `y` is written by exactly one thread.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((xg, wg, yg));
+        }
+        Ok(y)
     })
 }
 

@@ -4,7 +4,8 @@
 use candle_core::{DType, Device, Result, Tensor};
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
+    SoftmaxCase,
 };
 use super::device::{self, KvWrite, LoraStack, PagedAttention, RotaryTables};
 use super::runner::KernelRunner;
@@ -145,6 +146,12 @@ impl KernelRunner for DeviceRunner {
         let scores = self.upload(&case.scores, &[rows, case.context], dtype)?;
         device::causal_softmax(&scores, case.len, case.start)?;
         host(&scores)
+    }
+
+    fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
+        let x = self.upload(&case.x, &[case.rows, case.fan_in], dtype)?;
+        let w = self.upload(&case.w, &[case.fan_out, case.fan_in], dtype)?;
+        host(&device::fixed_order_matmul(&x, &w)?)
     }
 
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {

@@ -8,7 +8,8 @@ use candle_core::{DType, Result};
 use half::bf16;
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
+    SoftmaxCase,
 };
 use super::check;
 use super::launch::{self, LaunchShape};
@@ -53,6 +54,8 @@ entry_points! {
     emulate_lora_expand_bf16(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
     emulate_causal_softmax_f32(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_causal_softmax_bf16(scores: M, len: c_int, context: c_int, start: c_int);
+    emulate_fixed_order_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
+    emulate_fixed_order_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
     emulate_argmax_f32(ids: M, logits: P, vocab: c_int);
     emulate_argmax_bf16(ids: M, logits: P, vocab: c_int);
 }
@@ -323,6 +326,26 @@ impl KernelRunner for EmulatedRunner {
         Ok(scores.to_f32())
     }
 
+    fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
+        let x = Buf::new(dtype, &case.x);
+        let w = Buf::new(dtype, &case.w);
+        let mut y = Buf::new(dtype, &vec![0.0; case.rows * case.fan_out]);
+        let shape = launch::fixed_order_matmul(case.rows, case.fan_out).map_err(shape_error)?;
+        launch!(
+            dtype,
+            shape,
+            emulate_fixed_order_matmul_f32,
+            emulate_fixed_order_matmul_bf16,
+            y.mut_ptr(),
+            x.ptr(),
+            w.ptr(),
+            case.rows as c_int,
+            case.fan_in as c_int,
+            case.fan_out as c_int
+        );
+        Ok(y.to_f32())
+    }
+
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {
         let rows = case.logits.len() / case.vocab;
         let logits = Buf::new(dtype, &case.logits);
@@ -350,13 +373,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 10, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 13, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 7];
-    // SAFETY: the function writes exactly seven ints.
+    let mut limits = [0 as c_int; 9];
+    // SAFETY: the function writes exactly nine ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -366,6 +389,8 @@ fn the_launch_constants_are_the_kernels() {
         launch::EXPAND_THREADS as c_int,
         launch::ARGMAX_THREADS as c_int,
         launch::SOFTMAX_THREADS as c_int,
+        launch::MATMUL_THREADS as c_int,
+        launch::MATMUL_TILE as c_int,
     ];
     assert_eq!(limits, want);
 }

@@ -20,6 +20,9 @@ pub const SHRINK_THREADS: u32 = 256;
 pub const EXPAND_THREADS: u32 = 256;
 pub const ARGMAX_THREADS: u32 = 256;
 pub const SOFTMAX_THREADS: u32 = 256;
+pub const MATMUL_THREADS: u32 = 256;
+/// Rows and outputs of one `fixed_order_matmul` block.
+pub const MATMUL_TILE: usize = 64;
 
 /// The y and z grid dimensions' limit on every CUDA device.
 const MAX_GRID_YZ: usize = 65_535;
@@ -165,6 +168,18 @@ pub fn causal_softmax(rows: usize) -> Result<LaunchShape, LaunchError> {
     Ok(LaunchShape {
         grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
         threads: SOFTMAX_THREADS,
+    })
+}
+
+/// One block per 64 x 64 tile of the output: `x` across the outputs, `y` across the rows.
+pub fn fixed_order_matmul(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (
+            at_most("output tiles", out.div_ceil(MATMUL_TILE), MAX_GRID_X)?,
+            at_most("row tiles", rows.div_ceil(MATMUL_TILE), MAX_GRID_YZ)?,
+            1,
+        ),
+        threads: MATMUL_THREADS,
     })
 }
 

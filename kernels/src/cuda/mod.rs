@@ -9,6 +9,8 @@
 //!   through their block tables, grouped-query heads, long contexts split (flash-decoding);
 //! - `causal_softmax`: a prefill chunk's attention scores to probabilities in place, the causal
 //!   mask worked out from each row's position;
+//! - `fixed_order_matmul`: `x · wᵀ` with each output summed in input order by one thread, so a
+//!   row's result does not depend on the batch (the batch-invariant mode's projections);
 //! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
 //! - `argmax`: greedy sampling on the device.
 //!

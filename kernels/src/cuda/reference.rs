@@ -6,7 +6,8 @@
 use candle_core::DType;
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase, round_to,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
+    SoftmaxCase, round_to,
 };
 
 /// `(sum, out)`: the residual stream `x + residual` (stored in `dtype`) and its RMSNorm.
@@ -164,6 +165,22 @@ pub fn causal_softmax(case: &SoftmaxCase) -> Vec<f32> {
         }));
     }
     out
+}
+
+/// `x · wᵀ`, summed in f64.
+pub fn matmul(case: &MatmulCase) -> Vec<f32> {
+    let mut y = Vec::with_capacity(case.rows * case.fan_out);
+    for row in case.x.chunks_exact(case.fan_in) {
+        for w in case.w.chunks_exact(case.fan_in) {
+            let dot: f64 = row
+                .iter()
+                .zip(w)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum();
+            y.push(dot as f32);
+        }
+    }
+    y
 }
 
 /// Each row's arg-max over its finite logits, the lowest id among equal maxima; [`NO_TOKEN`]

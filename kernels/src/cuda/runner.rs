@@ -5,7 +5,8 @@
 use candle_core::{DType, Result};
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, NormCase, RotaryCase, RotaryOutput, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
+    SoftmaxCase,
 };
 
 pub trait KernelRunner {
@@ -20,5 +21,7 @@ pub trait KernelRunner {
     fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>>;
     /// `y` after the shrink and expand launches.
     fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>>;
+    /// `x · wᵀ` by `fixed_order_matmul`.
+    fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>>;
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>>;
 }

@@ -34,6 +34,8 @@ pub struct EngineGenerate<'a> {
     pub stats: bool,
     /// PEFT adapters the copies take in turn, after a copy with none.
     pub adapters: &'a [PathBuf],
+    /// The engine's batch-invariant mode.
+    pub batch_invariant: bool,
 }
 
 /// The adapter copy `i` uses: none for every `adapters + 1`-th copy, else one in turn.
@@ -64,6 +66,7 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
         // Room for every copy's decode row and a prompt chunk in one step.
         max_batched_tokens: 2048.max(most),
         dtype: args.dtype,
+        batch_invariant: args.batch_invariant,
         ..EngineConfig::cpu_default("generate")
     };
     let engine = spawn_engine(config, args.path, args.device)

@@ -105,6 +105,10 @@ pub struct RawModel {
     /// the model is loaded, less a reserve for activations, instead of `limits.kv_cache_mib`.
     /// Models sharing a device load in order, each taking its share of what is left.
     pub gpu_memory_fraction: Option<f64>,
+    /// A request's tokens do not change with what else is batched beside it. Always so on the
+    /// CPU; on a CUDA device it is a mode of the engine (fixed-order matmuls, attention row by
+    /// row) that costs speed and needs dense weights (docs/RESULTS.md). Default false.
+    pub batch_invariant: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -55,6 +55,8 @@ pub struct ModelSpec {
     pub dtype: candle_core::DType,
     /// See `RawModel::gpu_memory_fraction`; checked to be in (0, 1] on a CUDA device.
     pub gpu_memory_fraction: Option<f64>,
+    /// See `RawModel::batch_invariant`.
+    pub batch_invariant: bool,
 }
 
 impl ModelSpec {
@@ -394,6 +396,7 @@ fn resolve_models(
             adapters,
             dtype,
             gpu_memory_fraction: m.gpu_memory_fraction,
+            batch_invariant: m.batch_invariant.unwrap_or(false),
         });
     }
     ensure!(
@@ -530,8 +533,6 @@ pub(super) fn parse_reencode(
     })
 }
 
-/// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad
-/// config fails before any model loads).
 /// `gpu_memory_fraction` is a share in (0, 1] and only sizes a CUDA device's cache.
 pub(super) fn check_gpu_memory_fraction(
     fraction: Option<f64>,
@@ -549,6 +550,8 @@ pub(super) fn check_gpu_memory_fraction(
     Ok(())
 }
 
+/// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad
+/// config fails before any model loads).
 pub(super) fn parse_model_dtype(
     spec: Option<&str>,
     device: DeviceSpec,

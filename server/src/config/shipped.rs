@@ -89,6 +89,7 @@ pub(super) fn profile_models(
         adapters: BTreeMap::new(),
         dtype: None,
         gpu_memory_fraction: None,
+        batch_invariant: None,
     };
     let embedder = model("all-minilm-l6-v2", vec![Role::Embedder], None);
     match profile {
