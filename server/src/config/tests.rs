@@ -452,3 +452,31 @@ max_new_tokens = 64
     let whole: RawPipeline = toml::from_str("revision_temperature = 1").unwrap();
     assert_eq!(whole.knobs.revision_temperature, Some(1.0));
 }
+
+/// Batch invariance is a model's own setting: off unless its entry asks for it, and only a
+/// boolean is accepted.
+#[test]
+fn batch_invariance_is_a_model_setting_off_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("model.gguf"), b"x").expect("write");
+    let config = |extra: &str| {
+        format!(
+            "[[models]]\nname = \"steady\"\nsource = \"model.gguf\"\nroles = [\"generator\"]\n\
+             {extra}\n[[models]]\nname = \"plain\"\nsource = \"model.gguf\"\n\
+             roles = [\"generator\"]\n"
+        )
+    };
+    let file = dir.path().join("quorum.toml");
+    std::fs::write(&file, config("batch_invariant = true")).expect("write");
+    let raw = RawConfig::from_file(&file).expect("parses");
+    let resolved = resolve(raw, &dirs_with_adapters(dir.path()), dir.path()).expect("resolves");
+    let invariant: Vec<(&str, bool)> = resolved
+        .models
+        .iter()
+        .map(|m| (m.name.as_str(), m.batch_invariant))
+        .collect();
+    assert_eq!(invariant, [("steady", true), ("plain", false)]);
+    std::fs::write(&file, config("batch_invariant = \"yes\"")).expect("write");
+    let err = format!("{:#}", RawConfig::from_file(&file).unwrap_err());
+    assert!(err.contains("batch_invariant"), "{err}");
+}
