@@ -342,6 +342,57 @@ fn resume_takes_the_identical_next_step() {
     assert!(Trainer::resume(&model, &examples, other, ckpt_dir.path()).is_err());
 }
 
+/// A finished adapter, stored as PEFT in bf16, is where a new run can start: every matrix is
+/// the stored one widened to f32, and the run trains on from it; an adapter of another shape
+/// is refused, naming both shapes.
+#[test]
+fn a_run_starts_from_a_finished_peft_adapter() {
+    let (_dir, ckpt) = tiny("qwen2", 41);
+    let model = LoraDecoder::load(&ckpt).unwrap();
+    let finished = LoraParams::init(model.config(), spec(&ALL_PROJECTIONS), 3).unwrap();
+    randomize_b(&finished, 4);
+    let adapter_dir = tempfile::tempdir().unwrap();
+    finished
+        .save_peft(
+            adapter_dir.path(),
+            "tiny",
+            &serde_json::json!({}),
+            DType::BF16,
+        )
+        .unwrap();
+    let examples = toy_examples();
+    let mut trainer = Trainer::new(&model, &examples, toy_config(4, 0.0)).unwrap();
+    trainer.lora().load_peft(adapter_dir.path()).unwrap();
+    let stored = finished.named_vars();
+    let started = trainer.lora().named_vars();
+    assert_eq!(started.len(), stored.len());
+    for ((name, ours), (stored_name, theirs)) in started.iter().zip(&stored) {
+        assert_eq!(name, stored_name);
+        let want = theirs
+            .as_tensor()
+            .to_dtype(DType::BF16)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap();
+        let (diff, _) = max_abs_diff(ours.as_tensor(), &want).unwrap();
+        assert_eq!(diff, 0.0, "{name}");
+    }
+    let before = bits(&trainer);
+    assert!(trainer.step().unwrap().loss.is_finite());
+    assert_ne!(bits(&trainer), before, "the step changed nothing");
+    let wider = LoraParams::init(
+        model.config(),
+        LoraSpec {
+            rank: 8,
+            ..spec(&ALL_PROJECTIONS)
+        },
+        1,
+    )
+    .unwrap();
+    let err = wider.load_peft(adapter_dir.path()).unwrap_err().to_string();
+    assert!(err.contains("rank 4") && err.contains("rank 8"), "{err}");
+}
+
 /// A few steps fit five short sequences: the loss falls well below where it started.
 #[test]
 fn training_fits_a_tiny_dataset() {

@@ -199,6 +199,47 @@ impl LoraParams {
         Ok(())
     }
 
+    /// Replaces every matrix by the one of a PEFT adapter directory written by
+    /// [`Self::save_peft`] (or PEFT itself) with the same rank, alpha and targets: training
+    /// goes on from a finished adapter on new data. Stored bf16 or f16 widens exactly.
+    pub fn load_peft(&self, dir: &Path) -> TrainResult<()> {
+        let config_path = dir.join("adapter_config.json");
+        let text =
+            std::fs::read_to_string(&config_path).map_err(|e| TrainError::io(&config_path, e))?;
+        let config: PeftShape = serde_json::from_str(&text)
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", config_path.display())))?;
+        let mut theirs = config.target_modules.clone();
+        theirs.sort_unstable();
+        let mut ours = self.spec.targets.clone();
+        ours.sort_unstable();
+        if config.r != self.spec.rank || config.lora_alpha != self.spec.alpha || theirs != ours {
+            return Err(TrainError::Checkpoint(format!(
+                "{} is rank {}, alpha {}, targets {:?}; this run trains rank {}, alpha {}, \
+                 targets {:?}",
+                dir.display(),
+                config.r,
+                config.lora_alpha,
+                config.target_modules,
+                self.spec.rank,
+                self.spec.alpha,
+                self.spec.targets
+            )));
+        }
+        let tensors =
+            candle_core::safetensors::load(dir.join("adapter_model.safetensors"), &Device::Cpu)?;
+        let values = tensors
+            .into_iter()
+            .map(|(name, t)| {
+                let name = name
+                    .strip_prefix("base_model.model.")
+                    .unwrap_or(&name)
+                    .to_owned();
+                Ok((name, t.to_dtype(DType::F32)?))
+            })
+            .collect::<TrainResult<HashMap<String, Tensor>>>()?;
+        self.load_values(&values)
+    }
+
     /// Writes a PEFT adapter directory: `adapter_config.json` with PEFT's fields and
     /// `adapter_model.safetensors` with PEFT's tensor names. What Quorum needs beyond PEFT
     /// (prompt format and its version, data, command) goes to `quorum_adapter.json` beside them,
@@ -237,6 +278,14 @@ impl LoraParams {
         write_json(&dir.join("adapter_config.json"), &config)?;
         write_json(&dir.join("quorum_adapter.json"), card)
     }
+}
+
+/// The fields of a PEFT `adapter_config.json` that fix an adapter's shape.
+#[derive(Deserialize)]
+struct PeftShape {
+    r: usize,
+    lora_alpha: f64,
+    target_modules: Vec<String>,
 }
 
 pub(crate) fn write_json(path: &Path, value: &serde_json::Value) -> TrainResult<()> {

@@ -109,6 +109,11 @@ pub struct TrainArgs {
     /// Continue from `OUT/checkpoint` (same data and configuration).
     #[arg(long)]
     pub resume: bool,
+    /// Start from this PEFT adapter's matrices instead of a fresh initialization (the same
+    /// rank, alpha and targets): a finished adapter trained on new data, with a new optimizer
+    /// and schedule. With held-out split votes, they are scored with it before training.
+    #[arg(long, conflicts_with = "resume")]
+    pub init_adapter: Option<PathBuf>,
     /// Stop after the first step that ends this many minutes into this run, with a checkpoint
     /// and the adapter of that step written; `--resume` goes on from there. For a run longer
     /// than the time a machine is free.
@@ -232,15 +237,6 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         "quorum train: base model dequantized in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let base_scores = if held_out.cases.is_empty() {
-        Vec::new()
-    } else {
-        eprintln!(
-            "quorum train: scoring {} held-out split votes with the base model",
-            held_out.cases.len()
-        );
-        score_cases(&model, None, &held_out.cases)?
-    };
     let config = TrainConfig {
         lora: LoraSpec {
             rank: args.rank,
@@ -267,6 +263,30 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         Trainer::resume(&model, &examples, config.clone(), &checkpoint_dir)?
     } else {
         Trainer::new(&model, &examples, config.clone())?
+    };
+    if let Some(dir) = &args.init_adapter {
+        trainer
+            .lora()
+            .load_peft(dir)
+            .with_context(|| format!("starting from {}", dir.display()))?;
+        eprintln!(
+            "quorum train: starting from the adapter in {}",
+            dir.display()
+        );
+    }
+    let start = match &args.init_adapter {
+        Some(dir) => format!("the starting adapter ({})", dir.display()),
+        None => "the base model".to_owned(),
+    };
+    let start_scores = if held_out.cases.is_empty() {
+        Vec::new()
+    } else {
+        eprintln!(
+            "quorum train: scoring {} held-out split votes with {start}",
+            held_out.cases.len()
+        );
+        let lora = args.init_adapter.is_some().then(|| trainer.lora());
+        score_cases(&model, lora, &held_out.cases)?
     };
     eprintln!(
         "quorum train: {} trainable parameters, {} steps of {} sequences",
@@ -298,6 +318,7 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
                 .then_some(quorum_sql::model::SQL_ANSWER_PREFIX),
             "data": "Spider train.json (Yu et al., 2018; CC BY-SA 4.0)",
             "candidates": args.candidates,
+            "init_adapter": args.init_adapter,
             "examples": examples.len(),
             "example_stats": stats,
             "config": config,
@@ -369,7 +390,8 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         Some(write_validation(
             &args.out,
             &held_out,
-            &base_scores,
+            &start,
+            &start_scores,
             &trained,
         )?)
     };
@@ -431,12 +453,14 @@ fn score_cases(
     Ok(scores)
 }
 
-/// Writes `validation.jsonl` (one line per held-out split vote) and prints how the base
-/// model and the adapter do against the majority vote; returns the summary for the card.
+/// Writes `validation.jsonl` (one line per held-out split vote) and prints how the run's
+/// starting point (`start`: the base model, or the adapter it started from) and the trained
+/// adapter do against the majority vote; returns the summary for the card.
 fn write_validation(
     out: &Path,
     held_out: &SplitCases,
-    base: &[Vec<f32>],
+    start: &str,
+    at_start: &[Vec<f32>],
     trained: &[Vec<f32>],
 ) -> Result<serde_json::Value> {
     let cases = &held_out.cases;
@@ -444,19 +468,19 @@ fn write_validation(
     let mut file = std::io::BufWriter::new(
         std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
     );
-    for ((case, base), trained) in cases.iter().zip(base).zip(trained) {
+    for ((case, at_start), trained) in cases.iter().zip(at_start).zip(trained) {
         let line = serde_json::json!({
             "db_id": case.db_id,
             "question": case.question,
             "right": case.right,
             "votes": case.votes,
-            "base_logprobs": base,
+            "start_logprobs": at_start,
             "logprobs": trained,
         });
         writeln!(file, "{line}")?;
     }
     file.flush()?;
-    let base = selection_accuracy(cases, base, &VALIDATION_WEIGHTS);
+    let at_start = selection_accuracy(cases, at_start, &VALIDATION_WEIGHTS);
     let trained = selection_accuracy(cases, trained, &VALIDATION_WEIGHTS);
     let show = |name: &str, acc: &SelectionAccuracy| {
         let weighed: Vec<String> = acc
@@ -473,13 +497,14 @@ fn write_validation(
             weighed.join(", ")
         );
     };
-    show("base model", &base);
+    show(start, &at_start);
     show("adapter", &trained);
     Ok(serde_json::json!({
         "split_records": held_out.split_records,
         "not_judged": held_out.unjudged,
         "fewer_than_two_groups": held_out.too_few_groups,
-        "base": base,
+        "start": start,
+        "at_start": at_start,
         "adapter": trained,
     }))
 }
