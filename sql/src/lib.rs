@@ -9,6 +9,7 @@ pub mod backend;
 pub mod compare;
 pub mod database;
 pub mod dataset;
+pub mod defect;
 pub mod demo_index;
 pub mod dialect;
 pub mod distinct;

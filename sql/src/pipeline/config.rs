@@ -196,6 +196,11 @@ pub struct PipelineConfig {
     /// ([`crate::schema_filter`]). 0 shows every schema whole.
     #[serde(default)]
     pub schema_filter_above: usize,
+    /// Candidates that run but have a defect no question asks for (a column compared with
+    /// itself, a constant answer: [`crate::defect`]) are left out of the vote while a
+    /// candidate without one ran.
+    #[serde(default)]
+    pub defect_check: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

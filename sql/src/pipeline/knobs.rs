@@ -249,6 +249,12 @@ knobs! {
     revise_empty: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.revision.revise_empty,
         write |c, v| c.revision.revise_empty = v;
+    /// Candidates that run but compare a column with itself (a join that pairs every row with
+    /// every row) or answer with a constant are left out of the vote while a candidate
+    /// without such a defect ran.
+    defect_check: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.defect_check,
+        write |c, v| c.defect_check = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -382,6 +388,7 @@ impl PipelineConfig {
             constrained: Default::default(),
             value_retrieval: Default::default(),
             schema_filter_above: Default::default(),
+            defect_check: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

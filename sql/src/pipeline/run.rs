@@ -1,6 +1,7 @@
 //! One pipeline run as a small state machine: each stage is a method that reads the
 //! candidates so far and adds to them, so the order of stages is visible in `answer`.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -17,6 +18,7 @@ use super::selection::{SelectionInput, Shown, select};
 use super::signature::result_signature;
 use crate::backend::Session;
 use crate::database::DatabaseHandle;
+use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
@@ -531,11 +533,35 @@ impl<'r> Run<'r> {
     fn vote(&mut self) -> VoteReport {
         let start = Instant::now();
         let config = &self.pipeline.config;
+        // With the defect check, a head that ran with a defect votes as if it had failed, as
+        // long as another head ran without one: its result answers no question.
+        let mut results = Cow::Borrowed(&self.results);
+        if config.defect_check {
+            let defective: Vec<usize> = self
+                .heads
+                .iter()
+                .copied()
+                .filter(|&id| {
+                    self.results[id].is_some()
+                        && find_defect(self.sql(id), self.db.dialect()).is_some()
+                })
+                .collect();
+            let sound_ran = self
+                .heads
+                .iter()
+                .any(|&id| self.results[id].is_some() && !defective.contains(&id));
+            if sound_ran && !defective.is_empty() {
+                let filtered = results.to_mut();
+                for id in defective {
+                    filtered[id] = None;
+                }
+            }
+        }
         let decision = decide(
             config.voting,
             config.selector.split_rule,
             &self.heads,
-            &self.results,
+            &results,
             self.heads.get(1).copied().unwrap_or(self.heads[0]),
         );
         self.timings.vote_ms += elapsed_ms(start);

@@ -549,3 +549,37 @@ fn an_embedder_that_answers_no_question_vector_fails_the_filter_stage() {
     let answer = run(Arc::new(crate::fakes::BagOfWords::default())).expect("answers");
     assert_eq!(answer.schema_filter.expect("filtered").schema_tables, 16);
 }
+
+#[test]
+fn with_the_defect_check_a_defective_majority_loses_to_a_sound_query() {
+    let defective = "SELECT T1.Name FROM singer AS T1 JOIN singer_in_concert AS T2 \
+                     ON T1.Name = T1.Name";
+    let sound = "SELECT T1.Name FROM singer AS T1 JOIN singer_in_concert AS T2 \
+                 ON T1.Singer_ID = T2.Singer_ID";
+    let generator = Arc::new(ScriptedGenerator::new(move |r| {
+        Ok(match (stage(r), r.generator.as_str()) {
+            (Stage::Round2, "b") => format!("{sound}\n```"),
+            _ => defective.to_owned(),
+        })
+    }));
+    let mut config = config(&["a", "b"]);
+    config.generators[1].format = PromptFormat::MSchema;
+    config.revision.enabled = true;
+    assert!(config.defect_check, "on by default");
+    config.defect_check = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(
+        answer.sql, defective,
+        "two defective votes beat one sound one"
+    );
+
+    config.defect_check = true;
+    let answer = pipeline(config, &generator, None)
+        .run(QUESTION, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, sound);
+    // The defective heads count as failed: one group is left, with nothing to select among.
+    assert_eq!(answer.vote.clusters.len(), 1);
+}
