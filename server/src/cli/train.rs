@@ -590,7 +590,11 @@ struct EvalLine {
     gold: String,
     #[serde(default)]
     linked_tables: Option<Vec<String>>,
-    candidates: Vec<EvalCandidate>,
+    /// `None` for a question the server did not answer (its `votes` then hold only the
+    /// `rpc_error`): there is nothing to learn from it.
+    #[serde(default)]
+    candidates: Option<Vec<EvalCandidate>>,
+    #[serde(default)]
     votes: Option<EvalVotes>,
 }
 
@@ -602,13 +606,15 @@ struct EvalCandidate {
 
 #[derive(serde::Deserialize)]
 struct EvalVotes {
+    #[serde(default)]
     clusters: Vec<Vec<usize>>,
     #[serde(default)]
     split: bool,
 }
 
 /// The records of an eval output over train.json; a line whose question is not train.json's
-/// question at that index is refused, so no dev question can be trained on.
+/// question at that index is refused, so no dev question can be trained on. Questions the
+/// server did not answer (a deadline, a cancelled call) are left out, and counted.
 fn read_selector_records(
     path: &Path,
     train: &[quorum_sql::dataset::Example],
@@ -616,6 +622,7 @@ fn read_selector_records(
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut records = Vec::new();
+    let mut unanswered = 0;
     for (n, line) in text
         .lines()
         .enumerate()
@@ -633,8 +640,12 @@ fn read_selector_records(
                 line.index
             );
         }
+        let Some(candidates) = &line.candidates else {
+            unanswered += 1;
+            continue;
+        };
         let sql_of = |id: usize| {
-            line.candidates
+            candidates
                 .iter()
                 .find(|c| c.id == id)
                 .map(|c| c.sql.clone())
@@ -666,6 +677,13 @@ fn read_selector_records(
             votes,
             split,
         });
+    }
+    if unanswered > 0 {
+        eprintln!(
+            "quorum train: {unanswered} questions of {} were not answered (no candidates); \
+             left out",
+            path.display()
+        );
     }
     Ok(records)
 }
@@ -762,9 +780,19 @@ mod tests {
         let train = vec![train_question("a", "q0"), train_question("b", "q1")];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("eval.jsonl");
+        // A question the server did not answer, as `quorum eval` records it: left out.
+        let unanswered = serde_json::json!({
+            "index": 0, "db_id": "a", "question": "q0", "gold": "SELECT 1",
+            "linked_tables": [], "candidates": null,
+            "votes": {"rpc_error": "DeadlineExceeded: deadline exceeded"},
+        });
         std::fs::write(
             &path,
-            format!("{}\n\n{}\n", line(1, "b", "q1"), line(0, "a", "q0")),
+            format!(
+                "{}\n\n{}\n{unanswered}\n",
+                line(1, "b", "q1"),
+                line(0, "a", "q0")
+            ),
         )
         .unwrap();
         let records = read_selector_records(&path, &train).unwrap();
