@@ -606,8 +606,9 @@ struct EvalCandidate {
 
 #[derive(serde::Deserialize)]
 struct EvalVotes {
+    /// Absent only beside an `rpc_error`, on a question that was not answered.
     #[serde(default)]
-    clusters: Vec<Vec<usize>>,
+    clusters: Option<Vec<Vec<usize>>>,
     #[serde(default)]
     split: bool,
 }
@@ -653,21 +654,21 @@ fn read_selector_records(
                     format!("{}: the vote names candidate {id}, which is missing", at())
                 })
         };
-        let groups = line
-            .votes
-            .as_ref()
-            .map(|v| {
-                v.clusters
-                    .iter()
-                    .filter_map(|c| c.first().copied())
-                    .map(sql_of)
-                    .collect()
-            })
-            .transpose()?
-            .unwrap_or_default();
-        let (votes, split) = line.votes.as_ref().map_or((Vec::new(), false), |v| {
-            (v.clusters.iter().map(Vec::len).collect(), v.split)
-        });
+        let (clusters, split): (&[Vec<usize>], bool) = match &line.votes {
+            None => (&[], false),
+            Some(v) => (
+                v.clusters.as_deref().with_context(|| {
+                    format!("{}: an answered question's vote has no clusters", at())
+                })?,
+                v.split,
+            ),
+        };
+        let groups = clusters
+            .iter()
+            .filter_map(|c| c.first().copied())
+            .map(sql_of)
+            .collect::<Result<Vec<_>>>()?;
+        let votes = clusters.iter().map(Vec::len).collect();
         records.push(SelectorRecord {
             db_id: line.db_id,
             question: line.question,
@@ -812,5 +813,11 @@ mod tests {
         assert!(err.contains("not train.json's question 0"), "{err}");
         std::fs::write(&path, line(7, "a", "q0")).unwrap();
         assert!(read_selector_records(&path, &train).is_err());
+        // An answered question whose vote lost its clusters is refused, not read as no groups.
+        let mut broken: serde_json::Value = serde_json::from_str(&line(0, "a", "q0")).unwrap();
+        broken["votes"] = serde_json::json!({"split": false});
+        std::fs::write(&path, broken.to_string()).unwrap();
+        let err = format!("{:#}", read_selector_records(&path, &train).unwrap_err());
+        assert!(err.contains("has no clusters"), "{err}");
     }
 }
