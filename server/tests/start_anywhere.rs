@@ -69,7 +69,7 @@ fn a_missing_shipped_adapter_stops_the_start_with_its_name() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "started without its adapters");
-    assert!(stderr.contains("`select-s1`"), "{stderr}");
+    assert!(stderr.contains("`select-s2`"), "{stderr}");
     assert!(stderr.contains(&empty.display().to_string()), "{stderr}");
     assert!(stderr.contains("QUORUM_HOME"), "{stderr}");
 }

@@ -11,6 +11,7 @@ use quorum_proto::v1::text2_sql_client::Text2SqlClient;
 use quorum_server::RunningServer;
 use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::config::profile::Profile;
+use quorum_server::config::shipped::shipped_selector;
 use quorum_tests::{SMOLLM2, model_path, spider_dir};
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -281,8 +282,9 @@ impl TestServer {
     }
 
     /// Checks the models of the default and accurate profiles are served: Qwen2.5-Coder-1.5B
-    /// writing the SQL, Qwen2.5-Coder-0.5B with the shipped selector adapter, MiniLM.
-    pub async fn assert_serves_the_bigger_model_and_the_shipped_selector(&self) {
+    /// writing the SQL, Qwen2.5-Coder-0.5B with `profile`'s shipped selector adapter, MiniLM.
+    pub async fn assert_serves_the_bigger_model_and_the_shipped_selector(&self, profile: Profile) {
+        let expected_selector = shipped_selector(profile).name;
         let models = self.models().await;
         let mut names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
         names.sort();
@@ -298,7 +300,7 @@ impl TestServer {
             .iter()
             .find(|m| m.name == "qwen2.5-coder-0.5b")
             .expect("the selection model");
-        assert_eq!(selector.adapters, ["select-s1"]);
+        assert_eq!(selector.adapters, [expected_selector]);
     }
 
     pub fn text2sql(&self) -> Text2SqlClient<Channel> {

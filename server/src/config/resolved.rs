@@ -204,7 +204,7 @@ pub fn resolve(
             profile_round1(&mut raw.pipeline);
         }
         if raw.pipeline.setup.selector_adapter.is_none() {
-            profile_selection(&mut raw.pipeline, &adapters);
+            profile_selection(profile, &mut raw.pipeline, &adapters);
         }
         profile_models(profile, &adapters)
     } else {

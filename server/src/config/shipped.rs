@@ -20,8 +20,9 @@ pub const SHIPPED_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
 ];
 
-/// The shipped adapter of the selection model (Qwen2.5-Coder-0.5B in every profile), trained by `quorum train --task
-/// selector` to choose among the pipeline's split votes (card in its directory).
+/// A shipped adapter of the selection model (Qwen2.5-Coder-0.5B in every profile), trained by
+/// `quorum train --task selector` to choose among the pipeline's split votes (card in its
+/// directory).
 pub struct ShippedSelector {
     pub name: &'static str,
     pub dir: &'static str,
@@ -30,11 +31,31 @@ pub struct ShippedSelector {
     pub vote_weight: f32,
 }
 
-pub const SHIPPED_SELECTOR: ShippedSelector = ShippedSelector {
+/// Trained on the 0.5B voters' split votes; the small and accurate profiles serve it.
+pub const SELECTOR_S1: ShippedSelector = ShippedSelector {
     name: "select-s1",
     dir: "coder-selector-s1",
     vote_weight: 1.5,
 };
+
+/// `SELECTOR_S1` taught the default profile's own split votes (the 1.5B model's PreSQL against
+/// its FinSQL); the default profile serves it. Its card's held-out votes did not separate the
+/// weights, and with two voters every split is one vote against one, where any weight above
+/// zero leaves the choice to the selector; it keeps its starting point's weight.
+pub const SELECTOR_S2: ShippedSelector = ShippedSelector {
+    name: "select-s2",
+    dir: "coder-selector-s2",
+    vote_weight: 1.5,
+};
+
+/// The selector adapter `profile` serves: the one trained on split votes of its own kind of
+/// candidates where one was measured better on dev300 (docs/RESULTS.md).
+pub fn shipped_selector(profile: Profile) -> &'static ShippedSelector {
+    match profile {
+        Profile::Default => &SELECTOR_S2,
+        Profile::Small | Profile::Accurate => &SELECTOR_S1,
+    }
+}
 
 /// The shipped adapters `profile` runs, under `dirs.adapters_dir`, by name: the selector's in
 /// every profile, the generators' in the small profile. A missing one is an error naming it
@@ -49,7 +70,8 @@ pub(super) fn shipped_adapters(
         .iter()
         .filter(|_| profile == Profile::Small)
         .map(|&(_, name, dir)| (name, dir));
-    for (name, dir) in generators.chain([(SHIPPED_SELECTOR.name, SHIPPED_SELECTOR.dir)]) {
+    let selector = shipped_selector(profile);
+    for (name, dir) in generators.chain([(selector.name, selector.dir)]) {
         let path = dirs.adapters_dir.join(dir);
         ensure!(
             path.join("adapter_config.json").is_file(),
@@ -165,19 +187,24 @@ pub(super) fn profile_round1(pipeline: &mut RawPipeline) {
         .get_or_insert(PromptFormat::Rep);
 }
 
-/// With the shipped selector adapter among `adapters`, a profile's pipeline asks it on split
+/// With the profile's shipped selector adapter among `adapters`, its pipeline asks it on split
 /// votes, at the vote weight it was validated with (unless the config sets either knob).
 /// Without it selection stays off: the untuned base model loses to majority voting.
-pub(super) fn profile_selection(pipeline: &mut RawPipeline, adapters: &BTreeMap<String, PathBuf>) {
-    if !adapters.contains_key(SHIPPED_SELECTOR.name) {
+pub(super) fn profile_selection(
+    profile: Profile,
+    pipeline: &mut RawPipeline,
+    adapters: &BTreeMap<String, PathBuf>,
+) {
+    let selector = shipped_selector(profile);
+    if !adapters.contains_key(selector.name) {
         return;
     }
-    pipeline.setup.selector_adapter = Some(SHIPPED_SELECTOR.name.to_owned());
+    pipeline.setup.selector_adapter = Some(selector.name.to_owned());
     pipeline.knobs.selector.get_or_insert(true);
     pipeline
         .knobs
         .selector_vote_weight
-        .get_or_insert(SHIPPED_SELECTOR.vote_weight);
+        .get_or_insert(selector.vote_weight);
 }
 
 /// Where Spider's data is when neither a flag nor `QUORUM_SPIDER_DIR` says: beside the checkout

@@ -163,8 +163,8 @@ fn the_default_profile_writes_two_queries_on_the_bigger_model() {
         .expect("the checkout ships the selector");
     assert_eq!(
         shipped.keys().collect::<Vec<_>>(),
-        [SHIPPED_SELECTOR.name],
-        "only the selector's adapter"
+        [SELECTOR_S2.name],
+        "only the selector's adapter, the one taught its own split votes"
     );
     let generators = profile_generators(Profile::Default, &shipped);
     let voters: Vec<_> = generators
@@ -280,7 +280,7 @@ fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector
     assert_eq!(selector.source, "qwen2.5-coder-0.5b");
     assert_eq!(
         selector.adapters.keys().collect::<Vec<_>>(),
-        [SHIPPED_SELECTOR.name]
+        [SELECTOR_S1.name]
     );
     assert!(
         models
@@ -340,26 +340,35 @@ fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
     let shipped = shipped_adapters(Profile::Default, &dirs_with_adapters(&adapters_dir))
         .expect("the checkout ships the selector");
     let mut pipeline = RawPipeline::default();
-    profile_selection(&mut pipeline, &shipped);
+    profile_selection(Profile::Default, &mut pipeline, &shipped);
     assert_eq!(
         pipeline.setup.selector_adapter.as_deref(),
-        Some("select-s1")
+        Some("select-s2")
     );
     assert_eq!(pipeline.knobs.selector, Some(true));
     assert_eq!(
         pipeline.knobs.selector_vote_weight,
-        Some(SHIPPED_SELECTOR.vote_weight)
+        Some(SELECTOR_S2.vote_weight)
+    );
+    let small = shipped_adapters(Profile::Small, &dirs_with_adapters(&adapters_dir))
+        .expect("the checkout ships the small profile's adapters");
+    let mut small_pipeline = RawPipeline::default();
+    profile_selection(Profile::Small, &mut small_pipeline, &small);
+    assert_eq!(
+        small_pipeline.setup.selector_adapter.as_deref(),
+        Some("select-s1"),
+        "the small profile keeps the selector trained on its own voters"
     );
     let mut own = RawPipeline::default();
     own.knobs.selector = Some(false);
     own.knobs.selector_vote_weight = Some(0.5);
-    profile_selection(&mut own, &shipped);
+    profile_selection(Profile::Default, &mut own, &shipped);
     assert_eq!(
         (own.knobs.selector, own.knobs.selector_vote_weight),
         (Some(false), Some(0.5))
     );
     let mut bare = RawPipeline::default();
-    profile_selection(&mut bare, &BTreeMap::new());
+    profile_selection(Profile::Default, &mut bare, &BTreeMap::new());
     assert_eq!(bare.setup.selector_adapter, None);
     assert_eq!(bare.knobs.selector, None);
 }
