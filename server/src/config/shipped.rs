@@ -31,7 +31,7 @@ pub struct ShippedSelector {
     pub vote_weight: f32,
 }
 
-/// Trained on the 0.5B voters' split votes; the small and accurate profiles serve it.
+/// Trained on the 0.5B voters' split votes; the small profile serves it.
 pub const SELECTOR_S1: ShippedSelector = ShippedSelector {
     name: "select-s1",
     dir: "coder-selector-s1",
@@ -39,21 +39,23 @@ pub const SELECTOR_S1: ShippedSelector = ShippedSelector {
 };
 
 /// `SELECTOR_S1` taught the default profile's own split votes (the 1.5B model's PreSQL against
-/// its FinSQL); the default profile serves it. Its card's held-out votes did not separate the
-/// weights, and with two voters every split is one vote against one, where any weight above
-/// zero leaves the choice to the selector; it keeps its starting point's weight.
+/// its FinSQL); the default and accurate profiles, whose queries the 1.5B model writes, serve
+/// it. Its card's held-out votes did not separate the weights, and with the default's two
+/// voters every split is one vote against one, where any weight above zero leaves the choice to
+/// the selector; it keeps its starting point's weight, which the accurate profile was measured
+/// with.
 pub const SELECTOR_S2: ShippedSelector = ShippedSelector {
     name: "select-s2",
     dir: "coder-selector-s2",
     vote_weight: 1.5,
 };
 
-/// The selector adapter `profile` serves: the one trained on split votes of its own kind of
-/// candidates where one was measured better on dev300 (docs/RESULTS.md).
+/// The selector adapter `profile` serves: the one trained on split votes of its generator's
+/// queries (each measured on dev300 and dev100, docs/RESULTS.md).
 pub fn shipped_selector(profile: Profile) -> &'static ShippedSelector {
     match profile {
-        Profile::Default => &SELECTOR_S2,
-        Profile::Small | Profile::Accurate => &SELECTOR_S1,
+        Profile::Default | Profile::Accurate => &SELECTOR_S2,
+        Profile::Small => &SELECTOR_S1,
     }
 }
 

@@ -253,7 +253,8 @@ demos_file = "train.json"
 }
 
 /// The accurate profile votes with three formats on the 1.5B base model (the shipped
-/// adapters are the 0.5B model's) and keeps the shipped selector on the 0.5B model.
+/// generator adapters are the 0.5B model's) and keeps the selector on the 0.5B model, the
+/// adapter taught the 1.5B model's split votes.
 #[test]
 fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector() {
     let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
@@ -280,7 +281,7 @@ fn the_accurate_profile_votes_on_the_bigger_model_and_keeps_the_shipped_selector
     assert_eq!(selector.source, "qwen2.5-coder-0.5b");
     assert_eq!(
         selector.adapters.keys().collect::<Vec<_>>(),
-        [SELECTOR_S1.name]
+        [SELECTOR_S2.name]
     );
     assert!(
         models
