@@ -20,7 +20,7 @@ async fn the_accurate_profile_answers_with_the_bigger_model() {
     let db_dir = spider.join("database");
     let server = TestServer::start_shipped(Profile::Accurate, 1).await;
     server
-        .assert_serves_the_bigger_model_and_the_shipped_selector(Profile::Accurate)
+        .assert_serves_the_bigger_model_and_the_shipped_selector("select-s2")
         .await;
 
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");

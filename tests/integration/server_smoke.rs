@@ -28,7 +28,7 @@ async fn smoke10_answers_over_grpc_with_the_default_models() {
     // The 1.5B model writes the SQL; split votes go to the shipped selector adapter on the
     // 0.5B model.
     server
-        .assert_serves_the_bigger_model_and_the_shipped_selector(Profile::Default)
+        .assert_serves_the_bigger_model_and_the_shipped_selector("select-s2")
         .await;
     let dev = load_examples(&spider.join("dev.json")).expect("dev.json");
     let slices = load_slices(&spider.join("slices.json")).expect("slices.json");

@@ -11,7 +11,6 @@ use quorum_proto::v1::text2_sql_client::Text2SqlClient;
 use quorum_server::RunningServer;
 use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::config::profile::Profile;
-use quorum_server::config::shipped::shipped_selector;
 use quorum_tests::{SMOLLM2, model_path, spider_dir};
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -282,9 +281,11 @@ impl TestServer {
     }
 
     /// Checks the models of the default and accurate profiles are served: Qwen2.5-Coder-1.5B
-    /// writing the SQL, Qwen2.5-Coder-0.5B with `profile`'s shipped selector adapter, MiniLM.
-    pub async fn assert_serves_the_bigger_model_and_the_shipped_selector(&self, profile: Profile) {
-        let expected_selector = shipped_selector(profile).name;
+    /// writing the SQL, Qwen2.5-Coder-0.5B with the selector adapter `expected_selector`, MiniLM.
+    pub async fn assert_serves_the_bigger_model_and_the_shipped_selector(
+        &self,
+        expected_selector: &str,
+    ) {
         let models = self.models().await;
         let mut names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
         names.sort();

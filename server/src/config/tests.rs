@@ -333,33 +333,31 @@ fn dirs_with_adapters(dir: &Path) -> ModelDirs {
     dirs
 }
 
-/// The default pipeline asks the shipped selector on split votes at its validated weight;
-/// a config's own knobs win, and without the adapter selection stays off.
+/// Each profile's pipeline asks its shipped selector on split votes at its validated weight
+/// (the 1.5B profiles the one taught the 1.5B model's votes, the small profile the one trained
+/// on its own); a config's own knobs win, and without the adapter selection stays off.
 #[test]
 fn the_default_pipeline_selects_with_the_shipped_selector_when_present() {
     let adapters_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters");
+    for (profile, expected) in [
+        (Profile::Default, "select-s2"),
+        (Profile::Accurate, "select-s2"),
+        (Profile::Small, "select-s1"),
+    ] {
+        let shipped = shipped_adapters(profile, &dirs_with_adapters(&adapters_dir))
+            .expect("the checkout ships the profile's adapters");
+        let mut pipeline = RawPipeline::default();
+        profile_selection(profile, &mut pipeline, &shipped);
+        assert_eq!(
+            pipeline.setup.selector_adapter.as_deref(),
+            Some(expected),
+            "{profile}"
+        );
+        assert_eq!(pipeline.knobs.selector, Some(true), "{profile}");
+        assert_eq!(pipeline.knobs.selector_vote_weight, Some(1.5), "{profile}");
+    }
     let shipped = shipped_adapters(Profile::Default, &dirs_with_adapters(&adapters_dir))
         .expect("the checkout ships the selector");
-    let mut pipeline = RawPipeline::default();
-    profile_selection(Profile::Default, &mut pipeline, &shipped);
-    assert_eq!(
-        pipeline.setup.selector_adapter.as_deref(),
-        Some("select-s2")
-    );
-    assert_eq!(pipeline.knobs.selector, Some(true));
-    assert_eq!(
-        pipeline.knobs.selector_vote_weight,
-        Some(SELECTOR_S2.vote_weight)
-    );
-    let small = shipped_adapters(Profile::Small, &dirs_with_adapters(&adapters_dir))
-        .expect("the checkout ships the small profile's adapters");
-    let mut small_pipeline = RawPipeline::default();
-    profile_selection(Profile::Small, &mut small_pipeline, &small);
-    assert_eq!(
-        small_pipeline.setup.selector_adapter.as_deref(),
-        Some("select-s1"),
-        "the small profile keeps the selector trained on its own voters"
-    );
     let mut own = RawPipeline::default();
     own.knobs.selector = Some(false);
     own.knobs.selector_vote_weight = Some(0.5);
