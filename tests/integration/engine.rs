@@ -300,6 +300,50 @@ fn qwen_batching_invariance_all_q8_0() {
     check_invariance(QWEN_05B, 16, Reencode::All);
 }
 
+/// A step whose rows mix plain greedy sequences with sampled ones: the greedy rows' arg-max is
+/// taken where the logits are and only the sampled rows are handed over whole. Each request,
+/// greedy or seeded, must get the tokens it gets alone.
+#[test]
+fn greedy_and_sampled_requests_in_one_step_get_what_they_get_alone() {
+    let h = engine(SMOLLM2, |_| {});
+    let prompts: Vec<Vec<u32>> = QUESTIONS.iter().map(|q| prompt(&h, q)).collect();
+    let sampled = |p: &Vec<u32>, seed: u64| {
+        let mut req = long_request(p.clone(), 16);
+        req.params.temperature = 0.8;
+        req.params.top_p = 0.9;
+        req.params.seed = Some(seed);
+        req
+    };
+    let requests = |i: usize, p: &Vec<u32>| match i % 2 {
+        0 => long_request(p.clone(), 16),
+        _ => sampled(p, i as u64),
+    };
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| collect(h.submit(requests(i, p)).expect("submit")).0)
+        .collect();
+    let rxs: Vec<_> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| h.submit(requests(i, p)).expect("submit"))
+        .collect();
+    let together: Vec<Vec<u32>> = rxs.into_iter().map(|rx| collect(rx).0).collect();
+    assert!(
+        prompts.len() >= 2,
+        "at least one greedy and one sampled request"
+    );
+    for (i, (a, t)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(a.len(), 16, "request {i} ran its 16 tokens");
+        assert_eq!(
+            a,
+            t,
+            "request {i} ({}) changed in a mixed step",
+            ["greedy", "sampled"][i % 2]
+        );
+    }
+}
+
 /// Text-to-SQL prompts whose answers copy names from the schema in the prompt.
 const SQL_QUESTIONS: &[&str] = &[
     "How many singers do we have?",
