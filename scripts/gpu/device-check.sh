@@ -167,6 +167,17 @@ step "engine-7b-$HALF-lora3" 120 env RUST_LOG=$TIMING "$Q" generate --device "$D
   --adapter "$SYN/$BIG-lora3"
 figures "$LOGS"/lora3-0.5b-f32.log "$LOGS/engine-7b-$HALF-lora3.log"
 
+# 5b. Steps that mix greedy copies (their arg-max taken on the device) with sampling copies
+# (only their rows copied to the host): on the 0.5B in f32 every copy must decode what its kind
+# decodes alone; the 7B's 64 mixed copies give an aggregate decode rate against the plain 64
+# (in half precision its copies need not agree with their kind alone, as in step 4).
+step mixed-0.5b-f32 60 "$Q" generate --device "$DEVICE" --model "$SMALL" --prompt \
+  "How many singers do we have?" --max-tokens 32 --engine-copies 16 --stats --sampled-copies
+step "engine-7b-$HALF-mixed" 120 "$Q" generate --device "$DEVICE" --model "$SYN/$BIG" \
+  --dtype "$HALF" --prompt "How many singers do we have?" --max-tokens 128 --engine-copies 64 \
+  --stats --kv-cache-mib 8192 --sampled-copies
+figures "$LOGS"/mixed-0.5b-f32.log "$LOGS/engine-7b-$HALF-mixed.log"
+
 # 6. The server on the device (scripts/gpu/quorum-gpu.toml): one Text2Sql request end to end,
 # then 64 concurrent generations of the 7B through gRPC; later the same load with the kernels off.
 mkdir -p "$WORK/db/concert_singer"

@@ -77,6 +77,8 @@ def main():
     prefill_off = engine_runs(f"{logs}/engine-7b-{half}-kernels0-prefill2k.log").get(1)
     lora3 = engine_runs(f"{logs}/engine-7b-{half}-lora3.log").get(64)
     lora_f32 = engine_runs(f"{logs}/lora3-0.5b-f32.log").get(16)
+    mixed = engine_runs(f"{logs}/engine-7b-{half}-mixed.log").get(64)
+    mixed_f32 = engine_runs(f"{logs}/mixed-0.5b-f32.log").get(16)
     invariant = engine_runs(f"{logs}/engine-7b-{half}-invariant.log")
     decode1 = on.get(1, (None, None, None, None))[3]
     decode64 = on.get(64, (None, None, None, None))[3]
@@ -116,6 +118,11 @@ def main():
         "lora3_vs_plain": ratio(lora3[3] if lora3 else None, decode64),
         "lora3_f32_same_as_alone": (read(f"{logs}/lora3-0.5b-f32.log") or "").find("decoded other tokens") < 0
         if lora_f32 else None,
+        # Half the copies sampling: the greedy rows' arg-max on the device, the sampled rows
+        # copied to the host.
+        "mixed64_vs_plain": ratio(mixed[3] if mixed else None, decode64),
+        "mixed_f32_same_as_alone": (read(f"{logs}/mixed-0.5b-f32.log") or "").find("decoded other tokens") < 0
+        if mixed_f32 else None,
         "grpc64_vs_main": ratio(load_tok_s(f"{logs}/load-7b-64-new.log"), load_tok_s(f"{logs}/load-7b-64-kernels0.log")),
         "grpc64_baseline": "the same build with QUORUM_CUDA_KERNELS=0 (candle's ops)",
         "greedy_equal": f"greedy loop {greedy[1]}/5, engine {greedy[2]}/5" if greedy else None,

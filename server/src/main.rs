@@ -107,6 +107,12 @@ enum Command {
         /// and each adapter in turn, and each copy must decode what its adapter decodes alone.
         #[arg(long = "adapter")]
         adapters: Vec<PathBuf>,
+        /// With --engine-copies: every other copy samples (temperature 0.8, top-p 0.9, one seed
+        /// for all of them) while the others decode greedily, so each step mixes rows whose
+        /// arg-max is taken where the logits are with rows sampled on the host; each copy must
+        /// decode what its kind decodes alone.
+        #[arg(long)]
+        sampled_copies: bool,
         /// With --engine-copies on a CUDA device: the engine's batch-invariant mode (a copy's
         /// tokens do not depend on how many run beside it; dense weights only).
         #[arg(long)]
@@ -228,6 +234,7 @@ fn run() -> Result<()> {
             dtype,
             adapters,
             batch_invariant,
+            sampled_copies,
         } => {
             let dtype = quorum_models::parse_dtype(&dtype).context("--dtype")?;
             if let Some(copies) = &engine_copies {
@@ -250,6 +257,7 @@ fn run() -> Result<()> {
                     stats,
                     adapters: &adapters,
                     batch_invariant,
+                    sampled_copies,
                 });
             }
             anyhow::ensure!(
@@ -259,6 +267,10 @@ fn run() -> Result<()> {
             anyhow::ensure!(
                 adapters.is_empty(),
                 "--adapter runs copies through the engine: give --engine-copies too"
+            );
+            anyhow::ensure!(
+                !sampled_copies,
+                "--sampled-copies runs copies through the engine: give --engine-copies too"
             );
             let args = GenerateArgs {
                 model,

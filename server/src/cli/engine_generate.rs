@@ -5,8 +5,9 @@
 //! engine's KV blocks and batched attention on the device agree with the CPU, and with
 //! `--stats` it gives the engine's aggregate decode rate at N streams without a gRPC server in
 //! the way. With `--adapter DIR` (repeatable) copy `i` uses adapter `i mod (adapters + 1)`, 0
-//! being none: each adapter (and none) first decodes alone, then every copy of a mixed batch
-//! must decode what its adapter decoded alone.
+//! being none; with `--sampled-copies` every other copy samples (one seed for all of them) while
+//! the rest decode greedily. Each kind of copy first decodes alone, then every copy of the mixed
+//! batch must decode what its kind decoded alone.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,13 +37,56 @@ pub struct EngineGenerate<'a> {
     pub adapters: &'a [PathBuf],
     /// The engine's batch-invariant mode.
     pub batch_invariant: bool,
+    /// Every other copy samples instead of decoding greedily.
+    pub sampled_copies: bool,
 }
 
-/// The adapter copy `i` uses: none for every `adapters + 1`-th copy, else one in turn.
-fn adapter_of(i: usize, adapters: usize) -> Option<String> {
-    match i % (adapters + 1) {
-        0 => None,
-        k => Some(format!("adapter-{k}")),
+/// The temperature, nucleus and seed of the sampling copies: enough to leave the greedy path.
+const SAMPLED_TEMPERATURE: f32 = 0.8;
+const SAMPLED_TOP_P: f32 = 0.9;
+const SAMPLED_SEED: u64 = 1;
+
+/// What one kind of copy asks for; copy `i` is of kind `i mod kinds.len()`.
+#[derive(Clone)]
+struct Kind {
+    adapter: Option<String>,
+    sampled: bool,
+}
+
+/// The kinds of copies: greedy with no adapter first, then each adapter in turn, or a sampling
+/// copy.
+fn kinds(args: &EngineGenerate) -> Vec<Kind> {
+    let plain = Kind {
+        adapter: None,
+        sampled: false,
+    };
+    let adapters = (1..=args.adapters.len()).map(|k| Kind {
+        adapter: Some(format!("adapter-{k}")),
+        sampled: false,
+    });
+    let sampled = args.sampled_copies.then_some(Kind {
+        adapter: None,
+        sampled: true,
+    });
+    std::iter::once(plain)
+        .chain(adapters)
+        .chain(sampled)
+        .collect()
+}
+
+fn params(kind: &Kind, max_tokens: usize) -> SamplingParams {
+    let greedy = SamplingParams {
+        max_new_tokens: max_tokens as u32,
+        ..SamplingParams::greedy()
+    };
+    match kind.sampled {
+        false => greedy,
+        true => SamplingParams {
+            temperature: SAMPLED_TEMPERATURE,
+            top_p: SAMPLED_TOP_P,
+            seed: Some(SAMPLED_SEED),
+            ..greedy
+        },
     }
 }
 
@@ -58,6 +102,10 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
     if args.copies.contains(&0) || most == 0 {
         bail!("--engine-copies: every count must be at least 1");
     }
+    if args.sampled_copies && !args.adapters.is_empty() {
+        bail!("--sampled-copies and --adapter each make their own kinds of copies: give one");
+    }
+    let kinds = kinds(args);
     let config = EngineConfig {
         matmul_policy: args.policy,
         kv_cache_bytes: args.kv_cache_mib << 20,
@@ -93,22 +141,20 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
     if args.stats {
         warm_up(&engine, &prompt_tokens, args)?;
     }
-    // What each adapter (and none) decodes alone, when copies differ by adapter; otherwise the
-    // first run's first copy is the reference.
+    // What each kind of copy decodes alone, when there are several kinds; otherwise the first
+    // run's first copy is the reference.
     let mut alone: Vec<Vec<u32>> = Vec::new();
-    if !args.adapters.is_empty() {
-        for slot in 0..=args.adapters.len() {
-            let adapter = adapter_of(slot, args.adapters.len());
-            let copy = run_copies(&engine, &prompt_tokens, 1, args, "", |_| adapter.clone())?;
+    if kinds.len() > 1 {
+        for kind in &kinds {
+            let one = std::slice::from_ref(kind);
+            let copy = run_copies(&engine, &prompt_tokens, 1, args, "", one)?;
             alone.push(copy.into_iter().next().expect("one copy").tokens);
         }
     }
     let mut first_text = None;
     let mut disagreements = Vec::new();
     for &n in args.copies {
-        let copies = run_copies(&engine, &prompt_tokens, n, args, "", |i| {
-            adapter_of(i, args.adapters.len())
-        })?;
+        let copies = run_copies(&engine, &prompt_tokens, n, args, "", &kinds)?;
         let first = &copies[0];
         if first_text.is_none() {
             let text = engine
@@ -121,7 +167,7 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
         let same = copies
             .iter()
             .enumerate()
-            .filter(|(i, c)| match alone.get(i % (args.adapters.len() + 1)) {
+            .filter(|(i, c)| match alone.get(i % kinds.len()) {
                 Some(reference) => &c.tokens == reference,
                 None => Some(&c.tokens) == first_text.as_ref(),
             })
@@ -132,10 +178,10 @@ pub fn run(args: &EngineGenerate) -> Result<()> {
     }
     engine.shutdown();
     if !disagreements.is_empty() {
-        let reference = if args.adapters.is_empty() {
+        let reference = if kinds.len() == 1 {
             "the first run's first copy"
         } else {
-            "their adapter alone"
+            "their kind of copy alone"
         };
         bail!(
             "copies decoded other tokens than {reference}: only {} did",
@@ -163,29 +209,29 @@ fn warm_up(
         max_tokens: args.max_tokens.min(4),
         ..*args
     };
-    run_copies(engine, &other, 1, &short, "warm-up: ", |_| None).map(|_| ())
+    let kinds = kinds(args);
+    run_copies(engine, &other, 1, &short, "warm-up: ", &kinds[..1]).map(|_| ())
 }
 
-/// Submits `n` copies of the prompt at once and waits for all of them.
+/// Submits `n` copies of the prompt at once, copy `i` of kind `i mod kinds.len()`, and waits
+/// for all of them.
 fn run_copies(
     engine: &quorum_engine::EngineHandle,
     prompt_tokens: &[u32],
     n: usize,
     args: &EngineGenerate,
     label: &str,
-    adapter: impl Fn(usize) -> Option<String>,
+    kinds: &[Kind],
 ) -> Result<Vec<Copy>> {
     let eos = &engine.info().eos_token_ids;
     let start = Instant::now();
     let receivers = (0..n)
         .map(|i| {
+            let kind = &kinds[i % kinds.len()];
             engine.submit(GenerateRequest {
                 prompt_tokens: prompt_tokens.to_vec(),
-                params: SamplingParams {
-                    max_new_tokens: args.max_tokens as u32,
-                    ..SamplingParams::greedy()
-                },
-                adapter: adapter(i),
+                params: params(kind, args.max_tokens),
+                adapter: kind.adapter.clone(),
                 deadline: None,
                 grammar: None,
                 draft_hint: Vec::new(),
@@ -233,12 +279,11 @@ fn run_copies(
             .iter()
             .map(|c| c.tokens.len().saturating_sub(1))
             .sum();
-        // Copies of one adapter (or of none) against the first copy of theirs.
-        let kinds = args.adapters.len() + 1;
+        // Copies of one kind against the first copy of theirs.
         let same = copies
             .iter()
             .enumerate()
-            .filter(|(i, c)| c.tokens == copies[i % kinds].tokens)
+            .filter(|(i, c)| c.tokens == copies[i % kinds.len()].tokens)
             .count();
         eprintln!(
             "{label}engine on {} ({}): {n} copies, {same} decoded the same tokens; prompt {} tokens, \
