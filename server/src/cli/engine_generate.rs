@@ -47,7 +47,6 @@ const SAMPLED_TOP_P: f32 = 0.9;
 const SAMPLED_SEED: u64 = 1;
 
 /// What one kind of copy asks for; copy `i` is of kind `i mod kinds.len()`.
-#[derive(Clone)]
 struct Kind {
     adapter: Option<String>,
     sampled: bool,
