@@ -64,7 +64,7 @@ fn self_comparison(query: &Query) -> Option<String> {
 }
 
 /// A column reference's lower-cased parts (`t2.model`); `None` for anything else.
-fn column_name(expr: &Expr) -> Option<Vec<String>> {
+pub(crate) fn column_name(expr: &Expr) -> Option<Vec<String>> {
     match expr {
         Expr::Identifier(ident) => Some(vec![ident.value.to_lowercase()]),
         Expr::CompoundIdentifier(parts) => {

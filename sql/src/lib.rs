@@ -19,6 +19,7 @@ mod fakes;
 mod fingerprint;
 pub mod grammar;
 pub mod hardness;
+pub mod intersection;
 pub mod lexer;
 pub mod linking;
 pub mod mask;

@@ -59,7 +59,8 @@ pub struct Candidate {
     pub prompt_tokens: usize,
     #[serde(default)]
     pub cached_tokens: usize,
-    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]).
+    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]) or
+    /// an either-filter became an intersection ([`crate::intersection`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
     /// Decoded under the database's schema grammar ([`crate::grammar`]) from its first token

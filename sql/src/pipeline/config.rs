@@ -201,6 +201,11 @@ pub struct PipelineConfig {
     /// candidate without one ran.
     #[serde(default)]
     pub defect_check: bool,
+    /// Queries that filter for either of two values (or both in one row) where the question
+    /// asks for what has both become the intersection of the two single-value queries
+    /// ([`crate::intersection`]).
+    #[serde(default)]
+    pub both_as_intersection: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

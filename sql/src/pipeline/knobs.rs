@@ -255,6 +255,12 @@ knobs! {
     defect_check: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.defect_check,
         write |c, v| c.defect_check = v;
+    /// A query that filters one column for either of two values (or for both in one row)
+    /// where the question asks for what has both is rewritten as the intersection of the two
+    /// single-value queries.
+    both_as_intersection: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.both_as_intersection,
+        write |c, v| c.both_as_intersection = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -389,6 +395,7 @@ impl PipelineConfig {
             value_retrieval: Default::default(),
             schema_filter_above: Default::default(),
             defect_check: Default::default(),
+            both_as_intersection: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

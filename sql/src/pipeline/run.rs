@@ -22,6 +22,7 @@ use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
+use crate::intersection::as_intersection;
 use crate::linking::{link_tables, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
@@ -761,6 +762,11 @@ impl<'r> Run<'r> {
                     repaired_from = Some(std::mem::replace(&mut sql, fixed));
                     (outcome, result) = (fixed_outcome, fixed_result);
                 }
+                if let Some((both, both_outcome, both_result)) = self.intersect(&sql, &outcome) {
+                    let generated = std::mem::replace(&mut sql, both);
+                    repaired_from.get_or_insert(generated);
+                    (outcome, result) = (both_outcome, both_result);
+                }
                 (sql, generation.tokens_generated, outcome, result)
             }
             Err(e) => {
@@ -816,6 +822,26 @@ impl<'r> Run<'r> {
             }
         }
         None
+    }
+
+    /// With `both_as_intersection`, a query that ran and filters for either of two values
+    /// where the question asks for both, as the intersection of the two single-value queries
+    /// ([`as_intersection`]); kept only if that runs too, and finds something unless the
+    /// question said "both" ([`crate::intersection::Intersection::answers`]).
+    fn intersect(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        if !self.pipeline.config.both_as_intersection
+            || !matches!(outcome, CandidateOutcome::Ok { .. })
+        {
+            return None;
+        }
+        let rewritten = as_intersection(self.ask.question, sql, self.db.dialect())?;
+        let (outcome, result) = self.execute(&rewritten.sql);
+        let answers = result.as_ref().is_some_and(|r| rewritten.answers(r));
+        answers.then_some((rewritten.sql, outcome, result))
     }
 
     /// The SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column

@@ -583,3 +583,36 @@ fn with_the_defect_check_a_defective_majority_loses_to_a_sound_query() {
     // The defective heads count as failed: one group is left, with nothing to select among.
     assert_eq!(answer.vote.clusters.len(), 1);
 }
+
+#[test]
+fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
+    let question = "What are the names of the stadiums that had concerts in both 2014 and 2015?";
+    let either = "SELECT T2.Name FROM concert AS T1 JOIN stadium AS T2 \
+                  ON T1.Stadium_ID = T2.Stadium_ID WHERE T1.Year IN (2014, 2015)";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(either.to_owned())));
+    let mut config = config(&["a"]);
+    config.both_as_intersection = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, either);
+    let either_rows = answer.preview.expect("a preview").rows.len();
+
+    assert!(
+        PipelineConfig::new(Vec::new()).both_as_intersection,
+        "on by default"
+    );
+    config.both_as_intersection = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert!(answer.sql.contains(" INTERSECT "), "{}", answer.sql);
+    assert!(answer.sql.contains("T1.Year = 2014"), "{}", answer.sql);
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.repaired_from.as_deref(), Some(either));
+        assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
+    }
+    // concert_singer's stadiums: some had concerts in either year, fewer in both.
+    let both_rows = answer.preview.expect("a preview").rows.len();
+    assert!(both_rows < either_rows, "{both_rows} < {either_rows}");
+}
