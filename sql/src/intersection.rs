@@ -80,7 +80,13 @@ pub fn as_intersection(question: &str, sql: &str, dialect: Dialect) -> Option<In
         return None;
     };
     let result = result_shape(query)?;
-    let site = the_site(query, &question.to_lowercase())?;
+    let asked = Asked {
+        question: &question.to_lowercase(),
+        // SQLite reads `"English"` as a string when no column has that name, and models
+        // write it so; PostgreSQL reads it as a column, always.
+        quoted_words_are_strings: dialect == Dialect::Sqlite,
+    };
+    let site = the_site(query, &asked)?;
     let [first, second] = site.queries(query)?;
     let sql = match result {
         Result::Rows => format!("{first} INTERSECT {second}"),
@@ -228,22 +234,22 @@ impl Site {
 
 /// The one site whose values the question names; `None` when there is none, or two with
 /// different pairs (which one the question means is not clear).
-fn the_site(query: &Query, question: &str) -> Option<Site> {
-    struct Find<'q> {
-        question: &'q str,
+fn the_site(query: &Query, asked: &Asked<'_>) -> Option<Site> {
+    struct Find<'a> {
+        asked: &'a Asked<'a>,
         sites: Vec<Site>,
     }
     impl Visitor for Find<'_> {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if let Some(site) = site_at(expr, self.question) {
+            if let Some(site) = site_at(expr, self.asked) {
                 self.sites.push(site);
             }
             ControlFlow::Continue(())
         }
     }
     let mut find = Find {
-        question,
+        asked,
         sites: Vec::new(),
     };
     let _ = query.visit(&mut find);
@@ -254,7 +260,7 @@ fn the_site(query: &Query, question: &str) -> Option<Site> {
 }
 
 /// A site rooted at `expr`, if its two values are written in `question` (lower-cased).
-fn site_at(expr: &Expr, question: &str) -> Option<Site> {
+fn site_at(expr: &Expr, asked: &Asked<'_>) -> Option<Site> {
     match expr {
         Expr::InList {
             expr: column,
@@ -265,7 +271,7 @@ fn site_at(expr: &Expr, question: &str) -> Option<Site> {
             let [a, b] = list.as_slice() else {
                 return None;
             };
-            either(expr, column, [a, b], question)
+            either(expr, column, [a, b], asked)
         }
         Expr::BinaryOp {
             op: BinaryOperator::Or,
@@ -275,25 +281,28 @@ fn site_at(expr: &Expr, question: &str) -> Option<Site> {
             let [a, b] = parts.as_slice() else {
                 return None;
             };
-            let (column_a, value_a) = equality(a)?;
-            let (column_b, value_b) = equality(b)?;
+            let (column_a, value_a) = equality(a, asked)?;
+            let (column_b, value_b) = equality(b, asked)?;
             if column_name(column_a) != column_name(column_b) {
                 return None;
             }
-            either(expr, column_a, [value_a, value_b], question)
+            either(expr, column_a, [value_a, value_b], asked)
         }
         Expr::BinaryOp {
             op: BinaryOperator::And,
             ..
-        } => both(expr, question),
+        } => both(expr, asked),
         _ => None,
     }
 }
 
 /// The either-filter site, when the values differ and the question joins them by "and".
-fn either(filter: &Expr, column: &Expr, values: [&Expr; 2], question: &str) -> Option<Site> {
-    let texts = [literal_text(values[0])?, literal_text(values[1])?];
-    let cue = cue(question, &texts)?;
+fn either(filter: &Expr, column: &Expr, values: [&Expr; 2], asked: &Asked<'_>) -> Option<Site> {
+    let texts = [
+        asked.literal_text(values[0])?,
+        asked.literal_text(values[1])?,
+    ];
+    let cue = cue(asked.question, &texts)?;
     let equals = |value: &Expr| Expr::BinaryOp {
         left: Box::new(column.clone()),
         op: BinaryOperator::Eq,
@@ -309,20 +318,22 @@ fn either(filter: &Expr, column: &Expr, values: [&Expr; 2], question: &str) -> O
 
 /// The conjunction site: two `=` conjuncts of one column with different values, both written
 /// in the question.
-fn both(filter: &Expr, question: &str) -> Option<Site> {
+fn both(filter: &Expr, asked: &Asked<'_>) -> Option<Site> {
+    let question = asked.question;
     let parts = conjuncts(filter);
     for (i, a) in parts.iter().enumerate() {
-        let Some((column_a, value_a)) = equality(a) else {
+        let Some((column_a, value_a)) = equality(a, asked) else {
             continue;
         };
         for (j, b) in parts.iter().enumerate().skip(i + 1) {
-            let Some((column_b, value_b)) = equality(b) else {
+            let Some((column_b, value_b)) = equality(b, asked) else {
                 continue;
             };
             if column_name(column_a) != column_name(column_b) {
                 continue;
             }
-            let (Some(text_a), Some(text_b)) = (literal_text(value_a), literal_text(value_b))
+            let (Some(text_a), Some(text_b)) =
+                (asked.literal_text(value_a), asked.literal_text(value_b))
             else {
                 continue;
             };
@@ -385,17 +396,17 @@ fn and_of(parts: Vec<Expr>) -> Expr {
 }
 
 /// `column = value` or `value = column`, through parentheses: the column and the value.
-fn equality(expr: &Expr) -> Option<(&Expr, &Expr)> {
+fn equality<'e>(expr: &'e Expr, asked: &Asked<'_>) -> Option<(&'e Expr, &'e Expr)> {
     match expr {
-        Expr::Nested(inner) => equality(inner),
+        Expr::Nested(inner) => equality(inner, asked),
         Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
         } => {
-            if column_name(left).is_some() && literal_text(right).is_some() {
+            if column_name(left).is_some() && asked.literal_text(right).is_some() {
                 Some((left, right))
-            } else if column_name(right).is_some() && literal_text(left).is_some() {
+            } else if column_name(right).is_some() && asked.literal_text(left).is_some() {
                 Some((right, left))
             } else {
                 None
@@ -405,21 +416,35 @@ fn equality(expr: &Expr) -> Option<(&Expr, &Expr)> {
     }
 }
 
-/// A literal's text, lower-cased: a string, a number, or a double-quoted word (SQLite reads
-/// `"English"` as a string when no column has that name, and models write it so).
-fn literal_text(expr: &Expr) -> Option<String> {
-    let text = match expr {
-        Expr::Value(value) => match &value.value {
-            ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
-            ast::Value::Number(n, _) => n.to_string(),
+/// The question and how the dialect reads what the query writes.
+struct Asked<'q> {
+    /// Lower-cased.
+    question: &'q str,
+    /// A double-quoted word is a string where no column has its name (SQLite), not a column.
+    quoted_words_are_strings: bool,
+}
+
+impl Asked<'_> {
+    /// A literal's text, lower-cased: a string, a number, or (where the dialect reads it so)
+    /// a double-quoted word.
+    fn literal_text(&self, expr: &Expr) -> Option<String> {
+        let text = match expr {
+            Expr::Value(value) => match &value.value {
+                ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                ast::Value::Number(n, _) => n.to_string(),
+                _ => return None,
+            },
+            Expr::Identifier(ident)
+                if self.quoted_words_are_strings && ident.quote_style == Some('"') =>
+            {
+                ident.value.clone()
+            }
+            Expr::Nested(inner) => return self.literal_text(inner),
             _ => return None,
-        },
-        Expr::Identifier(ident) if ident.quote_style == Some('"') => ident.value.clone(),
-        Expr::Nested(inner) => return literal_text(inner),
-        _ => return None,
-    };
-    let text = text.trim().to_lowercase();
-    (!text.is_empty()).then_some(text)
+        };
+        let text = text.trim().to_lowercase();
+        (!text.is_empty()).then_some(text)
+    }
 }
 
 /// How the question joins two values.
@@ -530,6 +555,8 @@ mod tests {
         );
         // Without "both", the same conjunction is still no row's, and still rewritten.
         assert!(rewrite("How many countries speak English and Dutch?", sql).is_some());
+        // PostgreSQL reads "Dutch" as a column: there, no conjunction of two values.
+        assert_eq!(as_intersection(question, sql, Dialect::Postgres), None);
     }
 
     #[test]
