@@ -79,7 +79,7 @@ pub fn as_intersection(question: &str, sql: &str, dialect: Dialect) -> Option<In
     let [Statement::Query(query)] = statements.as_slice() else {
         return None;
     };
-    let result = result_shape(query)?;
+    let shape = result_shape(query)?;
     let asked = Asked {
         question: &question.to_lowercase(),
         // SQLite reads `"English"` as a string when no column has that name, and models
@@ -88,28 +88,28 @@ pub fn as_intersection(question: &str, sql: &str, dialect: Dialect) -> Option<In
     };
     let site = the_site(query, &asked)?;
     let [first, second] = site.queries(query)?;
-    let sql = match result {
-        Result::Rows => format!("{first} INTERSECT {second}"),
-        Result::Count => {
+    let sql = match shape {
+        Shape::Rows => format!("{first} INTERSECT {second}"),
+        Shape::Count => {
             format!("SELECT COUNT(*) FROM ({first} INTERSECT {second}) AS both_values")
         }
     };
     Some(Intersection {
         sql,
         even_if_empty: site.even_if_empty,
-        counted: matches!(result, Result::Count),
+        counted: matches!(shape, Shape::Count),
     })
 }
 
 /// What the query returns, when the rule may rewrite it.
-enum Result {
+enum Shape {
     /// Rows of the filtered tables: intersected as they are.
     Rows,
     /// `count(x)` or `count(DISTINCT x)`: the rows of `x` are intersected, then counted.
     Count,
 }
 
-fn result_shape(query: &Query) -> Option<Result> {
+fn result_shape(query: &Query) -> Option<Shape> {
     if query.with.is_some()
         || query.order_by.is_some()
         || query.limit_clause.is_some()
@@ -136,10 +136,10 @@ fn result_shape(query: &Query) -> Option<Result> {
         })
         .collect::<Option<_>>()?;
     if !exprs.iter().any(|expr| has_aggregate(expr)) {
-        return Some(Result::Rows);
+        return Some(Shape::Rows);
     }
     match exprs.as_slice() {
-        [only] if counted_column(only).is_some() => Some(Result::Count),
+        [only] if counted_column(only).is_some() => Some(Shape::Count),
         _ => None,
     }
 }
