@@ -20,6 +20,7 @@ mod fingerprint;
 pub mod grammar;
 pub mod hardness;
 pub mod intersection;
+pub mod join_keys;
 pub mod lexer;
 pub mod linking;
 pub mod mask;

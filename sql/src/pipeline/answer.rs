@@ -59,8 +59,9 @@ pub struct Candidate {
     pub prompt_tokens: usize,
     #[serde(default)]
     pub cached_tokens: usize,
-    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]) or
-    /// an either-filter became an intersection ([`crate::intersection`]).
+    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]), a
+    /// join on nothing got the schema's keys ([`crate::join_keys`]) or an either-filter became
+    /// an intersection ([`crate::intersection`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
     /// Decoded under the database's schema grammar ([`crate::grammar`]) from its first token

@@ -206,6 +206,10 @@ pub struct PipelineConfig {
     /// ([`crate::intersection`]).
     #[serde(default)]
     pub both_as_intersection: bool,
+    /// A join whose condition compares a column with itself is joined by the schema's keys
+    /// when they leave one way ([`crate::join_keys`]).
+    #[serde(default)]
+    pub mend_self_joins: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

@@ -261,6 +261,12 @@ knobs! {
     both_as_intersection: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.both_as_intersection,
         write |c, v| c.both_as_intersection = v;
+    /// A join whose condition compares a column with itself (true on every row) is joined by
+    /// the schema's foreign key, or through the one table linking the two, when the schema
+    /// leaves exactly one way.
+    mend_self_joins: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.mend_self_joins,
+        write |c, v| c.mend_self_joins = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -396,6 +402,7 @@ impl PipelineConfig {
             schema_filter_above: Default::default(),
             defect_check: Default::default(),
             both_as_intersection: Default::default(),
+            mend_self_joins: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

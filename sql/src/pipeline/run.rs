@@ -23,6 +23,7 @@ use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
 use crate::intersection::as_intersection;
+use crate::join_keys::mend_self_joins;
 use crate::linking::{link_tables, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
@@ -762,6 +763,13 @@ impl<'r> Run<'r> {
                     repaired_from = Some(std::mem::replace(&mut sql, fixed));
                     (outcome, result) = (fixed_outcome, fixed_result);
                 }
+                if let Some((mended, mended_outcome, mended_result)) =
+                    self.mend_joins(&sql, &outcome)
+                {
+                    let generated = std::mem::replace(&mut sql, mended);
+                    repaired_from.get_or_insert(generated);
+                    (outcome, result) = (mended_outcome, mended_result);
+                }
                 if let Some((both, both_outcome, both_result)) = self.intersect(&sql, &outcome) {
                     let generated = std::mem::replace(&mut sql, both);
                     repaired_from.get_or_insert(generated);
@@ -822,6 +830,22 @@ impl<'r> Run<'r> {
             }
         }
         None
+    }
+
+    /// With `mend_self_joins`, a query that ran with a join on nothing (`ON t.a = t.a`) joined
+    /// by the schema's keys instead ([`mend_self_joins`]); kept only if that runs too.
+    fn mend_joins(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        if !self.pipeline.config.mend_self_joins || !matches!(outcome, CandidateOutcome::Ok { .. })
+        {
+            return None;
+        }
+        let mended = mend_self_joins(sql, &self.db.schema)?;
+        let (outcome, result) = self.execute(&mended);
+        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((mended, outcome, result))
     }
 
     /// With `both_as_intersection`, a query that ran and filters for either of two values

@@ -565,6 +565,8 @@ fn with_the_defect_check_a_defective_majority_loses_to_a_sound_query() {
     let mut config = config(&["a", "b"]);
     config.generators[1].format = PromptFormat::MSchema;
     config.revision.enabled = true;
+    // Mending would join the defective query by its key; the check alone is tested here.
+    config.mend_self_joins = false;
     assert!(config.defect_check, "on by default");
     config.defect_check = false;
     let answer = pipeline(config.clone(), &generator, None)
@@ -615,4 +617,50 @@ fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
     // concert_singer's stadiums: some had concerts in either year, fewer in both.
     let both_rows = answer.preview.expect("a preview").rows.len();
     assert!(both_rows < either_rows, "{both_rows} < {either_rows}");
+}
+
+#[test]
+fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
+    let question = "What are the names of the singers who sang in a concert in 2014?";
+    let on_nothing = "SELECT DISTINCT T1.Name FROM singer AS T1 JOIN concert AS T2 \
+                      ON T2.concert_ID = T2.concert_ID WHERE T2.Year = 2014";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(on_nothing.to_owned())));
+    let mut config = config(&["a"]);
+    config.mend_self_joins = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, on_nothing);
+    // Every singer, paired with every 2014 concert.
+    let everyone = answer.preview.expect("a preview").rows.len();
+
+    assert!(
+        PipelineConfig::new(Vec::new()).mend_self_joins,
+        "on by default"
+    );
+    config.mend_self_joins = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    // singer and concert have no key between them; singer_in_concert links the two.
+    assert!(
+        answer
+            .sql
+            .contains("JOIN singer_in_concert ON T1.Singer_ID = singer_in_concert.Singer_ID"),
+        "{}",
+        answer.sql
+    );
+    assert!(
+        answer
+            .sql
+            .contains("ON singer_in_concert.concert_ID = T2.concert_ID"),
+        "{}",
+        answer.sql
+    );
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.repaired_from.as_deref(), Some(on_nothing));
+        assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
+    }
+    let sang = answer.preview.expect("a preview").rows.len();
+    assert!(0 < sang && sang < everyone, "0 < {sang} < {everyone}");
 }
