@@ -31,6 +31,7 @@ pub mod postprocess;
 pub mod prompt;
 pub mod relevance;
 pub mod repair;
+pub mod respell;
 pub mod sandbox;
 pub mod schema;
 pub mod schema_filter;

@@ -60,8 +60,9 @@ pub struct Candidate {
     #[serde(default)]
     pub cached_tokens: usize,
     /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]), a
-    /// join on nothing got the schema's keys ([`crate::join_keys`]) or an either-filter became
-    /// an intersection ([`crate::intersection`]).
+    /// join on nothing got the schema's keys ([`crate::join_keys`]), a value the column does
+    /// not store was respelled ([`crate::respell`]) or an either-filter became an intersection
+    /// ([`crate::intersection`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
     /// Decoded under the database's schema grammar ([`crate::grammar`]) from its first token

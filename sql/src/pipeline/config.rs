@@ -210,6 +210,10 @@ pub struct PipelineConfig {
     /// when they leave one way ([`crate::join_keys`]).
     #[serde(default)]
     pub mend_self_joins: bool,
+    /// A query that found nothing has the text values it compares checked against the
+    /// database and respelled as stored ([`crate::respell`]).
+    #[serde(default)]
+    pub respell_values: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

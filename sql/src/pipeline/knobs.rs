@@ -267,6 +267,13 @@ knobs! {
     mend_self_joins: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.mend_self_joins,
         write |c, v| c.mend_self_joins = v;
+    /// A query that ran and found nothing has each `column = 'text'` checked against the
+    /// database: a value the column does not store takes the column's spelling (the same but
+    /// for case and spaces) or moves to the one other column of the table storing it; the
+    /// query is kept when it then finds something.
+    respell_values: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.respell_values,
+        write |c, v| c.respell_values = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -403,6 +410,7 @@ impl PipelineConfig {
             defect_check: Default::default(),
             both_as_intersection: Default::default(),
             mend_self_joins: Default::default(),
+            respell_values: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

@@ -29,6 +29,7 @@ use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::repair::repair_column;
+use crate::respell::{finds_nothing, respell_values};
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
 use crate::schema_filter::filter_tables;
@@ -770,6 +771,13 @@ impl<'r> Run<'r> {
                     repaired_from.get_or_insert(generated);
                     (outcome, result) = (mended_outcome, mended_result);
                 }
+                if let Some((respelled, respelled_outcome, respelled_result)) =
+                    self.respell(&sql, &outcome, result.as_ref())
+                {
+                    let generated = std::mem::replace(&mut sql, respelled);
+                    repaired_from.get_or_insert(generated);
+                    (outcome, result) = (respelled_outcome, respelled_result);
+                }
                 if let Some((both, both_outcome, both_result)) = self.intersect(&sql, &outcome) {
                     let generated = std::mem::replace(&mut sql, both);
                     repaired_from.get_or_insert(generated);
@@ -846,6 +854,27 @@ impl<'r> Run<'r> {
         let mended = mend_self_joins(sql, &self.db.schema)?;
         let (outcome, result) = self.execute(&mended);
         matches!(outcome, CandidateOutcome::Ok { .. }).then_some((mended, outcome, result))
+    }
+
+    /// With `respell_values`, a query that ran and found nothing with the text values it
+    /// compares spelt as the database stores them ([`respell_values`]); kept only if it then
+    /// finds something.
+    fn respell(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+        result: Option<&QueryResult>,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        if !self.pipeline.config.respell_values
+            || !matches!(outcome, CandidateOutcome::Ok { .. })
+            || !result.is_some_and(finds_nothing)
+        {
+            return None;
+        }
+        let respelled = respell_values(sql, &self.db.schema, self.sandbox.as_mut())?;
+        let (outcome, result) = self.execute(&respelled);
+        let found = result.as_ref().is_some_and(|r| !finds_nothing(r));
+        found.then_some((respelled, outcome, result))
     }
 
     /// With `both_as_intersection`, a query that ran and filters for either of two values

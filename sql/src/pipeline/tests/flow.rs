@@ -664,3 +664,34 @@ fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
     let sang = answer.preview.expect("a preview").rows.len();
     assert!(0 < sang && sang < everyone, "0 < {sang} < {everyone}");
 }
+
+#[test]
+fn a_value_spelt_as_the_question_spells_it_is_respelled_as_stored() {
+    let question = "What are the names of the singers from the netherlands?";
+    let as_asked = "SELECT Name FROM singer WHERE Country = 'netherlands'";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(as_asked.to_owned())));
+    let mut config = config(&["a"]);
+    config.respell_values = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, as_asked);
+    assert!(answer.preview.expect("a preview").rows.is_empty());
+
+    assert!(
+        PipelineConfig::new(Vec::new()).respell_values,
+        "on by default"
+    );
+    config.respell_values = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(
+        answer.sql,
+        "SELECT Name FROM singer WHERE Country = 'Netherlands'"
+    );
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.repaired_from.as_deref(), Some(as_asked));
+    }
+    assert!(!answer.preview.expect("a preview").rows.is_empty());
+}
