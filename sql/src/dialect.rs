@@ -43,6 +43,17 @@ impl Dialect {
         }
     }
 
+    /// Whether `name` must be written in double quotes to mean itself: anything but a plain
+    /// word, and on PostgreSQL, which folds bare names to lower case, a word with a capital.
+    pub fn needs_quotes(self, name: &str) -> bool {
+        let plain = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        !plain || (self == Dialect::Postgres && name.chars().any(|c| c.is_ascii_uppercase()))
+    }
+
     /// sqlparser's reading of this dialect.
     pub fn parser(self) -> Box<dyn sqlparser::dialect::Dialect> {
         match self {

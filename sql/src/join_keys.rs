@@ -319,20 +319,12 @@ struct Bridge {
     table: TableRef,
 }
 
-/// A name as SQL must write it: bare when it is a plain word, else in double quotes (which
-/// SQLite and PostgreSQL both read as a name). PostgreSQL folds a bare name to lower case, so
-/// there a name with a capital is quoted too.
+/// A name as SQL must write it in `dialect` ([`Dialect::needs_quotes`]).
 fn quoted(name: &str, dialect: Dialect) -> String {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && (dialect == Dialect::Sqlite || !name.chars().any(|c| c.is_ascii_uppercase()));
-    if plain {
-        name.to_owned()
+    if dialect.needs_quotes(name) {
+        crate::schema::quote_ident(name)
     } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
+        name.to_owned()
     }
 }
 

@@ -255,18 +255,12 @@ impl Respeller<'_> {
         self.session.execute(sql).ok().map(|r| r.rows.len())
     }
 
-    /// A column name as this dialect must write it.
+    /// A column name as this dialect must write it ([`Dialect::needs_quotes`]).
     fn ident(&self, name: &str) -> Ident {
-        let plain = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && (self.dialect == Dialect::Sqlite || !name.chars().any(|c| c.is_ascii_uppercase()));
-        if plain {
-            Ident::new(name)
-        } else {
+        if self.dialect.needs_quotes(name) {
             Ident::with_quote('"', name)
+        } else {
+            Ident::new(name)
         }
     }
 }
