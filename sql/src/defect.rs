@@ -44,14 +44,7 @@ fn self_comparison(query: &Query) -> Option<String> {
     impl Visitor for Find {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if let Expr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
-            } = expr
-                && let (Some(a), Some(b)) = (column_name(left), column_name(right))
-                && a == b
-            {
+            if !matches!(expr, Expr::Nested(_)) && is_self_comparison(expr) {
                 self.0 = Some(expr.to_string());
                 return ControlFlow::Break(());
             }
@@ -61,6 +54,19 @@ fn self_comparison(query: &Query) -> Option<String> {
     let mut find = Find(None);
     let _ = query.visit(&mut find);
     find.0
+}
+
+/// Whether `expr` is `x = x` for one column name `x` (through parentheses).
+pub(crate) fn is_self_comparison(expr: &Expr) -> bool {
+    match expr {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => matches!((column_name(left), column_name(right)), (Some(a), Some(b)) if a == b),
+        Expr::Nested(inner) => is_self_comparison(inner),
+        _ => false,
+    }
 }
 
 /// A column reference's lower-cased parts (`t2.model`); `None` for anything else.

@@ -19,7 +19,7 @@ use sqlparser::ast::{
 };
 use sqlparser::parser::Parser;
 
-use crate::defect::column_name;
+use crate::defect::{column_name, is_self_comparison};
 use crate::dialect::Dialect;
 use crate::schema::{ForeignKey, Schema};
 
@@ -325,18 +325,6 @@ fn quoted(name: &str, dialect: Dialect) -> String {
         crate::schema::quote_ident(name)
     } else {
         name.to_owned()
-    }
-}
-
-fn is_self_comparison(expr: &Expr) -> bool {
-    match expr {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::Eq,
-            right,
-        } => matches!((column_name(left), column_name(right)), (Some(a), Some(b)) if a == b),
-        Expr::Nested(inner) => is_self_comparison(inner),
-        _ => false,
     }
 }
 
