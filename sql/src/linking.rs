@@ -20,6 +20,7 @@ use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
 use crate::lexer::{LexKind, lex_with};
+use crate::mask::{name_words, tokenize};
 use crate::schema::{Schema, Table};
 use crate::skeleton::KEYWORDS;
 
@@ -97,6 +98,37 @@ pub fn tables_of_unplaced_columns(sql: &str, linked: &[String], schema: &Schema)
         .zip(wanted)
         .filter(|(t, w)| *w && !is_linked(t))
         .map(|(t, _)| t.name.clone())
+        .collect()
+}
+
+/// Words a question opens with as a command ("Show the names of…", "List…"): a table whose
+/// whole name is one of them (orchestra's `show`) is not named by the command.
+const COMMAND_WORDS: &[&str] = &["show", "list", "find", "give", "return", "count", "tell"];
+
+/// The tables, in schema order and not among `linked`, whose whole name the question says as
+/// words: `car_makers` in "the car maker General Motors", `performance` in "more than one
+/// performance". Names are split at `_` and camel case and plurals meet singulars
+/// ([`crate::mask::name_words`]), the question's words lemmatized the same way. A PreSQL that
+/// reads the wrong table for what the question names (`car_names` for "car maker") would
+/// otherwise leave round 2 without the very table the question is about.
+pub fn tables_named_in(question: &str, linked: &[String], schema: &Schema) -> Vec<String> {
+    let words: Vec<String> = tokenize(question)
+        .into_iter()
+        .filter(|t| t.is_word)
+        .map(|t| t.lemma)
+        .collect();
+    let said = format!(" {} ", words.join(" "));
+    schema
+        .tables
+        .iter()
+        .filter(|t| !linked.iter().any(|l| l.eq_ignore_ascii_case(&t.name)))
+        .filter(|t| {
+            let name = name_words(&t.name);
+            !name.is_empty()
+                && !COMMAND_WORDS.contains(&name.as_str())
+                && said.contains(&format!(" {name} "))
+        })
+        .map(|t| t.name.clone())
         .collect()
 }
 
@@ -482,6 +514,35 @@ mod tests {
             unplaced("SELECT injured FROM nowhere", &[], "battle_death"),
             ["death"]
         );
+    }
+
+    fn named(question: &str, linked: &[&str], db: &str) -> Vec<String> {
+        let linked: Vec<String> = linked.iter().map(|t| (*t).to_owned()).collect();
+        tables_named_in(question, &linked, &schema(db))
+    }
+
+    #[test]
+    fn tables_the_question_names_are_linked() {
+        // "car maker" is `car_makers`, plural against singular and `_` against a space;
+        // "car models" names no table (`model_list`, `car_names`).
+        let question =
+            "What is the number of car models created by the car maker American Motor Company?";
+        assert_eq!(named(question, &["car_names"], "car_1"), ["car_makers"]);
+        // Tables already linked are not repeated.
+        assert!(named(question, &["car_makers", "car_names"], "car_1").is_empty());
+        // A question that opens with "Show" does not name orchestra's `show`; "performance"
+        // names `performance`.
+        let question = "Show the years in which orchestras that have given more than one performance are founded.";
+        assert_eq!(
+            named(question, &["orchestra"], "orchestra"),
+            ["performance"]
+        );
+        // Camel case and plurals: "TV channels" is `TV_Channel`.
+        let question = "List the titles of cartoons on TV channels in English.";
+        assert_eq!(named(question, &[], "tvshow"), ["TV_Channel", "Cartoon"]);
+        // Part of a name is not the name: "template" alone is not `Ref_Template_Types`.
+        let question = "Return the ids of templates with the description 'Presentation'.";
+        assert_eq!(named(question, &[], "cre_Doc_Template_Mgt"), ["Templates"]);
     }
 
     #[test]

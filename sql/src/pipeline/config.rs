@@ -123,6 +123,10 @@ pub struct Round2Config {
     /// Link also the tables that own a column the PreSQL names and its tables lack
     /// ([`crate::linking::tables_of_unplaced_columns`]).
     pub link_columns: bool,
+    /// Link also the tables whose whole name the question says
+    /// ([`crate::linking::tables_named_in`]).
+    #[serde(default)]
+    pub link_named_tables: bool,
 }
 
 /// Revising candidates that fail (seed 1's fallback to the full schema plus seed 2's

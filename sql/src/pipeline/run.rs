@@ -24,7 +24,7 @@ use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
 use crate::intersection::as_intersection;
 use crate::join_keys::mend_self_joins;
-use crate::linking::{link_tables, tables_of_unplaced_columns, with_join_paths};
+use crate::linking::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
@@ -304,6 +304,12 @@ impl<'r> Run<'r> {
             // database is more likely a coincidence than a table the filter missed.
             let owners = tables_of_unplaced_columns(presql, &linked.tables, self.schema());
             linked.tables.extend(owners);
+        }
+        // Only beside tables the PreSQL linked: with none, round 2 falls back to the whole
+        // schema or is skipped, and the question's names alone are too few to restrict it.
+        if self.pipeline.config.round2.link_named_tables && !linked.tables.is_empty() {
+            let named = tables_named_in(self.ask.question, &linked.tables, self.schema());
+            linked.tables.extend(named);
         }
         let fell_back_to_all =
             linked.tables.is_empty() && self.pipeline.config.round2.all_tables_when_unlinked;

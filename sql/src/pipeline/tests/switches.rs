@@ -88,6 +88,38 @@ fn link_columns_adds_the_table_that_owns_a_misplaced_column() {
 }
 
 #[test]
+fn link_named_tables_adds_the_tables_the_question_names() {
+    // The question names `stadium`; the PreSQL reads `singer` alone.
+    let question = "What is the average age of the singers who sang in a stadium?";
+    let linking = |link_named_tables: bool, presql: &'static str| {
+        let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(presql.to_owned())));
+        let mut config = config(&["a"]);
+        config.round2.link_named_tables = link_named_tables;
+        let answer = pipeline(config, &generator, None)
+            .run(question, None, &concert())
+            .expect("answers");
+        let linking = answer.linking.expect("round 2 ran");
+        let round2 = &generator.batches()[1][0].prompt.user;
+        assert_eq!(
+            linking.tables.iter().any(|t| t == "stadium"),
+            round2.contains("# stadium("),
+            "the prompt shows what is linked"
+        );
+        linking
+    };
+    let presql = "SELECT avg(Age) FROM singer";
+    assert_eq!(linking(false, presql).tables, ["singer"]);
+    // `stadium` and the tables that join it to `singer`.
+    let tables = linking(true, presql).tables;
+    for table in ["stadium", "concert", "singer_in_concert", "singer"] {
+        assert!(tables.iter().any(|t| t == table), "{table} in {tables:?}");
+    }
+    // A PreSQL that links nothing still falls back to the whole schema: the question's names
+    // alone do not restrict round 2.
+    assert!(linking(true, "SELECT 1").fell_back_to_all);
+}
+
+#[test]
 fn round1_format_and_rep_switches_shape_the_prompt() {
     let round1_prompt = |config: PipelineConfig| {
         let generator = by_stage(S6, |_| S6);
