@@ -41,6 +41,7 @@ mod spider_fixture;
 pub mod subtask;
 pub mod timing;
 pub mod translate;
+pub mod unused_joins;
 pub mod value;
 pub mod value_index;
 pub mod vote;

@@ -218,6 +218,10 @@ pub struct PipelineConfig {
     /// database and respelled as stored ([`crate::respell`]).
     #[serde(default)]
     pub respell_values: bool,
+    /// A join none of whose columns the query reads, to a table the question does not speak
+    /// of, is dropped ([`crate::unused_joins`]).
+    #[serde(default)]
+    pub drop_unused_joins: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

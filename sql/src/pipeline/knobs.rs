@@ -274,6 +274,12 @@ knobs! {
     respell_values: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.respell_values,
         write |c, v| c.respell_values = v;
+    /// A query that ran and joins a table whose columns it reads only in the join's own key,
+    /// a table the question does not speak of, has that join dropped (when no row-counting
+    /// aggregate depends on it); kept when it still runs.
+    drop_unused_joins: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.drop_unused_joins,
+        write |c, v| c.drop_unused_joins = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -420,6 +426,7 @@ impl PipelineConfig {
             both_as_intersection: Default::default(),
             mend_self_joins: Default::default(),
             respell_values: Default::default(),
+            drop_unused_joins: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

@@ -37,6 +37,7 @@ use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::translate::{alias_derived_tables, complete_group_by, extreme_row, string_literals_for};
+use crate::unused_joins::drop_unused_joins;
 use crate::value_index::ValueMatch;
 use crate::vote::{VotingMode, decide, settled_without};
 
@@ -777,6 +778,13 @@ impl<'r> Run<'r> {
                     repaired_from.get_or_insert(generated);
                     (outcome, result) = (mended_outcome, mended_result);
                 }
+                if let Some((trimmed, trimmed_outcome, trimmed_result)) =
+                    self.drop_joins(&sql, &outcome)
+                {
+                    let generated = std::mem::replace(&mut sql, trimmed);
+                    repaired_from.get_or_insert(generated);
+                    (outcome, result) = (trimmed_outcome, trimmed_result);
+                }
                 if let Some((respelled, respelled_outcome, respelled_result)) =
                     self.respell(&sql, &outcome, result.as_ref())
                 {
@@ -860,6 +868,23 @@ impl<'r> Run<'r> {
         let mended = mend_self_joins(sql, &self.db.schema)?;
         let (outcome, result) = self.execute(&mended);
         matches!(outcome, CandidateOutcome::Ok { .. }).then_some((mended, outcome, result))
+    }
+
+    /// With `drop_unused_joins`, a query that ran without the joins that give it nothing the
+    /// question speaks of ([`drop_unused_joins`]); kept only if that runs too.
+    fn drop_joins(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        if !self.pipeline.config.drop_unused_joins
+            || !matches!(outcome, CandidateOutcome::Ok { .. })
+        {
+            return None;
+        }
+        let trimmed = drop_unused_joins(self.ask.question, sql, &self.db.schema)?;
+        let (outcome, result) = self.execute(&trimmed);
+        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((trimmed, outcome, result))
     }
 
     /// With `respell_values`, a query that ran and found nothing with the text values it

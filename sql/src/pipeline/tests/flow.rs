@@ -695,3 +695,35 @@ fn a_value_spelt_as_the_question_spells_it_is_respelled_as_stored() {
     }
     assert!(!answer.preview.expect("a preview").rows.is_empty());
 }
+
+#[test]
+fn a_join_the_answer_does_not_read_is_dropped() {
+    let question = "What are the names of all the stadiums?";
+    let joined = "SELECT T1.Name FROM stadium AS T1 JOIN concert AS T2 \
+                  ON T1.Stadium_ID = T2.Stadium_ID";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(joined.to_owned())));
+    let mut config = config(&["a"]);
+    config.drop_unused_joins = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, joined);
+    // One row a concert: stadiums without one left out, one with two named twice.
+    let per_concert = answer.preview.expect("a preview").rows.len();
+
+    assert!(
+        PipelineConfig::new(Vec::new()).drop_unused_joins,
+        "on by default"
+    );
+    config.drop_unused_joins = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, "SELECT T1.Name FROM stadium AS T1");
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.repaired_from.as_deref(), Some(joined));
+        assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
+    }
+    let stadiums = answer.preview.expect("a preview").rows.len();
+    assert_eq!((per_concert, stadiums), (6, 9));
+}
