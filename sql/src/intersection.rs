@@ -34,13 +34,11 @@ use sqlparser::ast::{
 };
 use sqlparser::parser::Parser;
 
+use crate::aggregate::{AGGREGATES, calls_any};
 use crate::defect::column_name;
 use crate::dialect::Dialect;
 use crate::sandbox::QueryResult;
 use crate::value::Value;
-
-/// Aggregates that make a result something other than rows of the filtered table.
-const AGGREGATES: [&str; 7] = ["count", "sum", "avg", "min", "max", "total", "group_concat"];
 
 /// A query rewritten as the intersection of its two single-value queries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,32 +133,13 @@ fn result_shape(query: &Query) -> Option<Shape> {
             _ => None,
         })
         .collect::<Option<_>>()?;
-    if !exprs.iter().any(|expr| has_aggregate(expr)) {
+    if !exprs.iter().any(|expr| calls_any(*expr, AGGREGATES)) {
         return Some(Shape::Rows);
     }
     match exprs.as_slice() {
         [only] if counted_column(only).is_some() => Some(Shape::Count),
         _ => None,
     }
-}
-
-fn has_aggregate(expr: &Expr) -> bool {
-    struct Find(bool);
-    impl Visitor for Find {
-        type Break = ();
-        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if let Expr::Function(function) = expr
-                && AGGREGATES.contains(&function.name.to_string().to_lowercase().as_str())
-            {
-                self.0 = true;
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let mut find = Find(false);
-    let _ = expr.visit(&mut find);
-    find.0
 }
 
 /// The column of `count(x)` or `count(DISTINCT x)`; `None` for `count(*)` (its rows have no

@@ -5,6 +5,7 @@
 //! Deterministic by design: no candle, tokio or tonic. The pipeline reaches models through a
 //! small trait that the server implements with the engine.
 
+pub mod aggregate;
 pub mod backend;
 pub mod compare;
 pub mod database;

@@ -31,12 +31,10 @@ use sqlparser::ast::{
 };
 use sqlparser::parser::Parser;
 
+use crate::aggregate::{ROW_AGGREGATES, calls_any};
 use crate::defect::column_name;
 use crate::mask::{name_words, tokenize};
 use crate::schema::{Schema, Table};
-
-/// Aggregates whose value depends on how many rows the joins leave.
-const ROW_AGGREGATES: &[&str] = &["count", "sum", "avg", "total", "group_concat", "string_agg"];
 
 /// `sql` without the joins that give it nothing the question asks for; `None` when no join
 /// was dropped.
@@ -105,8 +103,8 @@ impl Dropper<'_> {
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
                 )
             })
-            || counts_rows(select)
-            || order_by.iter().any(counts_rows)
+            || calls_any(select, ROW_AGGREGATES)
+            || order_by.iter().any(|e| calls_any(e, ROW_AGGREGATES))
         {
             return;
         }
@@ -294,27 +292,6 @@ fn reads(select: &Select, order_by: &[Expr], name: &str, table: &Table) -> bool 
             .any(|c| c.name.eq_ignore_ascii_case(&ident.value)),
         _ => false,
     })
-}
-
-/// Whether an aggregate that depends on the number of rows appears anywhere in `node`.
-fn counts_rows<V: Visit>(node: &V) -> bool {
-    struct Find(bool);
-    impl Visitor for Find {
-        type Break = ();
-        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            if let Expr::Function(function) = expr {
-                let name = function.name.to_string().to_lowercase();
-                if ROW_AGGREGATES.contains(&name.as_str()) {
-                    self.0 = true;
-                    return ControlFlow::Break(());
-                }
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let mut find = Find(false);
-    let _ = node.visit(&mut find);
-    find.0
 }
 
 /// Every expression of a node, nested ones included.
