@@ -13,7 +13,8 @@ use cli::local_model::{
 };
 use cli::serve::{HealthArgs, ServeArgs, health, serve};
 use cli::{
-    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, pg_load, subtask, train,
+    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, pg_load, reword, subtask,
+    train,
 };
 use quorum_server::model_source::ModelDirs;
 
@@ -163,6 +164,9 @@ enum Command {
     KernelCheck(kernel_check::KernelCheckArgs),
     /// Copies Spider-format SQLite databases into a PostgreSQL server, one schema per id.
     PgLoad(Box<pg_load::PgLoadArgs>),
+    /// Writes a question file with its questions reworded as the training data's reworded share
+    /// is (other values, schema words by synonyms), for `quorum eval --questions`.
+    Reword(Box<reword::RewordArgs>),
     /// Fine-tunes a LoRA adapter of a generator on Spider-format training data, in the prompt
     /// format it will serve; writes a PEFT adapter directory.
     Train(Box<train::TrainArgs>),
@@ -306,6 +310,7 @@ fn run() -> Result<()> {
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Train(args) => train::train(&dirs, device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
+        Command::Reword(args) => reword::reword_questions(*args),
         Command::KernelCheck(args) => kernel_check::kernel_check(device, &args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),
         Command::Ask(args) => client_runtime()?.block_on(ask::ask(args)),

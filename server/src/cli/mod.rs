@@ -9,6 +9,7 @@ pub mod grammar_coverage;
 pub mod kernel_check;
 pub mod local_model;
 pub mod pg_load;
+pub mod reword;
 pub mod serve;
 pub mod subtask;
 pub mod train;
