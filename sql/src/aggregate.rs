@@ -1,6 +1,6 @@
 //! Aggregate functions: which function names aggregate rows, and finding a call to one
 //! anywhere in a query tree. The rewrite rules ask this before they change which rows a query
-//! reads (`intersection`, `unused_joins`).
+//! reads (`intersection`, `unused_joins`); the decoding grammar lets an answer call them.
 
 use std::ops::ControlFlow;
 

@@ -20,6 +20,7 @@
 
 use std::fmt::Write as _;
 
+use crate::aggregate::AGGREGATES;
 use crate::dialect::Dialect;
 use crate::schema::Schema;
 
@@ -74,17 +75,9 @@ const RESERVED: &[&str] = &[
     "collate",
 ];
 
-/// Scalar and aggregate functions an answer may call (SQLite's core, date and aggregate
-/// functions, plus the PostgreSQL spellings of the same ideas).
-const FUNCTIONS: &[&str] = &[
-    "count",
-    "sum",
-    "avg",
-    "min",
-    "max",
-    "total",
-    "group_concat",
-    "string_agg",
+/// Scalar functions an answer may call (SQLite's core and date functions, plus the PostgreSQL
+/// spellings of the same ideas); the aggregates are `crate::aggregate::AGGREGATES`.
+const SCALAR_FUNCTIONS: &[&str] = &[
     "abs",
     "round",
     "length",
@@ -285,7 +278,12 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
     let _ = writeln!(
         g,
         "FUNCTION: /{}/",
-        word_regex(FUNCTIONS.iter().map(|f| f.to_string()))
+        word_regex(
+            AGGREGATES
+                .iter()
+                .chain(SCALAR_FUNCTIONS)
+                .map(|f| f.to_string())
+        )
     );
 
     // Table aliases are short (`T1`, `s`, `sc2`: up to three letters and two digits), neither
