@@ -60,6 +60,10 @@ pub struct Record {
     /// there were none.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub matched_values: serde_json::Value,
+    /// The question's words the prompts were told mean a table or column (`term_hints`),
+    /// opaque to the harness; absent when there were none.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub term_hints: serde_json::Value,
     /// The tables the prompts showed when the schema filter cut the schema down; absent when
     /// it was shown whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -39,6 +39,8 @@ pub struct Prediction {
     pub stage_ms: serde_json::Value,
     /// Stored values the prompts showed (value retrieval), kept verbatim in the record.
     pub matched_values: serde_json::Value,
+    /// The term hints the prompts were told, kept verbatim in the record.
+    pub term_hints: serde_json::Value,
     /// The tables the schema filter showed; `None` when the schema was shown whole.
     pub filtered_tables: Option<Vec<String>>,
     pub latency_ms: f64,
@@ -183,6 +185,7 @@ fn score_question(
         votes: prediction.votes,
         stage_ms: prediction.stage_ms,
         matched_values: prediction.matched_values,
+        term_hints: prediction.term_hints,
         filtered_tables: prediction.filtered_tables,
         latency_ms: prediction.latency_ms,
         tokens_generated: prediction.tokens,

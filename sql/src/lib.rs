@@ -40,6 +40,7 @@ pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
 pub mod subtask;
+pub mod term_hints;
 pub mod timing;
 pub mod translate;
 pub mod unused_joins;

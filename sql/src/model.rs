@@ -177,6 +177,19 @@ pub struct EmbeddingShape {
     pub expected_dim: usize,
 }
 
+/// The cosine similarity of two embeddings; 0 when either is the zero vector (equally unlike
+/// everything rather than NaN).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let denominator = norm(a) * norm(b);
+    if denominator == 0.0 {
+        0.0
+    } else {
+        dot / denominator
+    }
+}
+
 /// Why [`embed_checked`] has no vectors: the call failed, or its answer had the wrong shape.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedFailure {

@@ -22,7 +22,7 @@
 //! on them, and a filter can only lose a table there.
 
 use crate::linking::with_join_paths;
-use crate::model::{Embedder, ModelCallError, embed_checked};
+use crate::model::{Embedder, ModelCallError, cosine, embed_checked};
 use crate::schema::Schema;
 use crate::value_index::ValueMatch;
 
@@ -277,17 +277,6 @@ fn stem(word: &str) -> String {
         return word[..word.len() - 1].to_owned();
     }
     word.to_owned()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let denominator = norm(a) * norm(b);
-    if denominator == 0.0 {
-        0.0
-    } else {
-        dot / denominator
-    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub(crate) fn sample(index: usize, hardness: Hardness, ex: bool) -> Record {
         votes: serde_json::Value::Null,
         stage_ms: serde_json::Value::Null,
         matched_values: serde_json::Value::Null,
+        term_hints: serde_json::Value::Null,
         filtered_tables: None,
         latency_ms: 10.0,
         tokens_generated: 5,

@@ -391,10 +391,22 @@ fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Inst
         votes,
         stage_ms,
         matched_values: matched_values(&response.matched_values),
+        term_hints: term_hints(&response.term_hints),
         filtered_tables: response.schema_filter.as_ref().map(|f| f.tables.clone()),
         latency_ms,
         tokens: u64::from(response.tokens_generated),
     }
+}
+
+/// `[[word, target, similarity], ...]`, or null when none was told.
+fn term_hints(hints: &[pb::TermHint]) -> serde_json::Value {
+    if hints.is_empty() {
+        return serde_json::Value::Null;
+    }
+    hints
+        .iter()
+        .map(|h| json!([h.word, h.target, h.similarity]))
+        .collect()
 }
 
 /// `[[table, column, value, score], ...]`, or null when none was shown.

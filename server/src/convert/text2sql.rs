@@ -89,6 +89,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         link_columns: o.link_columns,
         link_named_tables: o.link_named_tables,
         drop_unused_joins: o.drop_unused_joins,
+        term_hints: o.term_hints,
         preview_rows: count(o.preview_rows),
         rep_optimization_rule: o.rep_optimization_rule,
         rep_cell_values: o.rep_cell_values,
@@ -129,6 +130,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         link_columns: knobs.link_columns,
         link_named_tables: knobs.link_named_tables,
         drop_unused_joins: knobs.drop_unused_joins,
+        term_hints: knobs.term_hints,
         preview_rows: count(knobs.preview_rows),
         rep_optimization_rule: knobs.rep_optimization_rule,
         rep_cell_values: knobs.rep_cell_values,
@@ -280,6 +282,15 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
                 column: m.column.clone(),
                 value: m.value.clone(),
                 score: m.score,
+            })
+            .collect(),
+        term_hints: a
+            .term_hints
+            .iter()
+            .map(|h| pb::TermHint {
+                word: h.word.clone(),
+                target: h.target.clone(),
+                similarity: h.similarity,
             })
             .collect(),
         schema_filter: a.schema_filter.as_ref().map(|f| pb::SchemaFilter {

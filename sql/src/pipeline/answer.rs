@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sandbox::QueryResult;
 use crate::subtask::explain::Consistency;
+use crate::term_hints::TermHint;
 use crate::value::Value;
 use crate::value_index::ValueMatch;
 use crate::vote::VotingMode;
@@ -174,6 +175,9 @@ pub struct PipelineAnswer {
     /// The stored values the prompts showed (value retrieval).
     #[serde(default)]
     pub values: Vec<ValueMatch>,
+    /// The question's words the prompts were told mean a table or column (`term_hints`).
+    #[serde(default)]
+    pub term_hints: Vec<TermHint>,
     /// The tables the prompts showed when the schema was filtered; `None` when it was shown
     /// whole.
     #[serde(default)]

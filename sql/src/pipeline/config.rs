@@ -222,6 +222,10 @@ pub struct PipelineConfig {
     /// of, is dropped ([`crate::unused_joins`]).
     #[serde(default)]
     pub drop_unused_joins: bool,
+    /// Question words that mean a table or column name, found by the embedder, shown to the
+    /// prompts as evidence ([`crate::term_hints`]).
+    #[serde(default)]
+    pub term_hints: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

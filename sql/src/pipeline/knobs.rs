@@ -341,6 +341,12 @@ knobs! {
     value_retrieval: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.value_retrieval,
         write |c, v| c.value_retrieval = v;
+    /// Term hints: question words that are no schema word but mean a table or column name
+    /// ("vocalists" for `singer`, by the embedder) are told to every prompt as evidence
+    /// ([`crate::term_hints`]). Needs the embedder.
+    term_hints: bool = Some(false), Bounds::Any, aliases [],
+        read |c| c.term_hints,
+        write |c, v| c.term_hints = v;
     /// Schemas with more tables than this are cut down before the first prompt to the tables
     /// the question is about (by meaning, by words, and by stored values when value retrieval
     /// is on) and the tables that join them; 0 shows every schema whole. Spider's databases
@@ -427,6 +433,7 @@ impl PipelineConfig {
             mend_self_joins: Default::default(),
             respell_values: Default::default(),
             drop_unused_joins: Default::default(),
+            term_hints: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use crate::database::DatabaseHandle;
 use crate::model::{Embedder, Generator, Selector};
+use crate::term_hints::{TermHint, hints_as_evidence, term_hints};
 pub use answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
     PipelineEvent, ResultPreview, SelectorReport, StageTimings, VoteReport,
@@ -109,6 +110,11 @@ impl Pipeline {
                 what: "few-shot retrieval (an embedder model and a demonstration index)",
             });
         }
+        if config.term_hints && models.embedder.is_none() {
+            return Err(PipelineError::MissingModel {
+                what: "term hints (an embedder model)",
+            });
+        }
         if config.selector.enabled && models.selector.is_none() {
             return Err(PipelineError::MissingModel {
                 what: "selection (a model with the selector role)",
@@ -141,6 +147,28 @@ impl Pipeline {
         self.run_with_events(question, evidence, db, &mut |_| {})
     }
 
+    /// The question's words for schema names when `term_hints` is on ([`crate::term_hints`]).
+    fn term_hints(
+        &self,
+        question: &str,
+        db: &DatabaseHandle,
+    ) -> Result<Vec<TermHint>, PipelineError> {
+        if !self.config.term_hints {
+            return Ok(Vec::new());
+        }
+        let embedder = self
+            .models
+            .embedder
+            .as_ref()
+            .ok_or(PipelineError::MissingModel {
+                what: "term hints (an embedder model)",
+            })?;
+        term_hints(question, &db.schema, embedder.as_ref()).map_err(|source| PipelineError::Model {
+            stage: "term_hints",
+            source,
+        })
+    }
+
     /// [`Pipeline::run`], reporting progress to `on_event` as stages finish.
     pub fn run_with_events(
         &self,
@@ -161,11 +189,24 @@ impl Pipeline {
         } else {
             Vec::new()
         };
+        let hints = self.term_hints(question, db)?;
+        let evidence = with_hints(evidence, &hints);
         let question = run::Question {
             question,
-            evidence,
+            evidence: evidence.as_deref(),
             values: &values,
+            term_hints: &hints,
         };
         run::Run::new(self, question, db, on_event)?.answer()
+    }
+}
+
+/// The request's evidence with the term hints after it: the prompts of every format show
+/// evidence, so the hints reach them all.
+fn with_hints(evidence: Option<&str>, hints: &[TermHint]) -> Option<String> {
+    let given = evidence.filter(|e| !e.trim().is_empty()).map(str::to_owned);
+    match (given, hints_as_evidence(hints)) {
+        (Some(given), Some(hints)) => Some(format!("{given}; {hints}")),
+        (given, hints) => given.or(hints),
     }
 }

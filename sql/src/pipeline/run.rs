@@ -36,6 +36,7 @@ use crate::schema_filter::filter_tables;
 use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
+use crate::term_hints::TermHint;
 use crate::translate::{alias_derived_tables, complete_group_by, extreme_row, string_literals_for};
 use crate::unused_joins::drop_unused_joins;
 use crate::value_index::ValueMatch;
@@ -48,6 +49,8 @@ pub(super) struct Question<'a> {
     pub evidence: Option<&'a str>,
     /// The database's stored values the question names (value retrieval; empty when off).
     pub values: &'a [ValueMatch],
+    /// The question's words for schema names, already in `evidence` (empty when off).
+    pub term_hints: &'a [TermHint],
 }
 
 /// Who wrote a candidate and at which stage.
@@ -60,6 +63,7 @@ struct Draft<'g> {
 pub(super) struct Run<'r> {
     pipeline: &'r Pipeline,
     ask: Ask<'r>,
+    term_hints: &'r [TermHint],
     db: &'r DatabaseHandle,
     sandbox: Box<dyn Session>,
     on_event: &'r mut dyn FnMut(PipelineEvent),
@@ -111,6 +115,7 @@ impl<'r> Run<'r> {
                 evidence: question.evidence,
                 values: question.values,
             },
+            term_hints: question.term_hints,
             db,
             sandbox,
             on_event,
@@ -655,6 +660,7 @@ impl<'r> Run<'r> {
             consistency,
             unrevised: self.unrevised,
             values: self.ask.values.to_vec(),
+            term_hints: self.term_hints.to_vec(),
             schema_filter: self.filtered.map(|(_, report)| report),
         }
     }

@@ -727,3 +727,64 @@ fn a_join_the_answer_does_not_read_is_dropped() {
     let stadiums = answer.preview.expect("a preview").rows.len();
     assert_eq!((per_concert, stadiums), (6, 9));
 }
+
+#[test]
+fn term_hints_tell_every_prompt_what_a_word_means_and_are_reported() {
+    /// "vocalists" and `singer` share a direction; every other text has one of its own.
+    struct Synonyms;
+    impl crate::model::Embedder for Synonyms {
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = crate::fakes::BagOfWords::vector(t);
+                    if *t == "vocalists" || *t == "singer" {
+                        v = vec![0.0; v.len()];
+                        v[0] = 1.0;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+    let question = "How many vocalists are there?";
+    let generator = Arc::new(ScriptedGenerator::new(|_| {
+        Ok("SELECT count(*) FROM singer".to_owned())
+    }));
+    let models =
+        |embedder: Option<Arc<dyn crate::model::Embedder>>| crate::pipeline::PipelineModels {
+            generator: generator.clone(),
+            embedder,
+            selector: None,
+            demos: None,
+            context_encoder: None,
+        };
+    let mut hinted = config(&["a"]);
+    assert!(!hinted.term_hints, "off by default");
+    hinted.term_hints = true;
+    let without_embedder = Pipeline::new(hinted.clone(), models(None));
+    assert!(
+        matches!(without_embedder, Err(crate::pipeline::PipelineError::MissingModel { what }) if what.contains("term hints")),
+        "term hints need an embedder"
+    );
+    let answer = Pipeline::new(hinted, models(Some(Arc::new(Synonyms))))
+        .expect("valid pipeline")
+        .run(question, Some("count each once"), &concert())
+        .expect("answers");
+    assert_eq!(answer.term_hints.len(), 1, "{:?}", answer.term_hints);
+    assert_eq!(answer.term_hints[0].word, "vocalists");
+    assert_eq!(answer.term_hints[0].target, "table singer");
+    let prompts: Vec<String> = generator
+        .batches()
+        .concat()
+        .into_iter()
+        .map(|r| r.prompt.user)
+        .collect();
+    assert!(prompts.len() >= 2, "round 1 and round 2");
+    for prompt in &prompts {
+        assert!(
+            prompt.contains("count each once; in this database, \"vocalists\" means table singer"),
+            "{prompt}"
+        );
+    }
+}

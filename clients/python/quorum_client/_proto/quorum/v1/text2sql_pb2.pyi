@@ -296,7 +296,7 @@ class ExplainResponse(_message.Message):
     def __init__(self, explanation: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., generator: _Optional[str] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class PipelineOptions(_message.Message):
-    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins")
+    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins", "term_hints")
     ROUND2_FIELD_NUMBER: _ClassVar[int]
     ROUND1_SHOTS_FIELD_NUMBER: _ClassVar[int]
     ROUND2_SHOTS_FIELD_NUMBER: _ClassVar[int]
@@ -328,6 +328,7 @@ class PipelineOptions(_message.Message):
     RESPELL_VALUES_FIELD_NUMBER: _ClassVar[int]
     LINK_NAMED_TABLES_FIELD_NUMBER: _ClassVar[int]
     DROP_UNUSED_JOINS_FIELD_NUMBER: _ClassVar[int]
+    TERM_HINTS_FIELD_NUMBER: _ClassVar[int]
     round2: bool
     round1_shots: int
     round2_shots: int
@@ -359,7 +360,8 @@ class PipelineOptions(_message.Message):
     respell_values: bool
     link_named_tables: bool
     drop_unused_joins: bool
-    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ...) -> None: ...
+    term_hints: bool
+    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ..., term_hints: _Optional[bool] = ...) -> None: ...
 
 class Text2SqlRequest(_message.Message):
     __slots__ = ("question", "db_id", "evidence", "options")
@@ -492,7 +494,7 @@ class StageTimings(_message.Message):
     def __init__(self, retrieval_ms: _Optional[float] = ..., round1_ms: _Optional[float] = ..., linking_ms: _Optional[float] = ..., round2_ms: _Optional[float] = ..., revision_ms: _Optional[float] = ..., execution_ms: _Optional[float] = ..., vote_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
 
 class Text2SqlResponse(_message.Message):
-    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter")
+    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter", "term_hints")
     SQL_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_FIELD_NUMBER: _ClassVar[int]
@@ -507,6 +509,7 @@ class Text2SqlResponse(_message.Message):
     UNREVISED_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     MATCHED_VALUES_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FILTER_FIELD_NUMBER: _ClassVar[int]
+    TERM_HINTS_FIELD_NUMBER: _ClassVar[int]
     sql: str
     chosen_candidate: int
     preview: _common_pb2.ResultPreview
@@ -521,7 +524,18 @@ class Text2SqlResponse(_message.Message):
     unrevised_candidates: _containers.RepeatedScalarFieldContainer[int]
     matched_values: _containers.RepeatedCompositeFieldContainer[MatchedValue]
     schema_filter: SchemaFilter
-    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ...) -> None: ...
+    term_hints: _containers.RepeatedCompositeFieldContainer[TermHint]
+    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ..., term_hints: _Optional[_Iterable[_Union[TermHint, _Mapping]]] = ...) -> None: ...
+
+class TermHint(_message.Message):
+    __slots__ = ("word", "target", "similarity")
+    WORD_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    word: str
+    target: str
+    similarity: float
+    def __init__(self, word: _Optional[str] = ..., target: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
 
 class SchemaFilter(_message.Message):
     __slots__ = ("tables", "schema_tables")
