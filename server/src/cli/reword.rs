@@ -68,17 +68,22 @@ pub fn reword_questions(args: RewordArgs) -> Result<()> {
         None => (0..examples.len()).collect(),
     };
     let synonyms = Synonyms::default();
-    let mut databases: HashMap<String, DatabaseHandle> = HashMap::new();
-    let (mut reworded, mut values, mut words) = (0usize, 0usize, 0usize);
+    // `None` for a database that is not there: its questions cannot be asked either, and are
+    // written as they are.
+    let mut databases: HashMap<String, Option<DatabaseHandle>> = HashMap::new();
+    let (mut reworded, mut values, mut words, mut missing) = (0usize, 0usize, 0usize, 0usize);
     for &index in &chosen {
         let example = &examples[index];
-        if !databases.contains_key(&example.db_id) {
+        let database = databases.entry(example.db_id.clone()).or_insert_with(|| {
             let file = database_path(&args.data.join("database"), &example.db_id);
-            let handle = DatabaseHandle::open(&file, &example.db_id, IntrospectOptions::default())
-                .with_context(|| format!("opening {}", file.display()))?;
-            databases.insert(example.db_id.clone(), handle);
-        }
-        let database = &databases[&example.db_id];
+            DatabaseHandle::open(&file, &example.db_id, IntrospectOptions::default())
+                .map_err(|e| eprintln!("{}: {e}; its questions are kept as written", example.db_id))
+                .ok()
+        });
+        let Some(database) = database.as_ref() else {
+            missing += 1;
+            continue;
+        };
         let index_of_values = database
             .value_index()
             .with_context(|| format!("{}: reading its values", example.db_id))?;
@@ -118,8 +123,8 @@ pub fn reword_questions(args: RewordArgs) -> Result<()> {
     std::fs::write(&args.out, serde_json::to_string_pretty(&raw)? + "\n")
         .with_context(|| format!("writing {}", args.out.display()))?;
     println!(
-        "{reworded} of {} questions reworded ({values} values and {words} words replaced); \
-         written to {}",
+        "{reworded} of {} questions reworded ({values} values and {words} words replaced; \
+         {missing} of databases that are not there kept as written); written to {}",
         chosen.len(),
         args.out.display()
     );
