@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use sqlparser::ast::{Expr, Visit, Visitor};
+use sqlparser::ast::{DuplicateTreatment, Expr, FunctionArguments, Visit, Visitor};
 
 /// Every aggregate an answer may call: SQLite's, with PostgreSQL's `string_agg`.
 pub const AGGREGATES: &[&str] = &[
@@ -25,16 +25,41 @@ pub const ROW_AGGREGATES: &[&str] = &["count", "sum", "avg", "total", "group_con
 /// Whether `node` calls, anywhere inside it (subqueries included), a function named in `names`
 /// (compared without case, as SQL does).
 pub fn calls_any<V: Visit>(node: &V, names: &[&str]) -> bool {
-    struct Find<'n> {
+    calls_where(node, names, |_| true)
+}
+
+/// Whether `node` calls, anywhere inside it (subqueries included), an aggregate whose value
+/// changes when a row is repeated: one of [`ROW_AGGREGATES`] not over DISTINCT values.
+/// `count(DISTINCT T1.code)` sees, like `max`, only which values occur.
+pub fn counts_repeated_rows<V: Visit>(node: &V) -> bool {
+    calls_where(node, ROW_AGGREGATES, |arguments| {
+        !matches!(
+            arguments,
+            FunctionArguments::List(list)
+                if list.duplicate_treatment == Some(DuplicateTreatment::Distinct)
+        )
+    })
+}
+
+/// Whether `node` calls a function named in `names` whose arguments pass `accept`.
+fn calls_where<V: Visit>(
+    node: &V,
+    names: &[&str],
+    accept: impl Fn(&FunctionArguments) -> bool,
+) -> bool {
+    struct Find<'n, A> {
         names: &'n [&'n str],
+        accept: A,
         found: bool,
     }
-    impl Visitor for Find<'_> {
+    impl<A: Fn(&FunctionArguments) -> bool> Visitor for Find<'_, A> {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
             if let Expr::Function(function) = expr {
                 let name = function.name.to_string();
-                if self.names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+                if self.names.iter().any(|n| n.eq_ignore_ascii_case(&name))
+                    && (self.accept)(&function.args)
+                {
                     self.found = true;
                     return ControlFlow::Break(());
                 }
@@ -44,6 +69,7 @@ pub fn calls_any<V: Visit>(node: &V, names: &[&str]) -> bool {
     }
     let mut find = Find {
         names,
+        accept,
         found: false,
     };
     let _ = node.visit(&mut find);
@@ -74,5 +100,20 @@ mod tests {
         assert!(calls_any(&statement, AGGREGATES));
         assert!(!calls_any(&statement, ROW_AGGREGATES));
         assert!(!calls_any(&parse("SELECT lower(name) FROM t"), AGGREGATES));
+    }
+
+    #[test]
+    fn an_aggregate_over_distinct_values_does_not_count_repeated_rows() {
+        assert!(counts_repeated_rows(&parse("SELECT count(*) FROM t")));
+        assert!(counts_repeated_rows(&parse("SELECT sum(x) FROM t")));
+        assert!(counts_repeated_rows(&parse(
+            "SELECT count(DISTINCT a) FROM t WHERE x > (SELECT avg(x) FROM t)"
+        )));
+        assert!(!counts_repeated_rows(&parse(
+            "SELECT COUNT(DISTINCT T1.code) FROM t AS T1"
+        )));
+        assert!(!counts_repeated_rows(&parse(
+            "SELECT max(x), sum(DISTINCT y) FROM t"
+        )));
     }
 }

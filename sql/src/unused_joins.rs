@@ -9,8 +9,10 @@
 //!
 //! A join is dropped only when all of these hold, and anything less certain is left alone:
 //! - the SELECT has no HAVING, no `*`, and no aggregate that counts rows (`count`, `sum`,
-//!   `avg`, `total`, `group_concat`, `string_agg`): there the repeated rows are the answer's
-//!   substance ("the museum visited most times" counts visits through the join);
+//!   `avg`, `total`, `group_concat`, `string_agg`) unless over DISTINCT values: there the
+//!   repeated rows are the answer's substance ("the museum visited most times" counts visits
+//!   through the join), while `count(DISTINCT T1.Code)` sees only which values occur, as
+//!   `max` does;
 //! - the join's condition only equates columns of the joined table with columns of one other
 //!   table of the same SELECT, so it is a key and filters on nothing else;
 //! - the joined table is read nowhere else in the SELECT, its subqueries and its ORDER BY: not
@@ -31,7 +33,7 @@ use sqlparser::ast::{
 };
 use sqlparser::parser::Parser;
 
-use crate::aggregate::{ROW_AGGREGATES, calls_any};
+use crate::aggregate::counts_repeated_rows;
 use crate::defect::column_name;
 use crate::mask::{name_words, tokenize};
 use crate::schema::{Schema, Table};
@@ -103,8 +105,8 @@ impl Dropper<'_> {
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
                 )
             })
-            || calls_any(select, ROW_AGGREGATES)
-            || order_by.iter().any(|e| calls_any(e, ROW_AGGREGATES))
+            || counts_repeated_rows(select)
+            || order_by.iter().any(counts_repeated_rows)
         {
             return;
         }
@@ -358,6 +360,30 @@ mod tests {
                 "SELECT T1.Name FROM teacher AS T1 WHERE T1.Age = 32 INTERSECT SELECT T1.Name \
                  FROM teacher AS T1 WHERE T1.Age = 33"
             )
+        );
+    }
+
+    #[test]
+    fn a_count_of_distinct_values_does_not_keep_a_join() {
+        assert_eq!(
+            dropped(
+                "world_1",
+                "Count the number of countries in Asia.",
+                "SELECT COUNT(DISTINCT T1.Code) FROM country AS T1 INNER JOIN countrylanguage AS T2 \
+                 ON T1.Code = T2.CountryCode WHERE T1.Continent = 'Asia'"
+            )
+            .as_deref(),
+            Some("SELECT COUNT(DISTINCT T1.Code) FROM country AS T1 WHERE T1.Continent = 'Asia'")
+        );
+        // Counting every joined row, the join's repetitions are the answer.
+        assert_eq!(
+            dropped(
+                "world_1",
+                "Count the number of countries in Asia.",
+                "SELECT COUNT(T1.Code) FROM country AS T1 INNER JOIN countrylanguage AS T2 \
+                 ON T1.Code = T2.CountryCode WHERE T1.Continent = 'Asia'"
+            ),
+            None
         );
     }
 
