@@ -19,6 +19,7 @@ pub mod error_hint;
 mod fakes;
 mod fingerprint;
 pub mod grammar;
+pub mod group_by_key;
 pub mod hardness;
 pub mod intersection;
 pub mod join_keys;

@@ -28,8 +28,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, Join, JoinConstraint, JoinOperator, Query, Select, SelectItem, SetExpr,
-    Statement, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
+    BinaryOperator, Expr, Ident, Join, JoinConstraint, JoinOperator, Query, Select, SelectItem,
+    SetExpr, Statement, TableFactor, Visit, VisitMut, Visitor, VisitorMut,
 };
 use sqlparser::parser::Parser;
 
@@ -222,21 +222,31 @@ impl Dropper<'_> {
 
     /// The name a table goes by in the query (lower case) and its schema table.
     fn table_of(&self, factor: &TableFactor) -> Option<(String, &Table)> {
-        let TableFactor::Table { name, alias, .. } = factor else {
-            return None;
-        };
-        let [part] = name.0.as_slice() else {
-            return None;
-        };
-        let written = &part.as_ident()?.value;
-        let table = self.schema.table(written)?;
-        let by = alias.as_ref().map_or(written, |a| &a.name.value);
-        Some((by.to_lowercase(), table))
+        let (by, table) = named_table(self.schema, factor)?;
+        Some((by.value.to_lowercase(), table))
     }
 }
 
+/// A FROM item that is a table of the schema: the name it goes by in the query (its alias,
+/// else its name, as written) and the schema's table.
+pub(crate) fn named_table<'s>(
+    schema: &'s Schema,
+    factor: &TableFactor,
+) -> Option<(Ident, &'s Table)> {
+    let TableFactor::Table { name, alias, .. } = factor else {
+        return None;
+    };
+    let [part] = name.0.as_slice() else {
+        return None;
+    };
+    let written = part.as_ident()?;
+    let table = schema.table(&written.value)?;
+    let by = alias.as_ref().map_or(written, |a| &a.name);
+    Some((by.clone(), table))
+}
+
 /// A join's ON condition, when it is an inner join (or, with `left_too`, a left join).
-fn on_condition(join: &Join, left_too: bool) -> Option<&Expr> {
+pub(crate) fn on_condition(join: &Join, left_too: bool) -> Option<&Expr> {
     match &join.join_operator {
         JoinOperator::Join(JoinConstraint::On(on))
         | JoinOperator::Inner(JoinConstraint::On(on)) => Some(on),
@@ -252,7 +262,7 @@ fn on_condition(join: &Join, left_too: bool) -> Option<&Expr> {
 
 /// The `ANDed` equalities of two qualified columns that make up `condition`, as lower-cased
 /// `[table, column]` pairs; `None` when it holds anything else.
-fn key_pairs(condition: &Expr) -> Option<Vec<(Vec<String>, Vec<String>)>> {
+pub(crate) fn key_pairs(condition: &Expr) -> Option<Vec<(Vec<String>, Vec<String>)>> {
     match condition {
         Expr::BinaryOp {
             left,

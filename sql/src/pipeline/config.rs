@@ -222,6 +222,10 @@ pub struct PipelineConfig {
     /// of, is dropped ([`crate::unused_joins`]).
     #[serde(default)]
     pub drop_unused_joins: bool,
+    /// A grouping by a joined row's name or title alone gains the row's key
+    /// ([`crate::group_by_key`]).
+    #[serde(default)]
+    pub group_by_key: bool,
     /// Question words that mean a table or column name, found by the embedder, shown to the
     /// prompts as evidence ([`crate::term_hints`]).
     #[serde(default)]

@@ -280,6 +280,12 @@ knobs! {
     drop_unused_joins: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.drop_unused_joins,
         write |c, v| c.drop_unused_joins = v;
+    /// A query that ran and, counting a joined table's rows for each row of another, groups
+    /// by that row's name or title alone has the row's key added to its GROUP BY: two rows
+    /// with the same name stay two groups; kept when it still runs.
+    group_by_key: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.group_by_key,
+        write |c, v| c.group_by_key = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -433,6 +439,7 @@ impl PipelineConfig {
             mend_self_joins: Default::default(),
             respell_values: Default::default(),
             drop_unused_joins: Default::default(),
+            group_by_key: Default::default(),
             term_hints: Default::default(),
             consistency: ConsistencyConfig::default(),
         };

@@ -22,6 +22,7 @@ use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
+use crate::group_by_key::group_by_key;
 use crate::intersection::as_intersection;
 use crate::join_keys::mend_self_joins;
 use crate::linking::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
@@ -791,6 +792,12 @@ impl<'r> Run<'r> {
                     repaired_from.get_or_insert(generated);
                     (outcome, result) = (trimmed_outcome, trimmed_result);
                 }
+                if let Some((keyed, keyed_outcome, keyed_result)) = self.key_groups(&sql, &outcome)
+                {
+                    let generated = std::mem::replace(&mut sql, keyed);
+                    repaired_from.get_or_insert(generated);
+                    (outcome, result) = (keyed_outcome, keyed_result);
+                }
                 if let Some((respelled, respelled_outcome, respelled_result)) =
                     self.respell(&sql, &outcome, result.as_ref())
                 {
@@ -891,6 +898,21 @@ impl<'r> Run<'r> {
         let trimmed = drop_unused_joins(self.ask.question, sql, &self.db.schema)?;
         let (outcome, result) = self.execute(&trimmed);
         matches!(outcome, CandidateOutcome::Ok { .. }).then_some((trimmed, outcome, result))
+    }
+
+    /// With `group_by_key`, a query that ran with its grouping by a joined row's label keyed by
+    /// the row ([`group_by_key`]); kept only if that runs too.
+    fn key_groups(
+        &mut self,
+        sql: &str,
+        outcome: &CandidateOutcome,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        if !self.pipeline.config.group_by_key || !matches!(outcome, CandidateOutcome::Ok { .. }) {
+            return None;
+        }
+        let keyed = group_by_key(sql, &self.db.schema)?;
+        let (outcome, result) = self.execute(&keyed);
+        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((keyed, outcome, result))
     }
 
     /// With `respell_values`, a query that ran and found nothing with the text values it

@@ -729,6 +729,47 @@ fn a_join_the_answer_does_not_read_is_dropped() {
 }
 
 #[test]
+fn a_grouping_by_a_name_is_keyed_by_the_row() {
+    // network_1 has two students called Gabriel and two called Jordan.
+    let network = crate::database::DatabaseHandle::open(
+        &crate::spider_fixture::spider_db("network_1"),
+        "network_1",
+        crate::schema::IntrospectOptions::default(),
+    )
+    .expect("network_1 introspects");
+    let question = "How many friends does each high schooler have? Show their names.";
+    let by_name = "SELECT T1.name, COUNT(*) FROM Highschooler AS T1 JOIN Friend AS T2 \
+                   ON T1.ID = T2.student_id GROUP BY T1.name";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(by_name.to_owned())));
+    let mut config = config(&["a"]);
+    config.group_by_key = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &network)
+        .expect("answers");
+    assert_eq!(answer.sql, by_name);
+    let names = answer.preview.expect("a preview").rows.len();
+
+    assert!(
+        PipelineConfig::new(Vec::new()).group_by_key,
+        "on by default"
+    );
+    config.group_by_key = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &network)
+        .expect("answers");
+    assert_eq!(
+        answer.sql,
+        "SELECT T1.name, COUNT(*) FROM Highschooler AS T1 JOIN Friend AS T2 \
+         ON T1.ID = T2.student_id GROUP BY T1.name, T1.ID"
+    );
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.repaired_from.as_deref(), Some(by_name));
+    }
+    let students = answer.preview.expect("a preview").rows.len();
+    assert_eq!((names, students), (12, 14));
+}
+
+#[test]
 fn term_hints_tell_every_prompt_what_a_word_means_and_are_reported() {
     /// "vocalists" and `singer` share a direction; every other text has one of its own.
     struct Synonyms;
