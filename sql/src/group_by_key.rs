@@ -34,7 +34,7 @@ use crate::aggregate::AGGREGATES;
 use crate::defect::column_name;
 use crate::mask::name_words;
 use crate::schema::{Schema, Table};
-use crate::unused_joins::{key_pairs, named_table, on_condition};
+use crate::unused_joins::{key_pairs, named_table, names_column_of, on_condition};
 
 /// `sql` with the key of the table whose labels it groups by added to the GROUP BY; `None`
 /// when no grouping changed.
@@ -187,16 +187,7 @@ fn reads_table(expr: &Expr, by: &str, table: &Table) -> bool {
     impl Visitor for Reads<'_> {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
-            let reads = match expr {
-                Expr::CompoundIdentifier(parts) => parts
-                    .iter()
-                    .rev()
-                    .nth(1)
-                    .is_some_and(|t| t.value.eq_ignore_ascii_case(self.by)),
-                Expr::Identifier(ident) => self.table.column(&ident.value).is_some(),
-                _ => false,
-            };
-            if reads {
+            if names_column_of(expr, self.by, self.table) {
                 self.found = true;
                 return ControlFlow::Break(());
             }

@@ -292,18 +292,21 @@ fn reads(select: &Select, order_by: &[Expr], name: &str, table: &Table) -> bool 
     let mut exprs = Vec::new();
     let _ = select.visit(&mut CollectExprs(&mut exprs));
     exprs.extend(order_by.iter().cloned());
-    exprs.iter().any(|expr| match expr {
+    exprs.iter().any(|expr| names_column_of(expr, name, table))
+}
+
+/// Whether `expr` itself is a column of the table going by `name`: qualified by that name, or
+/// a bare column name the table has.
+pub(crate) fn names_column_of(expr: &Expr, name: &str, table: &Table) -> bool {
+    match expr {
         Expr::CompoundIdentifier(parts) => parts
             .iter()
             .rev()
             .nth(1)
             .is_some_and(|t| t.value.eq_ignore_ascii_case(name)),
-        Expr::Identifier(ident) => table
-            .columns
-            .iter()
-            .any(|c| c.name.eq_ignore_ascii_case(&ident.value)),
+        Expr::Identifier(ident) => table.column(&ident.value).is_some(),
         _ => false,
-    })
+    }
 }
 
 /// Every expression of a node, nested ones included.
