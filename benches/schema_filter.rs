@@ -35,6 +35,10 @@ struct Args {
     /// Print each question whose gold tables were not all kept.
     #[arg(long)]
     misses: bool,
+    /// Print every filtered question's shown tables (to compare two builds' filters line by
+    /// line).
+    #[arg(long)]
+    list: bool,
     /// Forget the databases' foreign keys, as for a schema that declares none.
     #[arg(long)]
     no_foreign_keys: bool,
@@ -102,6 +106,9 @@ fn main() -> Result<()> {
             continue;
         };
         filtered += 1;
+        if args.list {
+            println!("dev {i} ({}): shown {shown:?}", example.db_id);
+        }
         shown_total += shown.len();
         schema_total += handle.schema.tables.len();
         let gold = link_tables(&example.query, &handle.schema).tables;

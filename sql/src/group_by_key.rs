@@ -32,9 +32,9 @@ use sqlparser::parser::Parser;
 
 use crate::aggregate::AGGREGATES;
 use crate::defect::column_name;
-use crate::mask::name_words;
 use crate::schema::{Schema, Table};
 use crate::unused_joins::{key_pairs, named_table, names_column_of, on_condition};
+use crate::words::name_words;
 
 /// `sql` with the key of the table whose labels it groups by added to the GROUP BY; `None`
 /// when no grouping changed.

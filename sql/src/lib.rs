@@ -48,3 +48,4 @@ pub mod unused_joins;
 pub mod value;
 pub mod value_index;
 pub mod vote;
+mod words;

@@ -20,9 +20,9 @@ use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
 use crate::lexer::{LexKind, lex_with};
-use crate::mask::{name_words, tokenize};
 use crate::schema::{Schema, Table};
 use crate::skeleton::KEYWORDS;
+use crate::words::{name_words, tokenize};
 
 /// The tables linked to a SQL query, in schema order, spelled as in the schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +108,7 @@ const COMMAND_WORDS: &[&str] = &["show", "list", "find", "give", "return", "coun
 /// The tables, in schema order and not among `linked`, whose whole name the question says as
 /// words: `car_makers` in "the car maker General Motors", `performance` in "more than one
 /// performance". Names are split at `_` and camel case and plurals meet singulars
-/// ([`crate::mask::name_words`]), the question's words lemmatized the same way. A PreSQL that
+/// ([`crate::words::name_words`]), the question's words singularized the same way. A PreSQL that
 /// reads the wrong table for what the question names (`car_names` for "car maker") would
 /// otherwise leave round 2 without the very table the question is about.
 pub fn tables_named_in(question: &str, linked: &[String], schema: &Schema) -> Vec<String> {

@@ -3,7 +3,8 @@
 //! embedding of what is left captures the question's intent rather than its domain, and demos
 //! from other databases can be retrieved by it.
 //!
-//! Schema matching runs over n-grams (5 down to 1) of lemmatized, lower-cased question tokens:
+//! Schema matching runs over n-grams (5 down to 1) of lower-cased question tokens in their
+//! singular form ([`crate::words`]):
 //! an n-gram equal to a table or column name (split at `_` and camel case), or a non-stopword
 //! n-gram found inside one at word boundaries. Cell values are probed one token at a time
 //! through a caller-supplied closure, so the caller chooses between the sampled values already
@@ -15,43 +16,18 @@ use std::collections::HashMap;
 use rusqlite::Connection;
 
 use crate::schema::{Schema, quote_ident};
+use crate::words::{Token, contains_phrase, is_function_word, is_number, name_words, tokenize};
 
 pub const MASK: &str = "<mask>";
 pub const UNK: &str = "<unk>";
 
 const MAX_NGRAM: usize = 5;
 
-/// English function words: never matched partially (they occur inside many names) and never
-/// probed as values.
-const STOPWORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
-    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but",
-    "by", "can", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
-    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how",
-    "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most", "my", "no", "nor",
-    "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
-    "own", "s", "same", "she", "should", "so", "some", "such", "t", "than", "that", "the", "their",
-    "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too",
-    "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while",
-    "who", "whom", "whose", "why", "will", "with", "you", "your", "yours", "also", "each", "every",
-    "us",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tag {
     Keep,
     Value,
     Schema,
-}
-
-/// One question token: a run of letters and digits (a decimal number keeps its point) or a
-/// single other character.
-#[derive(Debug)]
-pub(crate) struct Token<'q> {
-    pub start: usize,
-    pub text: &'q str,
-    pub lemma: String,
-    pub is_word: bool,
 }
 
 /// Masks `question` against `schema`; `is_value` says whether a lower-cased token occurs in the
@@ -65,7 +41,7 @@ pub fn mask_question(
     let mut tags = vec![Tag::Keep; tokens.len()];
     for (i, token) in tokens.iter().enumerate() {
         let lower = token.text.to_lowercase();
-        if !token.is_word || is_stopword(&lower) {
+        if !token.is_word || is_function_word(&lower) {
             continue;
         }
         // The lemma is probed too: "dogs" should find the cell "dog".
@@ -92,111 +68,6 @@ pub fn mask_question(
     out
 }
 
-pub(crate) fn tokenize(question: &str) -> Vec<Token<'_>> {
-    let chars: Vec<(usize, char)> = question.char_indices().collect();
-    let mut tokens = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let (start, c) = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        let mut j = i + 1;
-        if c.is_alphanumeric() {
-            while j < chars.len() {
-                let d = chars[j].1;
-                let decimal_point = d == '.'
-                    && chars[j - 1].1.is_ascii_digit()
-                    && chars.get(j + 1).is_some_and(|n| n.1.is_ascii_digit());
-                if d.is_alphanumeric() || decimal_point {
-                    j += 1;
-                } else {
-                    break;
-                }
-            }
-        }
-        let end = chars.get(j).map_or(question.len(), |(at, _)| *at);
-        let text = &question[start..end];
-        tokens.push(Token {
-            start,
-            text,
-            lemma: lemmatize(&text.to_lowercase()),
-            is_word: c.is_alphanumeric(),
-        });
-        i = j;
-    }
-    tokens
-}
-
-/// Plural stripping, enough to meet schema names, which are mostly singular nouns.
-fn lemmatize(word: &str) -> String {
-    let len = word.chars().count();
-    if !word.is_ascii() || len < 3 {
-        return word.to_owned();
-    }
-    if len == 3 {
-        // "ids" → "id", but not "has", "yes", "bus", "his".
-        let bytes = word.as_bytes();
-        return if bytes[2] == b's' && !b"aeiosu".contains(&bytes[1]) {
-            word[..2].to_owned()
-        } else {
-            word.to_owned()
-        };
-    }
-    if let Some(stem) = word.strip_suffix("ies")
-        && len > 4
-    {
-        return format!("{stem}y");
-    }
-    for suffix in ["sses", "xes", "ches", "shes", "zzes"] {
-        if word.ends_with(suffix) {
-            return word[..word.len() - 2].to_owned();
-        }
-    }
-    if word.ends_with("ss") || word.ends_with("us") || word.ends_with("is") {
-        return word.to_owned();
-    }
-    word.strip_suffix('s').unwrap_or(word).to_owned()
-}
-
-pub(crate) fn is_stopword(word: &str) -> bool {
-    STOPWORDS.contains(&word)
-}
-
-pub(crate) fn is_number(word: &str) -> bool {
-    word.parse::<f64>().is_ok()
-}
-
-/// A schema name as lemmatized words: `Song_release_year` → `song release year`,
-/// `PetType` → `pet type`, `StuID` → `stu id`.
-pub(crate) fn name_words(name: &str) -> String {
-    let chars: Vec<char> = name.chars().collect();
-    let mut spaced = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        if !c.is_alphanumeric() {
-            spaced.push(' ');
-            continue;
-        }
-        let prev = i.checked_sub(1).map(|p| chars[p]);
-        let next = chars.get(i + 1);
-        let lower_to_upper = c.is_uppercase() && prev.is_some_and(char::is_lowercase);
-        let acronym_end = c.is_uppercase()
-            && prev.is_some_and(char::is_uppercase)
-            && next.is_some_and(|n| n.is_lowercase());
-        if lower_to_upper || acronym_end {
-            spaced.push(' ');
-        }
-        spaced.push(c);
-    }
-    spaced
-        .to_lowercase()
-        .split_whitespace()
-        .map(lemmatize)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Indices of question tokens inside an n-gram that names a table or column.
 fn schema_matches(tokens: &[Token<'_>], schema: &Schema) -> Vec<usize> {
     let mut names: Vec<String> = Vec::new();
@@ -216,7 +87,7 @@ fn schema_matches(tokens: &[Token<'_>], schema: &Schema) -> Vec<usize> {
             let ngram = ngram.join(" ");
             let exact = names.contains(&ngram);
             let partial = || {
-                !window.iter().all(|t| is_stopword(&t.lemma))
+                !window.iter().all(|t| is_function_word(&t.lemma))
                     && names.iter().any(|name| contains_phrase(name, &ngram))
             };
             if exact || partial() {
@@ -229,12 +100,6 @@ fn schema_matches(tokens: &[Token<'_>], schema: &Schema) -> Vec<usize> {
         .enumerate()
         .filter_map(|(i, m)| m.then_some(i))
         .collect()
-}
-
-/// Whether `phrase` occurs in `name` as whole words.
-pub(crate) fn contains_phrase(name: &str, phrase: &str) -> bool {
-    let padded_name = format!(" {name} ");
-    padded_name.contains(&format!(" {phrase} "))
 }
 
 /// A value probe over the values already sampled into the schema (first rows and distinct
@@ -406,34 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn names_and_lemmas() {
-        assert_eq!(name_words("Song_release_year"), "song release year");
-        assert_eq!(name_words("PetType"), "pet type");
-        assert_eq!(name_words("StuID"), "stu id");
-        assert_eq!(name_words("HTMLFile"), "html file");
-        assert_eq!(name_words("singer_in_concert"), "singer in concert");
-        let lemmas = [
-            ("singers", "singer"),
-            ("countries", "country"),
-            ("classes", "class"),
-            ("boxes", "box"),
-            ("status", "status"),
-            ("has", "has"),
-            ("ids", "id"),
-            ("yes", "yes"),
-            ("pets", "pet"),
-        ];
-        for (word, lemma) in lemmas {
-            assert_eq!(lemmatize(word), lemma);
-        }
-    }
-
-    #[test]
-    fn tokenizer_keeps_offsets_and_decimals() {
-        let tokens = tokenize("Age>2.5, ok.");
-        let texts: Vec<&str> = tokens.iter().map(|t| t.text).collect();
-        assert_eq!(texts, ["Age", ">", "2.5", ",", "ok", "."]);
-        assert_eq!(tokens[2].start, 4);
+    fn an_empty_question_masks_to_nothing() {
         assert_eq!(mask_question("", &schema("pets_1"), &mut never), "");
     }
 }

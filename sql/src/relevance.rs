@@ -20,11 +20,12 @@
 //!   stand-in (numbers, and content words that are not among the verbs, adjectives and
 //!   adverbs that Spider questions use to state their intent).
 
-use crate::mask::{MASK, UNK, contains_phrase, is_number, is_stopword, name_words, tokenize};
+use crate::mask::{MASK, UNK};
 use crate::model::ModelCallError;
 use crate::poincare;
 use crate::schema::Schema;
 use crate::value::Value;
+use crate::words::{contains_phrase, is_function_word, is_number, name_words, tokenize};
 
 use crate::model::{ContextEncoder, WordStates};
 
@@ -172,7 +173,7 @@ pub fn relevance_mask(
     for (w, &t) in word_tokens.iter().enumerate() {
         let token = &tokens[t];
         let lower = token.text.to_lowercase();
-        let content = !is_stopword(&token.lemma);
+        let content = !is_function_word(&token.lemma);
         let matching: f64 = items
             .iter()
             .map(|it| {
@@ -345,7 +346,7 @@ pub fn is_noun_or_number(word: &str) -> bool {
     if is_number(word) {
         return true;
     }
-    if is_stopword(word) || INTENT_WORDS.contains(&word) {
+    if is_function_word(word) || INTENT_WORDS.contains(&word) {
         return false;
     }
     let verbish = ["ly", "ing", "ed"]

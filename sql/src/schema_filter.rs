@@ -25,6 +25,7 @@ use crate::linking::with_join_paths;
 use crate::model::{Embedder, ModelCallError, cosine, embed_checked};
 use crate::schema::Schema;
 use crate::value_index::ValueMatch;
+use crate::words::{singular, split_name};
 
 /// The best-scored tables whose subject areas are shown whole.
 pub const LEADING_TABLES: usize = 3;
@@ -43,7 +44,7 @@ const MAX_COLUMN_WORDS: usize = 3;
 const VALUE_WEIGHT: f32 = 0.5;
 
 /// Words too common in questions and names to say which table is meant.
-const STOPWORDS: &[&str] = &[
+const TOO_COMMON_FOR_TABLES: &[&str] = &[
     "the", "and", "for", "with", "what", "which", "who", "how", "many", "all", "are", "was",
     "were", "that", "this", "from", "each", "their", "its", "has", "have", "not", "id", "name",
     "number", "count", "list", "show", "find", "give", "return", "of", "in", "by", "to", "is",
@@ -82,9 +83,13 @@ pub fn table_text(table: &crate::schema::Table) -> String {
     let columns: Vec<String> = table
         .columns
         .iter()
-        .map(|c| words(&c.name).join(" "))
+        .map(|c| split_name(&c.name).join(" "))
         .collect();
-    format!("{}: {}", words(&table.name).join(" "), columns.join(", "))
+    format!(
+        "{}: {}",
+        split_name(&table.name).join(" "),
+        columns.join(", ")
+    )
 }
 
 /// The tables to show for `question`, in schema order; `None` when the schema has at most
@@ -99,10 +104,10 @@ pub fn filter_tables(
     if above == 0 || schema.tables.len() <= above {
         return None;
     }
-    let asked: Vec<String> = words(question)
+    let asked: Vec<String> = split_name(question)
         .into_iter()
-        .filter(|w| w.len() > 2 && !STOPWORDS.contains(&w.as_str()))
-        .map(|w| stem(&w))
+        .filter(|w| w.len() > 2 && !TOO_COMMON_FOR_TABLES.contains(&w.as_str()))
+        .map(|w| singular(&w))
         .collect();
     let mut scored: Vec<(f32, usize)> = schema
         .tables
@@ -112,15 +117,15 @@ pub fn filter_tables(
             let cosine = meaning
                 .and_then(|(tables, q)| tables.vectors.get(i).map(|t| cosine(t, q)))
                 .unwrap_or(0.0);
-            let named = words(&table.name)
+            let named = split_name(&table.name)
                 .iter()
-                .filter(|w| asked.contains(&stem(w)))
+                .filter(|w| asked.contains(&singular(w)))
                 .count();
             let mut column_words: Vec<String> = table
                 .columns
                 .iter()
-                .flat_map(|c| words(&c.name))
-                .map(|w| stem(&w))
+                .flat_map(|c| split_name(&c.name))
+                .map(|w| singular(&w))
                 .filter(|w| asked.contains(w))
                 .collect();
             column_words.sort();
@@ -240,45 +245,6 @@ pub fn subject_areas(schema: &Schema, area_tables: usize) -> Vec<usize> {
     area
 }
 
-/// Lower-case words of a name or a question: `CustomerOrders` and `customer_orders` both give
-/// `customer`, `orders`.
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if !c.is_alphanumeric() {
-            if !current.is_empty() {
-                out.push(std::mem::take(&mut current));
-            }
-            previous_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && previous_lower && !current.is_empty() {
-            out.push(std::mem::take(&mut current));
-        }
-        previous_lower = c.is_lowercase() || c.is_ascii_digit();
-        current.extend(c.to_lowercase());
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
-/// A plural's singular, roughly: enough for "singers" to meet `singer`, "countries" `country`.
-fn stem(word: &str) -> String {
-    if let Some(base) = word.strip_suffix("ies")
-        && base.len() > 2
-    {
-        return format!("{base}y");
-    }
-    if word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") {
-        return word[..word.len() - 1].to_owned();
-    }
-    word.to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,16 +298,6 @@ mod tests {
             ],
             dialect: Default::default(),
         }
-    }
-
-    #[test]
-    fn names_split_into_words_and_plurals_meet_singulars() {
-        assert_eq!(words("CustomerOrders"), ["customer", "orders"]);
-        assert_eq!(words("singer_in_concert"), ["singer", "in", "concert"]);
-        assert_eq!(words("How many singers?"), ["how", "many", "singers"]);
-        assert_eq!(stem("singers"), "singer");
-        assert_eq!(stem("countries"), "country");
-        assert_eq!(stem("class"), "class");
     }
 
     #[test]

@@ -8,9 +8,9 @@
 //! every other, the pair becomes a hint. Single words are embedded alone, so a hint says only
 //! which name a word stands for, never what the question asks.
 
-use crate::mask::{is_number, is_stopword, name_words, tokenize};
 use crate::model::{Embedder, ModelCallError, cosine, embed_checked};
 use crate::schema::Schema;
+use crate::words::{is_function_word, is_number, name_words, tokenize};
 
 /// Cosine similarity at and above which a name is taken to be what a word means. Measured on
 /// all-MiniLM-L6-v2 word pairs: synonyms ("vocalists" and "singer", "towns" and "city", "price"
@@ -163,7 +163,7 @@ fn candidate_words(question: &str, schema_words: &[&str]) -> Vec<String> {
             || inside_quotes
             || capitalized_inside
             || lower.chars().count() < MIN_WORD_CHARS
-            || is_stopword(&lower)
+            || is_function_word(&lower)
             || is_number(&lower)
             || schema_words.contains(&lower.as_str())
             || schema_words.contains(&token.lemma.as_str())

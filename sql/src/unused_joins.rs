@@ -35,8 +35,8 @@ use sqlparser::parser::Parser;
 
 use crate::aggregate::counts_repeated_rows;
 use crate::defect::column_name;
-use crate::mask::{name_words, tokenize};
 use crate::schema::{Schema, Table};
+use crate::words::{name_words, tokenize};
 
 /// `sql` without the joins that give it nothing the question asks for; `None` when no join
 /// was dropped.
@@ -61,7 +61,7 @@ pub fn drop_unused_joins(question: &str, sql: &str, schema: &Schema) -> Option<S
 
 struct Dropper<'a> {
     schema: &'a Schema,
-    /// The question's lemmatized words, space-separated and space-padded.
+    /// The question's words in their singular form, space-separated and space-padded.
     said: String,
     dropped: usize,
 }
@@ -209,7 +209,7 @@ impl Dropper<'_> {
     }
 
     /// Whether a question word is `word` or grows from it: "liked" from `like`, "voting" from
-    /// `vote`. The lemmatizer only meets plurals; a word taken for the table's keeps the join,
+    /// `vote`. Singular forms only undo plurals; a word taken for the table's keeps the join,
     /// so erring this way only keeps more joins.
     fn says_word(&self, word: &str) -> bool {
         let stem = match word.strip_suffix('e') {

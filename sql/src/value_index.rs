@@ -31,7 +31,7 @@ pub const FUZZY_THRESHOLD: f32 = 0.6;
 const MAX_SPAN_WORDS: usize = 4;
 
 /// Words that name nothing a column could store on their own.
-const STOPWORDS: &[&str] = &[
+const NEVER_VALUES: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "has",
     "have", "how", "in", "is", "it", "its", "many", "much", "of", "on", "or", "the", "their",
     "them", "there", "they", "this", "to", "was", "were", "what", "when", "where", "which", "who",
@@ -132,7 +132,7 @@ impl ValueIndex {
         if value.chars().count() > max_chars
             || normalized.chars().count() < 2
             || !looks_like_a_name
-            || STOPWORDS.contains(&normalized.as_str())
+            || NEVER_VALUES.contains(&normalized.as_str())
         {
             return;
         }
@@ -184,7 +184,7 @@ impl ValueIndex {
         };
         for n in 1..=MAX_SPAN_WORDS.min(words.len()) {
             for window in words.windows(n) {
-                if window.iter().all(|w| STOPWORDS.contains(&w.as_str())) {
+                if window.iter().all(|w| NEVER_VALUES.contains(&w.as_str())) {
                     continue;
                 }
                 let span = window.join(" ");
