@@ -18,6 +18,7 @@ mod grammar;
 mod handle;
 pub mod ids;
 pub mod kv_cache;
+mod logit_rows;
 mod logits_constraint;
 mod paged_attention;
 pub mod prefix_cache;

@@ -17,6 +17,21 @@ pub trait LogitsConstraint: Send {
     /// Advances the constraint's state past `token`, which the sampler has just chosen.
     fn commit(&mut self, token: u32);
 
+    /// The tokens `mask` allows after `generated`, as a bitset over `vocab` ids (bit `i % 32`
+    /// of word `i / 32`), for a choice made where the logits are (a GPU). Built from `mask`
+    /// on a row of zeros, so every constraint has it at the cost of one mask.
+    fn allowed_bits(&mut self, generated: &[u32], vocab: usize) -> Vec<u32> {
+        let mut row = vec![0.0f32; vocab];
+        self.mask(generated, &mut row);
+        let mut bits = vec![0u32; vocab.div_ceil(32)];
+        for (i, l) in row.iter().enumerate() {
+            if l.is_finite() {
+                bits[i / 32] |= 1 << (i % 32);
+            }
+        }
+        bits
+    }
+
     /// Why the constraint stopped restricting the sequence, if it gave up part way (the
     /// sequence then went on unconstrained).
     fn failure(&self) -> Option<&str> {
@@ -74,6 +89,13 @@ impl LogitsConstraint for AllowedTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_allowed_bits_are_the_tokens_the_mask_keeps() {
+        let mut c = AllowedTokens::new([0, 31, 32, 69, 500]);
+        let bits = c.allowed_bits(&[], 70);
+        assert_eq!(bits, vec![1 | 1 << 31, 1, 1 << 5]);
+    }
 
     #[test]
     fn only_allowed_tokens_keep_their_logits() {

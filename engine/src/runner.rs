@@ -19,12 +19,13 @@ use crate::device_attention::DevicePagedAttention;
 use crate::device_kv::DeviceKvStore;
 use crate::engine_error::EngineError;
 use crate::ids::RequestId;
+use crate::logit_rows::{LogitRow, draws_on_device, logit_rows};
 use crate::logits_constraint::LogitsConstraint;
 use crate::paged_attention::{PagedAttention, SeqBlocks};
 use crate::prefix_cache::CacheKey;
 use crate::prompt_lookup::DraftSource;
 use crate::request::{EngineEvent, FinishEvent, GenerateRequest, TokenEvent};
-use crate::sampler::Sampler;
+use crate::sampler::{DevicePolicy, Sampler};
 use crate::scheduler::{NewRequest, Scheduler};
 use crate::shared::{Command, Shared};
 use crate::step::{StepPlan, StepResult};
@@ -471,21 +472,49 @@ impl Runner {
     }
 
     fn sample(&mut self, plan: &StepPlan, logits: Option<Tensor>) -> Vec<StepResult> {
-        // Which logit rows can be chosen by a plain arg-max: one flag per row, each sampling
-        // sequence giving one row per draft token and one before them.
-        let plain: Vec<bool> = plan
-            .seqs
-            .iter()
-            .filter(|s| s.samples)
-            .flat_map(|s| {
-                let plain = self
-                    .active
-                    .get(&s.request_id)
-                    .is_none_or(|a| a.sampler.is_plain_greedy());
-                std::iter::repeat_n(plain, s.drafts + 1)
-            })
-            .collect();
-        let rows: Vec<LogitRow> = match logits.map(|l| logit_rows(l, &plain)) {
+        // Which logit rows are chosen where the logits are, and by what policy: one entry per
+        // row, each sampling sequence giving one row per draft token and one before them.
+        // Only a device draws sampled or masked rows, so only there does a sampler hand over a
+        // draw and its constraint's mask.
+        let on_device = logits.as_ref().is_some_and(draws_on_device);
+        let vocab = logits
+            .as_ref()
+            .and_then(|l| l.dims2().ok())
+            .map_or(0, |(_, v)| v);
+        let draws: Vec<Option<DevicePolicy>> = {
+            let mut by_id: HashMap<RequestId, &mut Active> =
+                self.active.iter_mut().map(|(id, a)| (*id, a)).collect();
+            let mut sampling: Vec<(usize, Option<&mut Active>)> = plan
+                .seqs
+                .iter()
+                .filter(|s| s.samples)
+                .map(|s| (s.drafts + 1, by_id.remove(&s.request_id)))
+                .collect();
+            let policy = |a: &mut Option<&mut Active>| match a {
+                // Cancelled: its row is not read.
+                None => Some(DevicePolicy::GREEDY),
+                Some(a) if on_device => a.sampler.device_policy(&a.generated, vocab),
+                Some(a) => a.sampler.is_plain_greedy().then_some(DevicePolicy::GREEDY),
+            };
+            let masks = sampling
+                .iter()
+                .filter(|(_, a)| a.as_ref().is_some_and(|a| a.sampler.is_constrained()))
+                .count();
+            // A grammar mask costs about a millisecond: two or more go in parallel.
+            let policies: Vec<Option<DevicePolicy>> = if on_device && masks >= 2 {
+                use rayon::prelude::*;
+                sampling.par_iter_mut().map(|(_, a)| policy(a)).collect()
+            } else {
+                sampling.iter_mut().map(|(_, a)| policy(a)).collect()
+            };
+            // Drafts are only checked for greedy sequences, whose policy draws nothing.
+            policies
+                .into_iter()
+                .zip(&sampling)
+                .flat_map(|(p, (rows, _))| std::iter::repeat_n(p, *rows))
+                .collect()
+        };
+        let rows: Vec<LogitRow> = match logits.map(|l| logit_rows(l, &draws)) {
             Some(Ok(rows)) => rows,
             Some(Err(e)) => {
                 tracing::error!(error = %e, "reading logits failed");
@@ -629,68 +658,6 @@ impl Runner {
     }
 }
 
-/// One row of a step's logits as sampling receives it.
-#[derive(Debug, PartialEq)]
-enum LogitRow {
-    /// The row itself, on the host.
-    Values(Vec<f32>),
-    /// Its arg-max, taken where the logits are (`None`: no finite logit), for a row whose
-    /// sequence is plain greedy; `vocab` for the error message.
-    Chosen { token: Option<u32>, vocab: usize },
-}
-
-/// The step's logits `[rows, vocab]` for sampling; `plain[i]` says whether row `i` belongs to a
-/// plain greedy sequence (its token is the arg-max of the raw logits). Those rows' arg-max is
-/// taken where the logits are: on a CUDA device with Quorum's kernels only their ids cross to
-/// the host, and only the other rows (sampled, constrained, penalised) are copied whole, so one
-/// sampling sequence does not make a step copy every row's vocabulary. Elsewhere the host takes
-/// the arg-max with the sampler's own rule.
-fn logit_rows(logits: Tensor, plain: &[bool]) -> candle_core::Result<Vec<LogitRow>> {
-    let (rows, vocab) = logits.dims2()?;
-    if plain.len() != rows {
-        candle_core::bail!("{rows} logit rows for {} sampling rows", plain.len());
-    }
-    #[cfg(feature = "cuda")]
-    if logits.device().is_cuda() && quorum_kernels::cuda::enabled() && plain.contains(&true) {
-        let ids = quorum_kernels::cuda::device::argmax_rows(&logits)?.to_vec1::<u32>()?;
-        let whole: Vec<u32> = (0..rows as u32).filter(|&i| !plain[i as usize]).collect();
-        let mut copied = if whole.is_empty() {
-            Vec::new()
-        } else {
-            let index = Tensor::new(whole.as_slice(), logits.device())?;
-            logits.index_select(&index, 0)?.to_vec2::<f32>()?
-        }
-        .into_iter();
-        let none = quorum_kernels::cuda::reference::NO_TOKEN;
-        return ids
-            .into_iter()
-            .zip(plain)
-            .map(|(id, &plain)| match plain {
-                true => Ok(LogitRow::Chosen {
-                    token: (id != none).then_some(id),
-                    vocab,
-                }),
-                false => copied
-                    .next()
-                    .map(LogitRow::Values)
-                    .ok_or_else(|| candle_core::Error::Msg("a copied logit row is missing".into())),
-            })
-            .collect();
-    }
-    Ok(logits
-        .to_vec2::<f32>()?
-        .into_iter()
-        .zip(plain)
-        .map(|(row, &plain)| match plain {
-            true => LogitRow::Chosen {
-                token: crate::sampler::argmax(&row),
-                vocab,
-            },
-            false => LogitRow::Values(row),
-        })
-        .collect())
-}
-
 /// One sequence's share of a step's sampling.
 struct SampleJob<'a> {
     request_id: RequestId,
@@ -787,60 +754,5 @@ fn sample_one(a: &mut Active, row: Option<LogitRow>, now: Instant) -> (u32, bool
             a.error = Some(e.to_string());
             (0, true)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use candle_core::{Device, Tensor};
-
-    use super::{LogitRow, logit_rows};
-
-    fn logits() -> Tensor {
-        let rows: [[f32; 4]; 3] = [
-            [0.5, 2.0, -1.0, 2.0],
-            [f32::NAN, f32::NEG_INFINITY, f32::NAN, f32::NEG_INFINITY],
-            [1.0, -3.0, 4.0, 0.0],
-        ];
-        Tensor::new(&rows, &Device::Cpu).unwrap()
-    }
-
-    #[test]
-    fn a_mixed_step_hands_over_only_the_rows_that_are_not_plain_greedy() {
-        let rows = logit_rows(logits(), &[true, true, false]).unwrap();
-        assert_eq!(
-            rows,
-            vec![
-                // Ties go to the lowest id, as the sampler's own rule has it.
-                LogitRow::Chosen {
-                    token: Some(1),
-                    vocab: 4
-                },
-                LogitRow::Chosen {
-                    token: None,
-                    vocab: 4
-                },
-                LogitRow::Values(vec![1.0, -3.0, 4.0, 0.0]),
-            ]
-        );
-        let rows = logit_rows(logits(), &[false, false, true]).unwrap();
-        assert!(matches!(&rows[0], LogitRow::Values(v) if v[1] == 2.0));
-        assert!(matches!(&rows[1], LogitRow::Values(v) if v[0].is_nan()));
-        assert_eq!(
-            rows[2],
-            LogitRow::Chosen {
-                token: Some(2),
-                vocab: 4
-            }
-        );
-    }
-
-    #[test]
-    fn flags_that_do_not_match_the_rows_are_an_error() {
-        let err = logit_rows(logits(), &[true, false]).unwrap_err();
-        assert!(
-            err.to_string().contains("3 logit rows for 2 sampling rows"),
-            "{err}"
-        );
     }
 }

@@ -84,6 +84,38 @@ fn heavier_first(a: &Candidate, b: &Candidate) -> Ordering {
     b.value.total_cmp(&a.value).then(a.id.cmp(&b.id))
 }
 
+/// One step's sampling policy for a choice made where the logits are: the device kernel keeps
+/// the tokens [`Sampler::sample`] keeps (the constraint's allowed ones, then temperature, top-k
+/// and top-p over the finite logits) and draws with the same uniform number, walking the kept
+/// tokens in id order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DevicePolicy {
+    /// `0.0`: the arg-max.
+    pub temperature: f32,
+    /// `0`: no top-k.
+    pub top_k: u32,
+    pub top_p: f32,
+    /// In `[0, 1)`; unused when greedy.
+    pub uniform: f64,
+    /// The constraint's allowed tokens, one bit each; `None`: every finite logit.
+    pub allowed: Option<Vec<u32>>,
+}
+
+impl DevicePolicy {
+    pub const GREEDY: Self = Self {
+        temperature: 0.0,
+        top_k: 0,
+        top_p: 1.0,
+        uniform: 0.0,
+        allowed: None,
+    };
+
+    /// The plain arg-max: greedy over every finite logit.
+    pub fn is_plain_greedy(&self) -> bool {
+        self.temperature == 0.0 && self.allowed.is_none()
+    }
+}
+
 /// Per-sequence sampling state: the policy, a seeded RNG, an optional constraint and scratch
 /// buffers reused across steps so that sampling allocates nothing in the steady state.
 pub struct Sampler {
@@ -165,15 +197,52 @@ impl Sampler {
             && self.candidate_token_ids.is_empty()
     }
 
-    /// The outcome of a plain greedy step whose arg-max was taken elsewhere: `token`, or `None`
-    /// when the row had no finite logit. Only for a sampler that [`Self::is_plain_greedy`].
+    /// This step's policy for a choice made where the logits are (a GPU): temperature, top-k,
+    /// top-p, the constraint's allowed tokens after `generated` as a bitset over `vocab` ids,
+    /// and, when sampling, the uniform draw the host path would have taken from this
+    /// sequence's generator (it is taken now, so the stream of draws is the same on both
+    /// paths). `None` when the step needs the whole row here: a repetition penalty,
+    /// log-probabilities or candidate ids. The choice comes back through [`Self::chosen`].
+    pub fn device_policy(&mut self, generated: &[u32], vocab: usize) -> Option<DevicePolicy> {
+        if self.repetition_penalty != 1.0 || self.logprobs || !self.candidate_token_ids.is_empty() {
+            return None;
+        }
+        let allowed = self
+            .constraint
+            .as_mut()
+            .map(|c| c.allowed_bits(generated, vocab));
+        let (temperature, top_k, top_p, uniform) = if self.temperature == 0.0 {
+            (0.0, 0, 1.0, 0.0)
+        } else {
+            let top_k = u32::try_from(self.top_k).unwrap_or(u32::MAX);
+            (
+                self.temperature,
+                top_k,
+                self.top_p,
+                self.rng.random::<f64>(),
+            )
+        };
+        Some(DevicePolicy {
+            temperature,
+            top_k,
+            top_p,
+            uniform,
+            allowed,
+        })
+    }
+
+    /// The outcome of a step whose token was chosen elsewhere by [`Self::device_policy`]'s
+    /// policy (or, for a plain greedy sequence, by the arg-max): `token`, or `None` when nothing
+    /// could be chosen. The constraint, if any, is committed with the token.
     pub fn chosen(
         &mut self,
         token: Option<u32>,
         vocab_size: usize,
     ) -> Result<SampleOutcome, SamplerError> {
-        debug_assert!(self.is_plain_greedy());
         let token = token.ok_or(SamplerError::NoViableToken { vocab_size })?;
+        if let Some(constraint) = self.constraint.as_mut() {
+            constraint.commit(token);
+        }
         Ok(SampleOutcome {
             token,
             logprob: None,

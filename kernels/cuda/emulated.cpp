@@ -53,7 +53,13 @@ typedef __nv_bfloat16 bf16;
           P(scores, len, context, start))                                                         \
   EMULATE(fixed_order_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out), \
           P(y, x, w, rows, in, out))                                                              \
-  EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))
+  EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))   \
+  EMULATE(sample_##SUFFIX,                                                                        \
+          P(uint32_t *ids, const T *logits, int vocab, const float *temperatures,                 \
+            const uint32_t *top_ks, const float *top_ps, const double *uniforms,                  \
+            const uint32_t *masks, const int *mask_of_row, int mask_words),                       \
+          P(ids, logits, vocab, temperatures, top_ks, top_ps, uniforms, masks, mask_of_row,       \
+            mask_words))
 
 EMULATE_TYPED(float, f32)
 EMULATE_TYPED(bf16, bf16)
@@ -69,4 +75,5 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[6] = quorum::SOFTMAX_THREADS;
   limits[7] = quorum::MATMUL_THREADS;
   limits[8] = quorum::MATMUL_TILE;
+  limits[9] = quorum::SAMPLE_THREADS;
 }

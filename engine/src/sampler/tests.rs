@@ -493,3 +493,83 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_device_draw_takes_the_uniform_the_host_draw_would_have() {
+    let p = SamplingParams {
+        top_k: 7,
+        top_p: 0.9,
+        ..params(0.8, 42)
+    };
+    let logits: Vec<f32> = (0..50).map(|i| ((i * 37) % 11) as f32 * 0.3).collect();
+    // One step drawn elsewhere, one on the host: the generator is where a host step leaves it.
+    let mut device = Sampler::new(&p);
+    let policy = device
+        .device_policy(&[], 50)
+        .expect("an unpenalised sampler draws anywhere");
+    assert_eq!(
+        (policy.temperature, policy.top_k, policy.top_p),
+        (0.8, 7, 0.9)
+    );
+    assert!((0.0..1.0).contains(&policy.uniform));
+    assert_eq!(device.chosen(Some(3), 50).expect("chosen").token, 3);
+    let mut host = Sampler::new(&p);
+    host.sample(&mut logits.clone(), &[], &[]).expect("sampled");
+    assert_eq!(
+        device
+            .sample(&mut logits.clone(), &[], &[])
+            .expect("sampled"),
+        host.sample(&mut logits.clone(), &[], &[]).expect("sampled"),
+    );
+    // The same seed gives the same draw.
+    assert_eq!(Sampler::new(&p).device_policy(&[], 50), Some(policy));
+    assert_eq!(
+        Sampler::new(&SamplingParams::greedy()).device_policy(&[], 50),
+        Some(DevicePolicy::GREEDY)
+    );
+}
+
+#[test]
+fn steps_that_need_the_whole_row_have_no_device_policy() {
+    let penalised = SamplingParams {
+        repetition_penalty: 1.2,
+        ..params(0.8, 1)
+    };
+    let logprobs = SamplingParams {
+        logprobs: true,
+        ..params(0.8, 1)
+    };
+    let candidates = SamplingParams {
+        candidate_token_ids: vec![1],
+        ..SamplingParams::greedy()
+    };
+    for p in [penalised, logprobs, candidates] {
+        assert_eq!(Sampler::new(&p).device_policy(&[], 50), None, "{p:?}");
+    }
+}
+
+#[test]
+fn a_constrained_device_step_carries_the_mask_and_commits_the_choice() {
+    /// Forbids repeating the last token; records what is committed.
+    struct NoRepeat(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
+    impl LogitsConstraint for NoRepeat {
+        fn mask(&mut self, generated: &[u32], logits: &mut [f32]) {
+            if let Some(&last) = generated.last() {
+                logits[last as usize] = NINF;
+            }
+        }
+        fn commit(&mut self, token: u32) {
+            self.0.lock().expect("lock").push(token);
+        }
+    }
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut s = Sampler::new(&params(0.8, 1)).with_constraint(Box::new(NoRepeat(log.clone())));
+    let policy = s
+        .device_policy(&[7, 8], 40)
+        .expect("a constrained sampler draws anywhere");
+    assert!(!policy.is_plain_greedy());
+    // Token 8 is forbidden; ids 32-39 fill the second word's low byte.
+    assert_eq!(policy.allowed, Some(vec![!(1 << 8), 0xff]));
+    assert_eq!(s.chosen(Some(5), 40).expect("chosen").token, 5);
+    assert_eq!(*log.lock().expect("lock"), vec![5]);
+}

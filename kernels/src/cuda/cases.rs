@@ -4,6 +4,8 @@
 
 use candle_core::DType;
 
+use super::sampling::{SamplingRows, mask_words};
+
 /// A value as it reads back after being stored as `dtype`.
 pub fn round_to(dtype: DType, x: f32) -> f32 {
     match dtype {
@@ -218,6 +220,28 @@ pub struct ArgmaxCase {
 }
 
 impl ArgmaxCase {
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            logits: rounded(dtype, &self.logits),
+            ..self.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SampleCase {
+    pub vocab: usize,
+    /// `[rows, vocab]`
+    pub logits: Vec<f32>,
+    pub policies: SamplingRows,
+}
+
+impl SampleCase {
+    pub fn rows(&self) -> usize {
+        self.logits.len() / self.vocab
+    }
+
     /// The case with every input the kernel reads in `dtype` rounded to it.
     pub fn rounded(&self, dtype: DType) -> Self {
         Self {
@@ -444,4 +468,74 @@ pub fn argmax_case() -> ArgmaxCase {
     second[10] = f32::NAN;
     logits[3 * vocab - 1] = 10.0;
     ArgmaxCase { vocab, logits }
+}
+
+/// One row per policy over 1,001 tokens: plain temperature; top-k 5 whose boundary falls inside
+/// a tie (the lower ids kept); top-k with top-p; top-p under an allowed-token bitset that also
+/// allows an infinity and a NaN (never drawn); greedy under a bitset with a tie (the lower id);
+/// a bitset whose only token has a logit of -inf (no token); a bitset of one token. The top-p
+/// values and the draws are approximate here: the checks move them to the middle of the
+/// interval they fall in (`reference::with_margins`).
+pub fn sample_policies_case() -> SampleCase {
+    let vocab = 1_001;
+    let rows = 7;
+    let mut v = Values::new(11);
+    let mut logits = v.take(rows * vocab, 4.0);
+    let row = |r: usize, id: usize| r * vocab + id;
+    for id in [100, 200, 300, 400] {
+        logits[row(1, id)] = 9.0;
+    }
+    for id in [50, 60, 70] {
+        logits[row(1, id)] = 8.0;
+    }
+    let words = mask_words(vocab);
+    let mut masks = vec![0u32; 4 * words];
+    let mut allow = |mask: usize, id: usize| masks[mask * words + id / 32] |= 1 << (id % 32);
+    for id in (0..vocab).step_by(7).chain([1_000]) {
+        allow(0, id);
+    }
+    logits[row(3, 49)] = f32::INFINITY;
+    logits[row(3, 56)] = f32::NAN;
+    for id in [14, 21, 28, 35] {
+        allow(1, id);
+    }
+    logits[row(4, 14)] = 7.5;
+    logits[row(4, 21)] = 7.5;
+    allow(2, 3);
+    logits[row(5, 3)] = f32::NEG_INFINITY;
+    allow(3, 999);
+    SampleCase {
+        vocab,
+        logits,
+        policies: SamplingRows {
+            temperatures: vec![0.7, 1.0, 0.8, 1.2, 0.0, 0.9, 1.3],
+            top_ks: vec![0, 5, 60, 0, 0, 0, 0],
+            top_ps: vec![1.0, 1.0, 0.7, 0.9, 1.0, 1.0, 1.0],
+            uniforms: vec![0.37, 0.93, 0.55, 0.1, 0.5, 0.5, 0.5],
+            masks,
+            mask_of_row: vec![-1, -1, -1, 0, 1, 2, 3],
+        },
+    }
+}
+
+/// One row of 37 tokens (30 allowed, top-k 12, top-p about 0.85, temperature 0.9): the checks
+/// draw at both ends of every kept token's interval of [0, 1) (`reference::at_interval_ends`).
+pub fn sample_distribution_case() -> SampleCase {
+    let vocab = 37;
+    let mut mask = 0u64;
+    for id in (0..vocab).filter(|id| id % 5 != 2) {
+        mask |= 1 << id;
+    }
+    SampleCase {
+        vocab,
+        logits: Values::new(12).take(vocab, 3.0),
+        policies: SamplingRows {
+            temperatures: vec![0.9],
+            top_ks: vec![12],
+            top_ps: vec![0.85],
+            uniforms: vec![0.5],
+            masks: vec![mask as u32, (mask >> 32) as u32],
+            mask_of_row: vec![0],
+        },
+    }
 }

@@ -7,7 +7,7 @@ use candle_core::DType;
 use super::cases::MatmulCase;
 use super::cases::{
     activation_case, argmax_case, attention_case, lora_case, matmul_cases, norm_cases,
-    rotary_cases, round_to, softmax_cases,
+    rotary_cases, round_to, sample_distribution_case, sample_policies_case, softmax_cases,
 };
 use super::reference;
 use super::runner::KernelRunner;
@@ -195,6 +195,45 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
             Err(e) => failed(e),
         };
         report("argmax", "ties, infinities, NaN", failure);
+        let case = reference::centered_draws(&reference::centered_top_p(
+            &sample_policies_case().rounded(dtype),
+        ));
+        let failure = match runner.sample(&case, dtype) {
+            Ok(got) => {
+                let want = reference::sample(&case);
+                (got != want).then(|| format!("ids {got:?}, expected {want:?}"))
+            }
+            Err(e) => failed(e),
+        };
+        report(
+            "sample",
+            "temperature, top-k in a tie, top-p, bitsets, greedy, nothing allowed",
+            failure,
+        );
+        // Every policy that samples, drawn at the ends of its kept tokens' intervals: over
+        // 1,001 tokens (runs of 4 ids a thread) temperature alone, the top-k boundary in a
+        // tie, top-p under top-k, top-p under a bitset; over 37 (one id a thread) all at once.
+        let policies = reference::centered_top_p(&sample_policies_case().rounded(dtype));
+        let distribution = reference::centered_top_p(&sample_distribution_case().rounded(dtype));
+        for (name, case, rows) in [
+            (
+                "1,001 tokens: temperature, top-k in a tie, top-k and top-p, bitset and top-p",
+                &policies,
+                &[0, 1, 2, 3][..],
+            ),
+            (
+                "37 tokens: bitset, top-k and top-p",
+                &distribution,
+                &[0][..],
+            ),
+        ] {
+            let (case, want) = reference::at_interval_ends(case, rows, 8);
+            let failure = match runner.sample(&case, dtype) {
+                Ok(got) => (got != want).then(|| format!("ids {got:?}, expected {want:?}")),
+                Err(e) => failed(e),
+            };
+            report("sample at both ends of kept intervals", name, failure);
+        }
     }
     reports
 }

@@ -9,6 +9,7 @@ use candle_core::{DType, Device, Result, Shape, Storage, Tensor, WithDType, bail
 use half::bf16;
 
 use super::launch::{self, LaunchShape};
+use super::sampling::{SamplingRows, mask_words};
 
 /// One PTX module of `kernels/cuda/`.
 struct Module {
@@ -513,7 +514,7 @@ pub fn causal_softmax(scores: &Tensor, len: usize, start: usize) -> Result<()> {
     if !scores.is_contiguous()
         || len == 0
         || context == 0
-        || scores.elem_count() % (context * len) != 0
+        || !scores.elem_count().is_multiple_of(context * len)
     {
         bail!(
             "causal_softmax: scores {:?} (contiguous: {}) for chunks of {len} queries",
@@ -596,6 +597,59 @@ pub fn argmax_rows(logits: &Tensor) -> Result<Tensor> {
             // SAFETY: as above.
             unsafe { b.launch(config(shape)) }.w()?;
             drop((lg, ig));
+        }
+        Ok(ids)
+    })
+}
+
+/// Each row's token under its own policy in `rows` (temperature, top-k, top-p, allowed-token
+/// bitset, the host's uniform draw), from `logits` `[rows, vocab]`: u32 `[rows]`,
+/// [`super::reference::NO_TOKEN`] for a row with nothing allowed. Only the policies go up and
+/// only the ids come back.
+pub fn sample_rows(logits: &Tensor, rows: &SamplingRows) -> Result<Tensor> {
+    let dev = cuda_device(logits)?;
+    let (n, vocab) = logits.dims2()?;
+    if rows.rows() != n {
+        bail!("sample_rows: {n} logit rows for {} policies", rows.rows());
+    }
+    rows.validate(vocab)
+        .map_err(|e| candle_core::Error::Msg(format!("sample_rows: {e}")))?;
+    if n == 0 {
+        return Tensor::zeros(0, DType::U32, logits.device());
+    }
+    let shape = launch::sample(n).map_err(shape_error)?;
+    let logits = logits.contiguous()?;
+    let device = logits.device();
+    let temperatures = Tensor::from_slice(&rows.temperatures, n, device)?;
+    let top_ks = Tensor::from_slice(&rows.top_ks, n, device)?;
+    let top_ps = Tensor::from_slice(&rows.top_ps, n, device)?;
+    let uniforms = Tensor::from_slice(&rows.uniforms, n, device)?;
+    // A launch argument must point somewhere even when no row has a bitset.
+    let masks = if rows.masks.is_empty() {
+        Tensor::zeros(1, DType::U32, device)?
+    } else {
+        Tensor::from_slice(&rows.masks, rows.masks.len(), device)?
+    };
+    let mask_of_row = Tensor::from_slice(&rows.mask_of_row, n, device)?;
+    with_element!(logits.dtype(), T => {
+        let ids = empty::<u32>(&dev, n)?;
+        {
+            view!(lg, lv, &logits, T);
+            view!(ig, iv, &ids, u32);
+            view!(tg, tv, &temperatures, f32);
+            view!(kg, kv, &top_ks, u32);
+            view!(pg, pv, &top_ps, f32);
+            view!(ug, uv, &uniforms, f64);
+            view!(mg, mv, &masks, u32);
+            view!(rg, rv, &mask_of_row, i32);
+            let func = kernel!(dev, SAMPLING, "sample", T)?;
+            let mut b = func.builder();
+            let (v, w) = (vocab as i32, mask_words(vocab) as i32);
+            b.arg(&iv).arg(&lv).arg(&v).arg(&tv).arg(&kv).arg(&pv).arg(&uv).arg(&mv).arg(&rv).arg(&w);
+            // SAFETY: as above; the policies were validated against the logits' shape, so
+            // every bitset a row names lies inside `masks`.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((lg, ig, tg, kg, pg, ug, mg, rg));
         }
         Ok(ids)
     })

@@ -5,7 +5,7 @@ use candle_core::{DType, Device, Result, Tensor};
 
 use super::cases::{
     ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SoftmaxCase,
+    SampleCase, SoftmaxCase,
 };
 use super::device::{self, KvWrite, LoraStack, PagedAttention, RotaryTables};
 use super::runner::KernelRunner;
@@ -158,5 +158,10 @@ impl KernelRunner for DeviceRunner {
         let rows = case.logits.len() / case.vocab;
         let logits = self.upload(&case.logits, &[rows, case.vocab], dtype)?;
         device::argmax_rows(&logits)?.to_vec1()
+    }
+
+    fn sample(&self, case: &SampleCase, dtype: DType) -> Result<Vec<u32>> {
+        let logits = self.upload(&case.logits, &[case.rows(), case.vocab], dtype)?;
+        device::sample_rows(&logits, &case.policies)?.to_vec1()
     }
 }

@@ -9,11 +9,12 @@ use half::bf16;
 
 use super::cases::{
     ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SoftmaxCase,
+    SampleCase, SoftmaxCase,
 };
 use super::check;
 use super::launch::{self, LaunchShape};
 use super::runner::KernelRunner;
+use super::sampling::mask_words;
 
 type P = *const c_void;
 type M = *mut c_void;
@@ -58,6 +59,10 @@ entry_points! {
     emulate_fixed_order_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
     emulate_argmax_f32(ids: M, logits: P, vocab: c_int);
     emulate_argmax_bf16(ids: M, logits: P, vocab: c_int);
+    emulate_sample_f32(ids: M, logits: P, vocab: c_int, temperatures: P, top_ks: P, top_ps: P,
+        uniforms: P, masks: P, mask_of_row: P, mask_words: c_int);
+    emulate_sample_bf16(ids: M, logits: P, vocab: c_int, temperatures: P, top_ks: P, top_ps: P,
+        uniforms: P, masks: P, mask_of_row: P, mask_words: c_int);
 }
 
 /// Host buffers in a kernel's element type.
@@ -362,6 +367,33 @@ impl KernelRunner for EmulatedRunner {
         );
         Ok(ids)
     }
+
+    fn sample(&self, case: &SampleCase, dtype: DType) -> Result<Vec<u32>> {
+        let p = &case.policies;
+        p.validate(case.vocab)
+            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let rows = case.rows();
+        let logits = Buf::new(dtype, &case.logits);
+        let mut ids = vec![0u32; rows];
+        let shape = launch::sample(rows).map_err(shape_error)?;
+        launch!(
+            dtype,
+            shape,
+            emulate_sample_f32,
+            emulate_sample_bf16,
+            ids.as_mut_ptr().cast(),
+            logits.ptr(),
+            case.vocab as c_int,
+            p.temperatures.as_ptr().cast(),
+            p.top_ks.as_ptr().cast(),
+            p.top_ps.as_ptr().cast(),
+            p.uniforms.as_ptr().cast(),
+            p.masks.as_ptr().cast(),
+            p.mask_of_row.as_ptr().cast(),
+            mask_words(case.vocab) as c_int
+        );
+        Ok(ids)
+    }
 }
 
 #[test]
@@ -373,13 +405,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 13, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 16, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 9];
-    // SAFETY: the function writes exactly nine ints.
+    let mut limits = [0 as c_int; 10];
+    // SAFETY: the function writes exactly ten ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -391,6 +423,7 @@ fn the_launch_constants_are_the_kernels() {
         launch::SOFTMAX_THREADS as c_int,
         launch::MATMUL_THREADS as c_int,
         launch::MATMUL_TILE as c_int,
+        launch::SAMPLE_THREADS as c_int,
     ];
     assert_eq!(limits, want);
 }

@@ -19,6 +19,7 @@ pub const MAX_HEAD_DIM: usize = 256;
 pub const SHRINK_THREADS: u32 = 256;
 pub const EXPAND_THREADS: u32 = 256;
 pub const ARGMAX_THREADS: u32 = 256;
+pub const SAMPLE_THREADS: u32 = 256;
 pub const SOFTMAX_THREADS: u32 = 256;
 pub const MATMUL_THREADS: u32 = 256;
 /// Rows and outputs of one `fixed_order_matmul` block.
@@ -187,6 +188,14 @@ pub fn argmax(rows: usize) -> Result<LaunchShape, LaunchError> {
     Ok(LaunchShape {
         grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
         threads: ARGMAX_THREADS,
+    })
+}
+
+/// One block per row; its threads split the vocabulary into contiguous runs.
+pub fn sample(rows: usize) -> Result<LaunchShape, LaunchError> {
+    Ok(LaunchShape {
+        grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
+        threads: SAMPLE_THREADS,
     })
 }
 

@@ -12,7 +12,9 @@
 //! - `fixed_order_matmul`: `x · wᵀ` with each output summed in input order by one thread, so a
 //!   row's result does not depend on the batch (the batch-invariant mode's projections);
 //! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
-//! - `argmax`: greedy sampling on the device.
+//! - `argmax`: greedy sampling on the device;
+//! - `sample`: temperature, top-k, top-p and allowed-token bitsets on the device, each row its
+//!   own policy ([`sampling::SamplingRows`]) and the host's uniform draw.
 //!
 //! `build.rs` compiles them to PTX under the `cuda` feature ([`device`] launches them on candle
 //! tensors) and, on every build, for the CPU through `cuda/cpu_emulation.h`: the tests run the
@@ -30,6 +32,7 @@ mod emulated;
 pub mod launch;
 pub mod reference;
 pub mod runner;
+pub mod sampling;
 
 #[cfg(feature = "cuda")]
 pub use device_runner::DeviceRunner;

@@ -7,7 +7,7 @@ use candle_core::DType;
 
 use super::cases::{
     ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SoftmaxCase, round_to,
+    SampleCase, SoftmaxCase, round_to,
 };
 
 /// `(sum, out)`: the residual stream `x + residual` (stored in `dtype`) and its RMSNorm.
@@ -202,6 +202,186 @@ pub fn argmax(case: &ArgmaxCase) -> Vec<u32> {
 
 /// What the arg-max kernel writes for a row with no finite logit.
 pub const NO_TOKEN: u32 = u32::MAX;
+
+/// Row `r`'s logits.
+fn sample_row(case: &SampleCase, r: usize) -> &[f32] {
+    &case.logits[r * case.vocab..(r + 1) * case.vocab]
+}
+
+/// Row `r`'s allowed tokens (finite, passing its bitset) after top-k: heaviest first, ties to
+/// the lower id, each with its weight `exp((logit - max) / temperature)` (in f32, as the
+/// kernel computes it). Empty for a greedy row.
+fn top_k_heaviest_first(case: &SampleCase, r: usize) -> Vec<(u32, f64)> {
+    let p = &case.policies;
+    let temperature = p.temperatures[r];
+    let mut allowed: Vec<(u32, f32)> = sample_row(case, r)
+        .iter()
+        .enumerate()
+        .filter(|&(i, v)| v.is_finite() && p.allows(r, i, case.vocab))
+        .map(|(i, &v)| (i as u32, v))
+        .collect();
+    if temperature == 0.0 || allowed.is_empty() {
+        return Vec::new();
+    }
+    allowed.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let k = p.top_ks[r] as usize;
+    if k > 0 {
+        allowed.truncate(k);
+    }
+    let max = allowed[0].1;
+    allowed
+        .into_iter()
+        .map(|(id, v)| (id, f64::from(((v - max) / temperature).exp())))
+        .collect()
+}
+
+/// How many of the heaviest-first tokens top-p keeps: the shortest prefix whose weight reaches
+/// `top_p` of the whole.
+fn nucleus_len(order: &[(u32, f64)], top_p: f32) -> usize {
+    if top_p >= 1.0 {
+        return order.len();
+    }
+    let target = f64::from(top_p) * order.iter().map(|t| t.1).sum::<f64>();
+    let mut reached = 0.0;
+    for (n, t) in order.iter().enumerate() {
+        reached += t.1;
+        if reached >= target {
+            return n + 1;
+        }
+    }
+    order.len()
+}
+
+/// The tokens row `r` draws from, in id order, with their weights: its allowed tokens, top-k,
+/// then top-p. Empty for a greedy row or one with no allowed token.
+pub fn kept(case: &SampleCase, r: usize) -> Vec<(u32, f64)> {
+    let mut order = top_k_heaviest_first(case, r);
+    order.truncate(nucleus_len(&order, case.policies.top_ps[r]));
+    order.sort_by_key(|t| t.0);
+    order
+}
+
+/// Each row's token: greedy rows the arg-max of their allowed tokens (the lowest id among
+/// equals); sampled rows the first kept token, in id order, whose running weight exceeds the
+/// row's uniform draw times the kept weight; [`NO_TOKEN`] for a row with nothing allowed.
+pub fn sample(case: &SampleCase) -> Vec<u32> {
+    let p = &case.policies;
+    (0..case.rows())
+        .map(|r| {
+            if p.temperatures[r] == 0.0 {
+                let mut best: Option<(usize, f32)> = None;
+                for (i, &v) in sample_row(case, r).iter().enumerate() {
+                    if v.is_finite()
+                        && p.allows(r, i, case.vocab)
+                        && best.is_none_or(|(_, b)| v > b)
+                    {
+                        best = Some((i, v));
+                    }
+                }
+                return best.map_or(NO_TOKEN, |(i, _)| i as u32);
+            }
+            let kept = kept(case, r);
+            let total: f64 = kept.iter().map(|t| t.1).sum();
+            let target = p.uniforms[r] * total;
+            let mut running = 0.0;
+            kept.iter()
+                .find(|t| {
+                    running += t.1;
+                    running > target
+                })
+                .or(kept.last())
+                .map_or(NO_TOKEN, |t| t.0)
+        })
+        .collect()
+}
+
+/// The case with each sampled row's top-p (below 1) moved to the middle of the step where it
+/// falls, between the cumulative weights of two consecutive heaviest-first tokens: a kernel
+/// that sums in another order then keeps the same tokens.
+pub fn centered_top_p(case: &SampleCase) -> SampleCase {
+    let mut case = case.clone();
+    for r in 0..case.rows() {
+        let top_p = case.policies.top_ps[r];
+        let order = top_k_heaviest_first(&case, r);
+        if top_p >= 1.0 || order.len() < 2 {
+            continue;
+        }
+        let n = nucleus_len(&order, top_p).min(order.len() - 1);
+        let total: f64 = order.iter().map(|t| t.1).sum();
+        let below: f64 = order[..n - 1].iter().map(|t| t.1).sum();
+        let at = below + order[n - 1].1;
+        case.policies.top_ps[r] = ((below + at) / 2.0 / total) as f32;
+    }
+    case
+}
+
+/// The case with each sampled row's draw moved to the middle of the kept token it selects, so
+/// that a kernel summing the weights in another order selects the same one.
+pub fn centered_draws(case: &SampleCase) -> SampleCase {
+    let mut case = case.clone();
+    for r in 0..case.rows() {
+        let kept = kept(&case, r);
+        let total: f64 = kept.iter().map(|t| t.1).sum();
+        if kept.is_empty() {
+            continue;
+        }
+        let target = case.policies.uniforms[r] * total;
+        let i = kept
+            .iter()
+            .scan(0.0, |end, t| {
+                *end += t.1;
+                Some(*end)
+            })
+            .position(|end| end > target)
+            .unwrap_or(kept.len() - 1);
+        let below: f64 = kept[..i].iter().map(|t| t.1).sum();
+        case.policies.uniforms[r] = (below + kept[i].1 / 2.0) / total;
+    }
+    case
+}
+
+/// Copies of `rows` of `case` drawing at both ends of kept tokens' intervals of [0, 1) (a
+/// thousandth of the width inside): every kept token's, or the `most` heaviest ones' when a row
+/// keeps more. With the token each copy must draw. A kernel that draws them so has the kept
+/// distribution, to a thousandth of each interval.
+pub fn at_interval_ends(case: &SampleCase, rows: &[usize], most: usize) -> (SampleCase, Vec<u32>) {
+    let p = &case.policies;
+    let mut copies = SampleCase {
+        vocab: case.vocab,
+        logits: Vec::new(),
+        policies: super::sampling::SamplingRows {
+            masks: p.masks.clone(),
+            ..Default::default()
+        },
+    };
+    let mut want = Vec::new();
+    for &r in rows {
+        let kept = kept(case, r);
+        let total: f64 = kept.iter().map(|t| t.1).sum();
+        let mut heaviest: Vec<f64> = kept.iter().map(|t| t.1).collect();
+        heaviest.sort_by(|a, b| b.total_cmp(a));
+        let lightest_drawn = heaviest.get(most.saturating_sub(1)).copied().unwrap_or(0.0);
+        let mut below = 0.0;
+        for &(id, w) in &kept {
+            if w >= lightest_drawn {
+                for inside in [w / 1000.0, w * 0.999] {
+                    let c = &mut copies.policies;
+                    copies
+                        .logits
+                        .extend_from_slice(&case.logits[r * case.vocab..(r + 1) * case.vocab]);
+                    c.temperatures.push(p.temperatures[r]);
+                    c.top_ks.push(p.top_ks[r]);
+                    c.top_ps.push(p.top_ps[r]);
+                    c.uniforms.push((below + inside) / total);
+                    c.mask_of_row.push(p.mask_of_row[r]);
+                    want.push(id);
+                }
+            }
+            below += w;
+        }
+    }
+    (copies, want)
+}
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use candle_core::{DType, Result};
 
 use super::cases::{
     ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SoftmaxCase,
+    SampleCase, SoftmaxCase,
 };
 
 pub trait KernelRunner {
@@ -24,4 +24,6 @@ pub trait KernelRunner {
     /// `x · wᵀ` by `fixed_order_matmul`.
     fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>>;
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>>;
+    /// Each row's token by `sample` under the case's per-row policies.
+    fn sample(&self, case: &SampleCase, dtype: DType) -> Result<Vec<u32>>;
 }
