@@ -146,16 +146,20 @@ struct Row {
     }
     return n;
   }
+  // Whether token `i` (logit `v`) is allowed and in `p`; `rank` counts this thread's allowed
+  // tokens equal to p's key so far, so the calls go in id order.
+  __device__ bool in_prefix(int i, float v, Prefix p, uint32_t &rank) const {
+    if (!allowed(i, v)) return false;
+    const uint32_t k = order_key(v);
+    return k > p.key || (k == p.key && rank++ < p.equal);
+  }
   // The weight of this thread's tokens that are in `p` (its equal tokens ranked from `rank`)
   // and have a key of at least `key`.
   __device__ double mass_from(Prefix p, uint32_t rank, uint32_t key) const {
     double m = 0.0;
     for (int i = begin; i < end; ++i) {
       const float v = to_f32(logits[i]);
-      if (!allowed(i, v)) continue;
-      const uint32_t k = order_key(v);
-      const bool in = k > p.key || (k == p.key && rank++ < p.equal);
-      if (in && k >= key) m += weight(v);
+      if (in_prefix(i, v, p, rank) && order_key(v) >= key) m += weight(v);
     }
     return m;
   }
@@ -275,9 +279,7 @@ __device__ void sample_rows(uint32_t *ids, const T *logits, int vocab, const flo
     uint32_t rr = rank;
     for (int i = row.begin; i < row.end; ++i) {
       const float v = to_f32(row.logits[i]);
-      if (!row.allowed(i, v)) continue;
-      const uint32_t kk = order_key(v);
-      if (kk > keep.key || (kk == keep.key && rr++ < keep.equal)) {
+      if (row.in_prefix(i, v, keep, rr)) {
         own += row.weight(v);
         last = i;
       }
@@ -311,14 +313,11 @@ __device__ void sample_rows(uint32_t *ids, const T *logits, int vocab, const flo
   uint32_t rr = rank;
   for (int i = row.begin; i < row.end; ++i) {
     const float v = to_f32(row.logits[i]);
-    if (!row.allowed(i, v)) continue;
-    const uint32_t kk = order_key(v);
-    if (kk > keep.key || (kk == keep.key && rr++ < keep.equal)) {
-      running += row.weight(v);
-      if (running > target) {
-        ids[r] = uint32_t(i);
-        return;
-      }
+    if (!row.in_prefix(i, v, keep, rr)) continue;
+    running += row.weight(v);
+    if (running > target) {
+      ids[r] = uint32_t(i);
+      return;
     }
   }
   ids[r] = uint32_t(last);

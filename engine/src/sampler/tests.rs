@@ -338,20 +338,22 @@ fn unknown_candidate_ids_get_minus_infinity() {
     assert_eq!(out.candidate_logprobs[1], (50, NINF));
 }
 
-#[test]
-fn constraint_is_masked_and_committed() {
-    struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
-    impl LogitsConstraint for Recorder {
-        fn mask(&mut self, generated: &[u32], logits: &mut [f32]) {
-            // Forbid repeating the last token.
-            if let Some(&last) = generated.last() {
-                logits[last as usize] = NINF;
-            }
-        }
-        fn commit(&mut self, token: u32) {
-            self.0.lock().expect("lock").push(token);
+/// Forbids repeating the last token; records what is committed.
+struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
+
+impl LogitsConstraint for Recorder {
+    fn mask(&mut self, generated: &[u32], logits: &mut [f32]) {
+        if let Some(&last) = generated.last() {
+            logits[last as usize] = NINF;
         }
     }
+    fn commit(&mut self, token: u32) {
+        self.0.lock().expect("lock").push(token);
+    }
+}
+
+#[test]
+fn constraint_is_masked_and_committed() {
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut s =
         Sampler::new(&SamplingParams::greedy()).with_constraint(Box::new(Recorder(log.clone())));
@@ -550,20 +552,8 @@ fn steps_that_need_the_whole_row_have_no_device_policy() {
 
 #[test]
 fn a_constrained_device_step_carries_the_mask_and_commits_the_choice() {
-    /// Forbids repeating the last token; records what is committed.
-    struct NoRepeat(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
-    impl LogitsConstraint for NoRepeat {
-        fn mask(&mut self, generated: &[u32], logits: &mut [f32]) {
-            if let Some(&last) = generated.last() {
-                logits[last as usize] = NINF;
-            }
-        }
-        fn commit(&mut self, token: u32) {
-            self.0.lock().expect("lock").push(token);
-        }
-    }
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut s = Sampler::new(&params(0.8, 1)).with_constraint(Box::new(NoRepeat(log.clone())));
+    let mut s = Sampler::new(&params(0.8, 1)).with_constraint(Box::new(Recorder(log.clone())));
     let policy = s
         .device_policy(&[7, 8], 40)
         .expect("a constrained sampler draws anywhere");
