@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The kernel files, each one PTX module.
-const MODULES: [&str; 8] = [
+const MODULES: [&str; 9] = [
     "norm",
     "activation",
     "rotary",
     "paged_attention",
+    "prefill_attention",
     "causal_softmax",
     "fixed_order_matmul",
     "lora",

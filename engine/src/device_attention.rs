@@ -388,6 +388,45 @@ impl<'a> DevicePagedAttention<'a> {
             .index_select(&g.real_rows, 0)
     }
 
+    /// One long chunk through `prefill_attention`: `q` token-major `[tokens, num_heads,
+    /// head_dim]`, rotated; the keys and values read in place through the chunk's context
+    /// slots, the scores never stored. Returns `[len, num_heads * head_dim]`.
+    #[cfg(feature = "cuda")]
+    fn attend_prefill(
+        &self,
+        layer: usize,
+        c: &ChunkLayout,
+        chunk: &LongChunk,
+        q: &Tensor,
+    ) -> Result<Tensor> {
+        let l = self.store.layout();
+        let (_, num_heads, head_dim) = q.dims3()?;
+        let (k_cache, v_cache) = self.store.layer(layer)?;
+        let out = quorum_kernels::cuda::device::prefill_attention(
+            quorum_kernels::cuda::device::PrefillChunk {
+                q: &q.narrow(0, c.offset, c.len)?,
+                k_cache,
+                v_cache,
+                kv_heads: l.num_kv_heads,
+                context_slots: &chunk.context_slots,
+                start: c.start_position,
+                scale: 1.0 / (head_dim as f32).sqrt(),
+            },
+        )?;
+        out.reshape((c.len, num_heads * head_dim))
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn attend_prefill(
+        &self,
+        _layer: usize,
+        _c: &ChunkLayout,
+        _chunk: &LongChunk,
+        _q: &Tensor,
+    ) -> Result<Tensor> {
+        candle_core::bail!("a CUDA device in a build without the `cuda` feature")
+    }
+
     /// One long chunk over its gathered context; returns `[len, num_heads * head_dim]`. The
     /// query heads that share a kv head are stacked (`[kvh, n_rep * len, d]`) rather than the
     /// keys and values repeated, and the mask is the step's, not rebuilt per layer.
@@ -437,6 +476,15 @@ impl<'a> DevicePagedAttention<'a> {
     }
 }
 
+/// Whether long chunks of heads of `head_dim` attend through `prefill_attention`: Quorum's
+/// kernels run, the prefill kernel is not turned off, and it takes the head dimension.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn prefill_kernel_takes(head_dim: usize) -> bool {
+    quorum_kernels::cuda::prefill_kernel_enabled()
+        && head_dim.is_multiple_of(16)
+        && head_dim <= quorum_kernels::cuda::launch::PREFILL_MAX_HEAD_DIM
+}
+
 /// Quorum's causal softmax kernel over a chunk's scores, in place.
 #[cfg(feature = "cuda")]
 fn causal_softmax_in_place(scores: Tensor, len: usize, start: usize) -> Result<Tensor> {
@@ -478,13 +526,15 @@ impl DevicePagedAttention<'_> {
 
     /// The step's attention once its keys and values are stored: the short chunks' rows from
     /// `short_q` (token-major `[tokens, heads, dim]` for the paged kernel, head-major `[heads,
-    /// tokens, dim]` for the padded pass) and the long chunks' from head-major `long_q`.
+    /// tokens, dim]` for the padded pass) and the long chunks' from token-major `prefill_q`
+    /// through the prefill kernel when given, else from head-major `long_q`.
     fn attend_stored(
         &self,
         layer: usize,
         batch: &BatchLayout,
         short_q: &Tensor,
         long_q: impl FnOnce() -> Result<Tensor>,
+        prefill_q: Option<&Tensor>,
     ) -> Result<Tensor> {
         let step = self.step.as_ref().expect("the step index is built first");
         let mut parts = Vec::new();
@@ -494,10 +544,19 @@ impl DevicePagedAttention<'_> {
             None => {}
         }
         if !step.long.is_empty() {
-            let q = long_q()?;
             let long = batch.chunks.iter().filter(|c| c.len > self.short_chunk);
-            for (c, chunk) in long.zip(&step.long) {
-                parts.push(self.attend_long(layer, c, chunk, &q)?);
+            match prefill_q {
+                Some(q) => {
+                    for (c, chunk) in long.zip(&step.long) {
+                        parts.push(self.attend_prefill(layer, c, chunk, q)?);
+                    }
+                }
+                None => {
+                    let q = long_q()?;
+                    for (c, chunk) in long.zip(&step.long) {
+                        parts.push(self.attend_long(layer, c, chunk, &q)?);
+                    }
+                }
             }
         }
         let out = if parts.len() == 1 {
@@ -533,7 +592,7 @@ impl Attention for DevicePagedAttention<'_> {
             Some(ShortAttention::Paged(_)) => q.transpose(0, 1)?.contiguous()?,
             _ => q.clone(),
         };
-        self.attend_stored(layer, batch, &short_q, || Ok(q.clone()))
+        self.attend_stored(layer, batch, &short_q, || Ok(q.clone()), None)
     }
 
     /// On a CUDA device with Quorum's kernels: one kernel rotates the queries and keys and
@@ -587,12 +646,14 @@ impl DevicePagedAttention<'_> {
             },
         )?;
         let head_major = || q.transpose(0, 1)?.contiguous();
+        let (_, _, head_dim) = q.dims3()?;
+        let prefill_q = prefill_kernel_takes(head_dim).then_some(&q);
         match &step.short {
             Some(ShortAttention::Padded(_)) => {
                 let hq = head_major()?;
-                self.attend_stored(layer, batch, &hq, || Ok(hq.clone()))
+                self.attend_stored(layer, batch, &hq, || Ok(hq.clone()), prefill_q)
             }
-            _ => self.attend_stored(layer, batch, &q, head_major),
+            _ => self.attend_stored(layer, batch, &q, head_major, prefill_q),
         }
     }
 

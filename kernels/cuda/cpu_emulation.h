@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #define __global__
@@ -21,6 +22,7 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
+#define __align__(n)
 
 struct dim3 {
   unsigned x, y, z;
@@ -128,3 +130,74 @@ void launch(dim3 grid, unsigned threads, Kernel kernel, Args... args) {
       }
 }
 }  // namespace quorum_emulation
+
+// The tensor-core tiles of CUDA's wmma API, for the bf16 products of prefill_attention. On the
+// device a fragment is spread over the warp's lanes in an undocumented layout; here every lane
+// holds the whole tile (the kernels touch fragments only through these calls), sums in f32 in
+// index order, and lane 0 alone stores, so a store is one write of each element. A barrier
+// must separate a store from the reads of other threads, as on the device.
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static constexpr int rows = std::is_same_v<Use, matrix_b> ? K : M;
+  static constexpr int cols = std::is_same_v<Use, matrix_a> ? K : N;
+  float tile[rows * cols];
+};
+
+inline float quorum_element(float x) { return x; }
+inline float quorum_element(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class Use, int M, int N, int K, class T, class Layout, class S>
+void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const S *p, unsigned ldm) {
+  using F = fragment<Use, M, N, K, T, Layout>;
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c)
+      f.tile[r * F::cols + c] = quorum_element(
+          std::is_same_v<Layout, col_major> ? p[c * ldm + r] : p[r * ldm + c]);
+}
+
+template <int M, int N, int K>
+void load_matrix_sync(fragment<accumulator, M, N, K, float> &f, const float *p, unsigned ldm,
+                      layout_t layout) {
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      f.tile[r * N + c] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
+}
+
+template <int M, int N, int K>
+void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f, unsigned ldm,
+                       layout_t layout) {
+  if (threadIdx.x % quorum_emulation::WARP != 0) return;
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c)
+      (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.tile[r * N + c];
+}
+
+template <int M, int N, int K>
+void fill_fragment(fragment<accumulator, M, N, K, float> &f, float v) {
+  for (float &x : f.tile) x = v;
+}
+
+template <int M, int N, int K, class T, class LA, class LB>
+void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a, M, N, K, T, LA> &a,
+              const fragment<matrix_b, M, N, K, T, LB> &b,
+              const fragment<accumulator, M, N, K, float> &c) {
+  float result[M * N];
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float sum = c.tile[m * N + n];
+      for (int k = 0; k < K; ++k) sum += a.tile[m * K + k] * b.tile[k * N + n];
+      result[m * N + n] = sum;
+    }
+  std::memcpy(d.tile, result, sizeof result);
+}
+}  // namespace wmma
+}  // namespace nvcuda

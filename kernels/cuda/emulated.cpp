@@ -7,6 +7,7 @@
 #include "lora.cu"
 #include "norm.cu"
 #include "paged_attention.cu"
+#include "prefill_attention.cu"
 #include "rotary.cu"
 #include "sampling.cu"
 
@@ -42,6 +43,11 @@ typedef __nv_bfloat16 bf16;
           P(T *out, const float *part_out, const float *part_max, const float *part_sum,          \
             const uint32_t *context_lens, int heads, int head_dim, int max_parts),                \
           P(out, part_out, part_max, part_sum, context_lens, heads, head_dim, max_parts))         \
+  EMULATE(prefill_attention_##SUFFIX,                                                             \
+          P(T *out, const T *q, const T *k_cache, const T *v_cache, const uint32_t *context_slots, \
+            int len, int start, int heads, int kv_heads, int head_dim, float scale),              \
+          P(out, q, k_cache, v_cache, context_slots, len, start, heads, kv_heads, head_dim,       \
+            scale))                                                                               \
   EMULATE(lora_shrink_##SUFFIX,                                                                   \
           P(float *t, const T *x, const T *a, const int *adapter_of_row, int in, int rank),       \
           P(t, x, a, adapter_of_row, in, rank))                                                   \
@@ -76,4 +82,7 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[7] = quorum::MATMUL_THREADS;
   limits[8] = quorum::MATMUL_TILE;
   limits[9] = quorum::SAMPLE_THREADS;
+  limits[10] = quorum::PREFILL_THREADS;
+  limits[11] = quorum::PREFILL_ROWS;
+  limits[12] = quorum::PREFILL_MAX_HEAD_DIM;
 }

@@ -141,6 +141,12 @@ engine_7b() { # KERNELS: the decode runs and the 2k prefill of the 7B
   figures "$LOGS/engine-7b-$HALF-kernels$1.log" "$LOGS/engine-7b-$HALF-kernels$1-prefill2k.log"
 }
 engine_7b 1
+# The same prefill with the kernels on but long chunks on the two-product path (cuBLAS around
+# causal_softmax) instead of prefill_attention: which of the two should be the default.
+step "engine-7b-$HALF-products-prefill2k" 90 env QUORUM_PREFILL_KERNEL=0 "$Q" generate \
+  --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "$LONG" --max-tokens 2 \
+  --engine-copies 1 --stats
+figures "$LOGS/engine-7b-$HALF-products-prefill2k.log"
 step torch-7b 150 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json" "$HALF"
 cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 

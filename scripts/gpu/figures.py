@@ -75,6 +75,7 @@ def main():
     off = engine_runs(f"{logs}/engine-7b-{half}-kernels0.log")
     prefill = engine_runs(f"{logs}/engine-7b-{half}-kernels1-prefill2k.log").get(1)
     prefill_off = engine_runs(f"{logs}/engine-7b-{half}-kernels0-prefill2k.log").get(1)
+    prefill_products = engine_runs(f"{logs}/engine-7b-{half}-products-prefill2k.log").get(1)
     lora3 = engine_runs(f"{logs}/engine-7b-{half}-lora3.log").get(64)
     lora_f32 = engine_runs(f"{logs}/lora3-0.5b-f32.log").get(16)
     mixed = engine_runs(f"{logs}/engine-7b-{half}-mixed.log").get(64)
@@ -110,6 +111,8 @@ def main():
         "prefill2k_tok_s": round(prefill_tok_s, 1) if prefill_tok_s else None,
         "prefill2k_vs_torch": ratio(prefill_tok_s, th.get("prefill_tok_s")),
         "prefill2k_vs_kernels_off": ratio(prefill_tok_s, prefill_off[1] / prefill_off[2] if prefill_off else None),
+        # prefill_attention against the two-product path (QUORUM_PREFILL_KERNEL=0).
+        "prefill2k_vs_products": ratio(prefill_tok_s, prefill_products[1] / prefill_products[2] if prefill_products else None),
         # The batch-invariant mode: its 64 copies against its single copy, and its decode rates
         # against the default mode's in the same call (its cost).
         "invariant_copies64_same_tokens": invariant.get(64, (None,) * 4)[0],

@@ -160,6 +160,42 @@ impl AttentionCase {
     }
 }
 
+/// A prefill chunk: one sequence's rows `start..start + len` attending over its whole context
+/// through its block table. It is an [`AttentionCase`] whose rows are the chunk's, so the
+/// paged-attention reference is its reference.
+#[derive(Debug, Clone)]
+pub struct PrefillCase {
+    /// One sequence; row `i` is at position `start + i` and sees `start + i + 1` keys.
+    pub attention: AttentionCase,
+    pub start: usize,
+}
+
+impl PrefillCase {
+    /// The chunk's rows (its new tokens).
+    pub fn rows(&self) -> usize {
+        self.attention.seq_of_row.len()
+    }
+
+    /// The slots of the context's keys `0..start + len`, in position order.
+    pub fn context_slots(&self) -> Vec<u32> {
+        let a = &self.attention;
+        (0..self.start + self.rows())
+            .map(|p| {
+                a.block_tables[0][p / a.block_size] * a.block_size as u32
+                    + (p % a.block_size) as u32
+            })
+            .collect()
+    }
+
+    /// The case with every input the kernel reads in `dtype` rounded to it.
+    pub fn rounded(&self, dtype: DType) -> Self {
+        Self {
+            attention: self.attention.rounded(dtype),
+            start: self.start,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct LoraCase {
     pub fan_in: usize,
@@ -358,6 +394,46 @@ pub fn attention_case() -> AttentionCase {
         context_lens,
         scale: 1.0 / (head_dim as f32).sqrt(),
     }
+}
+
+/// A chunk of 40 rows after 45 cached keys (two row blocks, the second partial; a prefix that
+/// ends inside a key tile), and a whole 33-token prompt; 4 query heads on 2 key/value heads,
+/// blocks handed out in a scrambled order.
+pub fn prefill_cases() -> Vec<(&'static str, PrefillCase)> {
+    let chunk = |start: usize, len: usize, head_dim: usize, seed: u64| {
+        let (heads, kv_heads, block_size) = (4, 2, 16);
+        let context = start + len;
+        let blocks = context.div_ceil(block_size);
+        let total_blocks = blocks + 3;
+        let mut order: Vec<u32> = (0..total_blocks as u32).collect();
+        order.reverse();
+        order.rotate_left(1);
+        let width = kv_heads * head_dim;
+        let mut v = Values::new(seed);
+        PrefillCase {
+            attention: AttentionCase {
+                heads,
+                kv_heads,
+                head_dim,
+                block_size,
+                q: v.take(len * heads * head_dim, 3.0),
+                k_cache: v.take(total_blocks * block_size * width, 1.0),
+                v_cache: v.take(total_blocks * block_size * width, 1.0),
+                block_tables: vec![order[..blocks].to_vec()],
+                seq_of_row: vec![0; len],
+                context_lens: (1..=len).map(|i| (start + i) as u32).collect(),
+                scale: 1.0 / (head_dim as f32).sqrt(),
+            },
+            start,
+        }
+    };
+    vec![
+        (
+            "40 rows after 45 cached keys, dim 48",
+            chunk(45, 40, 48, 11),
+        ),
+        ("a 33-token prompt, dim 64", chunk(0, 33, 64, 12)),
+    ]
 }
 
 /// Three adapters, rows of each and one without; rank 6, `out` past one block.

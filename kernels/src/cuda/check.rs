@@ -7,7 +7,8 @@ use candle_core::DType;
 use super::cases::MatmulCase;
 use super::cases::{
     activation_case, argmax_case, attention_case, lora_case, matmul_cases, norm_cases,
-    rotary_cases, round_to, sample_distribution_case, sample_policies_case, softmax_cases,
+    prefill_cases, rotary_cases, round_to, sample_distribution_case, sample_policies_case,
+    softmax_cases,
 };
 use super::reference;
 use super::runner::KernelRunner;
@@ -151,6 +152,14 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
             "contexts 1, 37, 598-600; 4 heads on 2; dim 40",
             failure,
         );
+        for (name, case) in prefill_cases() {
+            let case = case.rounded(dtype);
+            let failure = match runner.prefill_attention(&case, dtype) {
+                Ok(got) => compare(&got, &reference::paged_attention(&case.attention), dtype),
+                Err(e) => failed(e),
+            };
+            report("prefill_attention", name, failure);
+        }
         for (name, case) in softmax_cases() {
             let case = case.rounded(dtype);
             let failure = match runner.causal_softmax(&case, dtype) {

@@ -30,6 +30,7 @@ const NORM: Module = module!("norm");
 const ACTIVATION: Module = module!("activation");
 const ROTARY: Module = module!("rotary");
 const PAGED_ATTENTION: Module = module!("paged_attention");
+const PREFILL_ATTENTION: Module = module!("prefill_attention");
 const CAUSAL_SOFTMAX: Module = module!("causal_softmax");
 const FIXED_ORDER_MATMUL: Module = module!("fixed_order_matmul");
 const LORA: Module = module!("lora");
@@ -420,6 +421,70 @@ pub fn paged_attention(a: PagedAttention<'_>) -> Result<Tensor> {
                 unsafe { b.launch(config(reduce)) }.w()?;
             }
             drop((og, pog, pmg, psg, qg, kg, vg, tg, sg, cg));
+        }
+        Ok(out)
+    })
+}
+
+/// A prefill chunk's queries and where its context's keys are.
+pub struct PrefillChunk<'a> {
+    /// `[len, heads, head_dim]`: the chunk's rows, row `i` at position `start + i`.
+    pub q: &'a Tensor,
+    /// `[slots, kv_heads * head_dim]`
+    pub k_cache: &'a Tensor,
+    pub v_cache: &'a Tensor,
+    pub kv_heads: usize,
+    /// `[start + len]` u32: the slot of each context position, the chunk's own included.
+    pub context_slots: &'a Tensor,
+    pub start: usize,
+    pub scale: f32,
+}
+
+/// Causal attention of a prefill chunk over its context, read in place from the cache, the
+/// scores kept on chip (flash attention): `[len, heads, head_dim]`.
+pub fn prefill_attention(a: PrefillChunk<'_>) -> Result<Tensor> {
+    let dev = cuda_device(a.q)?;
+    let (len, heads, head_dim) = a.q.dims3()?;
+    if a.k_cache.dim(1)? != a.kv_heads * head_dim || a.v_cache.shape() != a.k_cache.shape() {
+        bail!(
+            "prefill_attention: cache {:?} for {} heads of {head_dim}",
+            a.k_cache.shape(),
+            a.kv_heads
+        );
+    }
+    if a.context_slots.elem_count() != a.start + len {
+        bail!(
+            "prefill_attention: {} context slots for {len} rows after {} cached keys",
+            a.context_slots.elem_count(),
+            a.start
+        );
+    }
+    same_dtype("prefill_attention", &[a.k_cache, a.v_cache], a.q.dtype())?;
+    if len == 0 {
+        return Ok(a.q.clone());
+    }
+    let shape = launch::prefill_attention(heads, a.kv_heads, head_dim, len).map_err(shape_error)?;
+    let q = a.q.contiguous()?;
+    with_element!(q.dtype(), T => {
+        let out = empty::<T>(&dev, q.shape())?;
+        {
+            view!(og, ov, &out, T);
+            view!(qg, qv, &q, T);
+            view!(kg, kv, a.k_cache, T);
+            view!(vg, vv, a.v_cache, T);
+            view!(sg, sv, a.context_slots, u32);
+            let func = kernel!(dev, PREFILL_ATTENTION, "prefill_attention", T)?;
+            let mut b = func.builder();
+            let ints = [len, a.start, heads, a.kv_heads, head_dim].map(|v| v as i32);
+            b.arg(&ov).arg(&qv).arg(&kv).arg(&vv).arg(&sv);
+            for v in &ints {
+                b.arg(v);
+            }
+            b.arg(&a.scale);
+            // SAFETY: the shapes are checked above: `q` and `out` hold `len` rows of `heads`
+            // heads, the context's slots index the caches, and every launch's grid covers them.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((og, qg, kg, vg, sg));
         }
         Ok(out)
     })

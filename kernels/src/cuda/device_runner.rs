@@ -4,10 +4,10 @@
 use candle_core::{DType, Device, Result, Tensor};
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SampleCase, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, PrefillCase, RotaryCase,
+    RotaryOutput, SampleCase, SoftmaxCase,
 };
-use super::device::{self, KvWrite, LoraStack, PagedAttention, RotaryTables};
+use super::device::{self, KvWrite, LoraStack, PagedAttention, PrefillChunk, RotaryTables};
 use super::runner::KernelRunner;
 
 pub struct DeviceRunner {
@@ -115,6 +115,26 @@ impl KernelRunner for DeviceRunner {
             max_context: case.max_context(),
             block_size: case.block_size,
             scale: case.scale,
+        })?;
+        host(&out)
+    }
+
+    fn prefill_attention(&self, case: &PrefillCase, dtype: DType) -> Result<Vec<f32>> {
+        let a = &case.attention;
+        let width = a.kv_heads * a.head_dim;
+        let slots_n = a.k_cache.len() / width;
+        let q = self.upload(&a.q, &[case.rows(), a.heads, a.head_dim], dtype)?;
+        let k_cache = self.upload(&a.k_cache, &[slots_n, width], dtype)?;
+        let v_cache = self.upload(&a.v_cache, &[slots_n, width], dtype)?;
+        let context_slots = self.u32s(&case.context_slots())?;
+        let out = device::prefill_attention(PrefillChunk {
+            q: &q,
+            k_cache: &k_cache,
+            v_cache: &v_cache,
+            kv_heads: a.kv_heads,
+            context_slots: &context_slots,
+            start: case.start,
+            scale: a.scale,
         })?;
         host(&out)
     }

@@ -8,8 +8,8 @@ use candle_core::{DType, Result};
 use half::bf16;
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SampleCase, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, PrefillCase, RotaryCase,
+    RotaryOutput, SampleCase, SoftmaxCase,
 };
 use super::check;
 use super::launch::{self, LaunchShape};
@@ -49,6 +49,10 @@ entry_points! {
         context_lens: P, heads: c_int, head_dim: c_int, max_parts: c_int);
     emulate_paged_attention_reduce_bf16(out: M, part_out: P, part_max: P, part_sum: P,
         context_lens: P, heads: c_int, head_dim: c_int, max_parts: c_int);
+    emulate_prefill_attention_f32(out: M, q: P, k_cache: P, v_cache: P, context_slots: P,
+        len: c_int, start: c_int, heads: c_int, kv_heads: c_int, head_dim: c_int, scale: f32);
+    emulate_prefill_attention_bf16(out: M, q: P, k_cache: P, v_cache: P, context_slots: P,
+        len: c_int, start: c_int, heads: c_int, kv_heads: c_int, head_dim: c_int, scale: f32);
     emulate_lora_shrink_f32(t: M, x: P, a: P, adapter_of_row: P, fan_in: c_int, rank: c_int);
     emulate_lora_shrink_bf16(t: M, x: P, a: P, adapter_of_row: P, fan_in: c_int, rank: c_int);
     emulate_lora_expand_f32(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
@@ -275,6 +279,37 @@ impl KernelRunner for EmulatedRunner {
         Ok(out.to_f32())
     }
 
+    fn prefill_attention(&self, case: &PrefillCase, dtype: DType) -> Result<Vec<f32>> {
+        let a = &case.attention;
+        let shape = launch::prefill_attention(a.heads, a.kv_heads, a.head_dim, case.rows())
+            .map_err(shape_error)?;
+        let (q, k, v) = (
+            Buf::new(dtype, &a.q),
+            Buf::new(dtype, &a.k_cache),
+            Buf::new(dtype, &a.v_cache),
+        );
+        let slots = case.context_slots();
+        let mut out = Buf::new(dtype, &vec![0.0; a.q.len()]);
+        launch!(
+            dtype,
+            shape,
+            emulate_prefill_attention_f32,
+            emulate_prefill_attention_bf16,
+            out.mut_ptr(),
+            q.ptr(),
+            k.ptr(),
+            v.ptr(),
+            slots.as_ptr().cast(),
+            case.rows() as c_int,
+            case.start as c_int,
+            a.heads as c_int,
+            a.kv_heads as c_int,
+            a.head_dim as c_int,
+            a.scale
+        );
+        Ok(out.to_f32())
+    }
+
     fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>> {
         let rows = case.adapter_of_row.len();
         let (x, a, b_t) = (
@@ -405,13 +440,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 16, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 18, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 10];
-    // SAFETY: the function writes exactly ten ints.
+    let mut limits = [0 as c_int; 13];
+    // SAFETY: the function writes exactly thirteen ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -424,6 +459,9 @@ fn the_launch_constants_are_the_kernels() {
         launch::MATMUL_THREADS as c_int,
         launch::MATMUL_TILE as c_int,
         launch::SAMPLE_THREADS as c_int,
+        launch::PREFILL_THREADS as c_int,
+        launch::PREFILL_ROWS as c_int,
+        launch::PREFILL_MAX_HEAD_DIM as c_int,
     ];
     assert_eq!(limits, want);
 }

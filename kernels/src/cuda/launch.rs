@@ -21,6 +21,12 @@ pub const EXPAND_THREADS: u32 = 256;
 pub const ARGMAX_THREADS: u32 = 256;
 pub const SAMPLE_THREADS: u32 = 256;
 pub const SOFTMAX_THREADS: u32 = 256;
+pub const PREFILL_THREADS: u32 = 128;
+/// Query rows of one `prefill_attention` block.
+pub const PREFILL_ROWS: usize = 32;
+/// The head dimensions `prefill_attention` takes: multiples of the tensor cores' 16, up to its
+/// shared memory's 128.
+pub const PREFILL_MAX_HEAD_DIM: usize = 128;
 pub const MATMUL_THREADS: u32 = 256;
 /// Rows and outputs of one `fixed_order_matmul` block.
 pub const MATMUL_TILE: usize = 64;
@@ -165,6 +171,40 @@ pub fn lora_expand(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> 
     })
 }
 
+/// One block per (query head, 32 rows of the chunk).
+pub fn prefill_attention(
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    len: usize,
+) -> Result<LaunchShape, LaunchError> {
+    if head_dim > PREFILL_MAX_HEAD_DIM {
+        return Err(LaunchError::TooLarge {
+            what: "head dimension",
+            value: head_dim,
+            limit: PREFILL_MAX_HEAD_DIM,
+        });
+    }
+    if head_dim == 0 || !head_dim.is_multiple_of(16) {
+        return Err(LaunchError::Shape(format!(
+            "prefill attention needs a head dimension that is a multiple of 16, not {head_dim}"
+        )));
+    }
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(LaunchError::Shape(format!(
+            "{heads} query heads do not share {kv_heads} key/value heads evenly"
+        )));
+    }
+    Ok(LaunchShape {
+        grid: (
+            at_most("heads", heads, MAX_GRID_X)?,
+            at_most("row blocks", len.div_ceil(PREFILL_ROWS), MAX_GRID_YZ)?,
+            1,
+        ),
+        threads: PREFILL_THREADS,
+    })
+}
+
 pub fn causal_softmax(rows: usize) -> Result<LaunchShape, LaunchError> {
     Ok(LaunchShape {
         grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
@@ -224,5 +264,17 @@ mod tests {
             Err(LaunchError::Empty(_))
         ));
         assert_eq!(elementwise(10_000_000).grid.0, ELEMENTWISE_MAX_BLOCKS);
+        assert_eq!(
+            prefill_attention(28, 4, 128, 2_000).unwrap().grid,
+            (28, 63, 1)
+        );
+        assert!(matches!(
+            prefill_attention(28, 4, 40, 64),
+            Err(LaunchError::Shape(_))
+        ));
+        assert!(matches!(
+            prefill_attention(28, 4, 256, 64),
+            Err(LaunchError::TooLarge { .. })
+        ));
     }
 }

@@ -7,6 +7,9 @@
 //!   paged cache;
 //! - `paged_attention` (+ `_reduce`): attention of query rows straight from the cache blocks
 //!   through their block tables, grouped-query heads, long contexts split (flash-decoding);
+//! - `prefill_attention`: a prefill chunk's causal attention over its cached prefix and itself,
+//!   read in place from the paged cache, the scores kept on chip (flash attention; tensor cores
+//!   in bf16);
 //! - `causal_softmax`: a prefill chunk's attention scores to probabilities in place, the causal
 //!   mask worked out from each row's position;
 //! - `fixed_order_matmul`: `x · wᵀ` with each output summed in input order by one thread, so a
@@ -51,5 +54,24 @@ pub fn enabled() -> bool {
             std::env::var(KERNELS_VAR).as_deref().map(str::trim),
             Ok("0" | "off" | "false")
         )
+    })
+}
+
+/// The environment variable that keeps long prefill chunks on the two-product path (cuBLAS's
+/// products around `causal_softmax`) instead of `prefill_attention` (`0` or `off`), for
+/// comparisons.
+pub const PREFILL_KERNEL_VAR: &str = "QUORUM_PREFILL_KERNEL";
+
+/// Whether long prefill chunks attend through `prefill_attention` where Quorum's kernels run
+/// (the default) and the head dimension is one it takes ([`launch::prefill_attention`]). Read
+/// once per process.
+pub fn prefill_kernel_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        enabled()
+            && !matches!(
+                std::env::var(PREFILL_KERNEL_VAR).as_deref().map(str::trim),
+                Ok("0" | "off" | "false")
+            )
     })
 }

@@ -5,8 +5,8 @@
 use candle_core::{DType, Result};
 
 use super::cases::{
-    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, RotaryCase, RotaryOutput,
-    SampleCase, SoftmaxCase,
+    ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, PrefillCase, RotaryCase,
+    RotaryOutput, SampleCase, SoftmaxCase,
 };
 
 pub trait KernelRunner {
@@ -17,6 +17,8 @@ pub trait KernelRunner {
     fn silu_mul(&self, gate: &[f32], up: &[f32], dtype: DType) -> Result<Vec<f32>>;
     fn rotary_kv_write(&self, case: &RotaryCase, dtype: DType) -> Result<RotaryOutput>;
     fn paged_attention(&self, case: &AttentionCase, dtype: DType) -> Result<Vec<f32>>;
+    /// The chunk's rows `[len, heads, head_dim]` by `prefill_attention`.
+    fn prefill_attention(&self, case: &PrefillCase, dtype: DType) -> Result<Vec<f32>>;
     /// The scores after `causal_softmax` in place.
     fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>>;
     /// `y` after the shrink and expand launches.
