@@ -49,12 +49,15 @@ pub const KERNELS_VAR: &str = "QUORUM_CUDA_KERNELS";
 /// both exist. Read once per process.
 pub fn enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| {
-        !matches!(
-            std::env::var(KERNELS_VAR).as_deref().map(str::trim),
-            Ok("0" | "off" | "false")
-        )
-    })
+    *ENABLED.get_or_init(|| !turned_off(KERNELS_VAR))
+}
+
+/// Whether the environment variable `var` says `0`, `off` or `false`.
+fn turned_off(var: &str) -> bool {
+    matches!(
+        std::env::var(var).as_deref().map(str::trim),
+        Ok("0" | "off" | "false")
+    )
 }
 
 /// The environment variable that keeps long prefill chunks on the two-product path (cuBLAS's
@@ -62,16 +65,10 @@ pub fn enabled() -> bool {
 /// comparisons.
 pub const PREFILL_KERNEL_VAR: &str = "QUORUM_PREFILL_KERNEL";
 
-/// Whether long prefill chunks attend through `prefill_attention` where Quorum's kernels run
-/// (the default) and the head dimension is one it takes ([`launch::prefill_attention`]). Read
-/// once per process.
+/// Whether long prefill chunks attend through `prefill_attention` (the default) where Quorum's
+/// kernels run; the engine also keeps the two-product path for a head dimension the kernel does
+/// not take ([`launch::prefill_attention`]). Read once per process.
 pub fn prefill_kernel_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| {
-        enabled()
-            && !matches!(
-                std::env::var(PREFILL_KERNEL_VAR).as_deref().map(str::trim),
-                Ok("0" | "off" | "false")
-            )
-    })
+    *ENABLED.get_or_init(|| enabled() && !turned_off(PREFILL_KERNEL_VAR))
 }
