@@ -136,7 +136,7 @@ fn an_installed_binary_serves_the_shipped_adapters_from_its_prefix() {
     assert_eq!(
         adapters,
         [
-            ("qwen-rep", "rep-s0"),
+            ("qwen-rep", "rep-s2"),
             ("qwen-mschema", "mschema-s1"),
             ("qwen-ddl", "")
         ]
@@ -147,7 +147,7 @@ fn an_installed_binary_serves_the_shipped_adapters_from_its_prefix() {
         ("select-s1", true)
     );
     let log_text = std::fs::read_to_string(&log).unwrap();
-    let shipped = prefix.join("share/quorum/adapters/coder-rep-s0");
+    let shipped = prefix.join("share/quorum/adapters/coder-rep-s2");
     assert!(
         log_text.contains(&shipped.display().to_string()),
         "{log_text}"

@@ -125,7 +125,7 @@ fn the_small_profile_voters_run_the_shipped_adapters_when_present() {
     let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
     let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
-    assert_eq!(adapters, [Some("rep-s0"), Some("mschema-s1"), None]);
+    assert_eq!(adapters, [Some("rep-s2"), Some("mschema-s1"), None]);
     // None in place: every voter runs the base model.
     let none = BTreeMap::new();
     assert!(profile_models(Profile::Small, &none)[0].adapters.is_empty());
@@ -136,18 +136,18 @@ fn the_small_profile_voters_run_the_shipped_adapters_when_present() {
     );
     // Only the RE_p adapter in place: the M-Schema voter runs the base model.
     let mut rep = BTreeMap::new();
-    rep.insert("rep-s0".to_owned(), adapters_dir.join("coder-rep-s0"));
+    rep.insert("rep-s2".to_owned(), adapters_dir.join("coder-rep-s2"));
     let adapters: Vec<_> = profile_generators(Profile::Small, &rep)
         .iter()
         .map(|g| g.adapter.clone())
         .collect();
-    assert_eq!(adapters, [Some("rep-s0".to_owned()), None, None]);
+    assert_eq!(adapters, [Some("rep-s2".to_owned()), None, None]);
     // Nothing in place: an error that names the adapter and where it was looked for.
     let missing = adapters_dir.join("missing");
     let err = shipped_adapters(Profile::Small, &dirs_with_adapters(&missing))
         .expect_err("no adapters there")
         .to_string();
-    assert!(err.contains("`rep-s0`"), "{err}");
+    assert!(err.contains("`rep-s2`"), "{err}");
     assert!(err.contains("small profile"), "{err}");
     assert!(err.contains("missing"), "{err}");
     assert!(err.contains("--adapters-dir"), "{err}");
