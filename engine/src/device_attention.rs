@@ -481,8 +481,7 @@ impl<'a> DevicePagedAttention<'a> {
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 fn prefill_kernel_takes(head_dim: usize) -> bool {
     quorum_kernels::cuda::prefill_kernel_enabled()
-        && head_dim.is_multiple_of(16)
-        && head_dim <= quorum_kernels::cuda::launch::PREFILL_MAX_HEAD_DIM
+        && quorum_kernels::cuda::launch::prefill_takes_head_dim(head_dim)
 }
 
 /// Quorum's causal softmax kernel over a chunk's scores, in place.

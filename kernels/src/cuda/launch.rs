@@ -24,8 +24,7 @@ pub const SOFTMAX_THREADS: u32 = 256;
 pub const PREFILL_THREADS: u32 = 128;
 /// Query rows of one `prefill_attention` block.
 pub const PREFILL_ROWS: usize = 32;
-/// The head dimensions `prefill_attention` takes: multiples of the tensor cores' 16, up to its
-/// shared memory's 128.
+/// The largest head dimension `prefill_attention`'s shared memory holds.
 pub const PREFILL_MAX_HEAD_DIM: usize = 128;
 pub const MATMUL_THREADS: u32 = 256;
 /// Rows and outputs of one `fixed_order_matmul` block.
@@ -171,6 +170,12 @@ pub fn lora_expand(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> 
     })
 }
 
+/// Whether `prefill_attention` takes heads of `head_dim`: multiples of the tensor cores' 16, up
+/// to its shared memory's [`PREFILL_MAX_HEAD_DIM`].
+pub fn prefill_takes_head_dim(head_dim: usize) -> bool {
+    head_dim > 0 && head_dim.is_multiple_of(16) && head_dim <= PREFILL_MAX_HEAD_DIM
+}
+
 /// One block per (query head, 32 rows of the chunk).
 pub fn prefill_attention(
     heads: usize,
@@ -185,7 +190,7 @@ pub fn prefill_attention(
             limit: PREFILL_MAX_HEAD_DIM,
         });
     }
-    if head_dim == 0 || !head_dim.is_multiple_of(16) {
+    if !prefill_takes_head_dim(head_dim) {
         return Err(LaunchError::Shape(format!(
             "prefill attention needs a head dimension that is a multiple of 16, not {head_dim}"
         )));
