@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The kernel files, each one PTX module.
-const MODULES: [&str; 9] = [
+const MODULES: [&str; 10] = [
     "norm",
     "activation",
     "rotary",
@@ -19,6 +19,7 @@ const MODULES: [&str; 9] = [
     "prefill_attention",
     "causal_softmax",
     "fixed_order_matmul",
+    "skinny_matmul",
     "lora",
     "sampling",
 ];

@@ -10,6 +10,7 @@
 #include "prefill_attention.cu"
 #include "rotary.cu"
 #include "sampling.cu"
+#include "skinny_matmul.cu"
 
 using quorum_emulation::launch;
 typedef __nv_bfloat16 bf16;
@@ -59,6 +60,8 @@ typedef __nv_bfloat16 bf16;
           P(scores, len, context, start))                                                         \
   EMULATE(fixed_order_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out), \
           P(y, x, w, rows, in, out))                                                              \
+  EMULATE(skinny_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out),     \
+          P(y, x, w, rows, in, out))                                                              \
   EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))   \
   EMULATE(sample_##SUFFIX,                                                                        \
           P(uint32_t *ids, const T *logits, int vocab, const float *temperatures,                 \
@@ -85,4 +88,7 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[10] = quorum::PREFILL_THREADS;
   limits[11] = quorum::PREFILL_ROWS;
   limits[12] = quorum::PREFILL_MAX_HEAD_DIM;
+  limits[13] = quorum::SKINNY_THREADS;
+  limits[14] = quorum::SKINNY_MAX_ROWS;
+  limits[15] = quorum::SKINNY_PACK_BYTES;
 }

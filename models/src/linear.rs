@@ -236,6 +236,11 @@ impl Linear {
             Weight::Dense(w) if self.fixed_order && w.device().is_cuda() => {
                 fixed_order_matmul(x, w)?
             }
+            // A few rows (decode at small batch): one pass over the weights for all of them,
+            // which cuBLAS's tiles, sized for many rows, do not make at full bandwidth.
+            Weight::Dense(w) if w.device().is_cuda() && skinny_matmul_fits(x, w) => {
+                skinny_matmul(x, w)?
+            }
             Weight::Dense(w) => x.matmul(&w.t()?)?,
         };
         match &self.bias {
@@ -252,6 +257,29 @@ fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
 
 #[cfg(not(feature = "cuda"))]
 fn fixed_order_matmul(_x: &Tensor, _w: &Tensor) -> Result<Tensor> {
+    candle_core::bail!("a CUDA device in a build without the `cuda` feature")
+}
+
+/// Whether this product runs `skinny_matmul`: Quorum's kernels on, `QUORUM_SKINNY_KERNEL` not
+/// off, and tensors the kernel takes.
+#[cfg(feature = "cuda")]
+fn skinny_matmul_fits(x: &Tensor, w: &Tensor) -> bool {
+    quorum_kernels::cuda::skinny_kernel_enabled()
+        && quorum_kernels::cuda::device::skinny_matmul_fits(x, w)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn skinny_matmul_fits(_x: &Tensor, _w: &Tensor) -> bool {
+    false
+}
+
+#[cfg(feature = "cuda")]
+fn skinny_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    quorum_kernels::cuda::device::skinny_matmul(x, w)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn skinny_matmul(_x: &Tensor, _w: &Tensor) -> Result<Tensor> {
     candle_core::bail!("a CUDA device in a build without the `cuda` feature")
 }
 

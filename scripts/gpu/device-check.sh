@@ -147,6 +147,12 @@ step "engine-7b-$HALF-products-prefill2k" 90 env QUORUM_PREFILL_KERNEL=0 "$Q" ge
   --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "$LONG" --max-tokens 2 \
   --engine-copies 1 --stats
 figures "$LOGS/engine-7b-$HALF-products-prefill2k.log"
+# Batch-1 decode with the kernels on but every dense projection on cuBLAS
+# (QUORUM_SKINNY_KERNEL=0) instead of skinny_matmul: which of the two the few-row steps should run.
+step "engine-7b-$HALF-cublas-decode" 75 env QUORUM_SKINNY_KERNEL=0 RUST_LOG=$TIMING "$Q" generate \
+  --device "$DEVICE" --model "$SYN/$BIG" --dtype "$HALF" --prompt "How many singers do we have?" \
+  --max-tokens 128 --engine-copies 1 --stats --kv-cache-mib 8192
+figures "$LOGS/engine-7b-$HALF-cublas-decode.log"
 step torch-7b 150 python3 scripts/gpu/torch_bench.py "$SYN/$BIG" "$LOGS/torch-7b.json" "$HALF"
 cat "$LOGS/torch-7b.json" 2>/dev/null | tee -a "$LOG"; echo | tee -a "$LOG"
 

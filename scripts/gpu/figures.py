@@ -76,6 +76,7 @@ def main():
     prefill = engine_runs(f"{logs}/engine-7b-{half}-kernels1-prefill2k.log").get(1)
     prefill_off = engine_runs(f"{logs}/engine-7b-{half}-kernels0-prefill2k.log").get(1)
     prefill_products = engine_runs(f"{logs}/engine-7b-{half}-products-prefill2k.log").get(1)
+    cublas_decode1 = engine_runs(f"{logs}/engine-7b-{half}-cublas-decode.log").get(1)
     lora3 = engine_runs(f"{logs}/engine-7b-{half}-lora3.log").get(64)
     lora_f32 = engine_runs(f"{logs}/lora3-0.5b-f32.log").get(16)
     mixed = engine_runs(f"{logs}/engine-7b-{half}-mixed.log").get(64)
@@ -113,6 +114,9 @@ def main():
         "prefill2k_vs_kernels_off": ratio(prefill_tok_s, prefill_off[1] / prefill_off[2] if prefill_off else None),
         # prefill_attention against the two-product path (QUORUM_PREFILL_KERNEL=0).
         "prefill2k_vs_products": ratio(prefill_tok_s, prefill_products[1] / prefill_products[2] if prefill_products else None),
+        # skinny_matmul against cuBLAS for the projections of a batch-1 step
+        # (QUORUM_SKINNY_KERNEL=0).
+        "decode1_vs_cublas": ratio(decode1, cublas_decode1[3] if cublas_decode1 else None),
         # The batch-invariant mode: its 64 copies against its single copy, and its decode rates
         # against the default mode's in the same call (its cost).
         "invariant_copies64_same_tokens": invariant.get(64, (None,) * 4)[0],
@@ -136,6 +140,7 @@ def main():
         # whole step, steps]}; queueing near the whole step means the host bounds it.
         "step_timing_kernels1": step_timing(f"{logs}/engine-7b-{half}-kernels1.log"),
         "step_timing_kernels0": step_timing(f"{logs}/engine-7b-{half}-kernels0.log"),
+        "step_timing_cublas_decode": step_timing(f"{logs}/engine-7b-{half}-cublas-decode.log"),
         "step_timing_lora3": step_timing(f"{logs}/engine-7b-{half}-lora3.log"),
         "step_timing_invariant": step_timing(f"{logs}/engine-7b-{half}-invariant.log"),
     }

@@ -493,6 +493,17 @@ pub struct MatmulCase {
 }
 
 impl MatmulCase {
+    /// `x` in [-1, 1] and `w` in [-0.5, 0.5], drawn from `v`.
+    fn drawn(v: &mut Values, rows: usize, fan_in: usize, fan_out: usize) -> Self {
+        Self {
+            rows,
+            fan_in,
+            fan_out,
+            x: v.take(rows * fan_in, 1.0),
+            w: v.take(fan_out * fan_in, 0.5),
+        }
+    }
+
     /// The case with every input the kernel reads in `dtype` rounded to it.
     pub fn rounded(&self, dtype: DType) -> Self {
         Self {
@@ -517,16 +528,23 @@ impl MatmulCase {
 /// as a decode step has.
 pub fn matmul_cases() -> Vec<(&'static str, MatmulCase)> {
     let mut v = Values::new(10);
-    let mut case = |rows, fan_in, fan_out| MatmulCase {
-        rows,
-        fan_in,
-        fan_out,
-        x: v.take(rows * fan_in, 1.0),
-        w: v.take(fan_out * fan_in, 0.5),
-    };
+    let mut case = |rows, fan_in, fan_out| MatmulCase::drawn(&mut v, rows, fan_in, fan_out);
     vec![
         ("70 rows, 100 inputs, 130 outputs", case(70, 100, 130)),
         ("1 row, 37 inputs, 65 outputs", case(1, 37, 65)),
+    ]
+}
+
+/// Shapes of a decode step's projections at small batch, for `skinny_matmul`: 8 rows (its most)
+/// over 1,096 inputs, 137 packs of 8 bf16 or 274 of 4 f32, so each lane goes round its unrolled
+/// group of 4 x 32 packs more than once and ends in a partial group, and 37 outputs, which leave
+/// the last block's warps partly idle; one row over 72 inputs (9 packs: most lanes read nothing).
+pub fn skinny_cases() -> Vec<(&'static str, MatmulCase)> {
+    let mut v = Values::new(11);
+    let mut case = |rows, fan_in, fan_out| MatmulCase::drawn(&mut v, rows, fan_in, fan_out);
+    vec![
+        ("8 rows, 1,096 inputs, 37 outputs", case(8, 1_096, 37)),
+        ("1 row, 72 inputs, 5 outputs", case(1, 72, 5)),
     ]
 }
 

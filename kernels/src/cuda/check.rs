@@ -8,7 +8,7 @@ use super::cases::MatmulCase;
 use super::cases::{
     activation_case, argmax_case, attention_case, lora_case, matmul_cases, norm_cases,
     prefill_cases, rotary_cases, round_to, sample_distribution_case, sample_policies_case,
-    softmax_cases,
+    skinny_cases, softmax_cases,
 };
 use super::reference;
 use super::runner::KernelRunner;
@@ -66,15 +66,18 @@ pub fn compare(got: &[f32], want: &[f32], dtype: DType) -> Option<String> {
         .map(|(i, (g, w))| format!("element {i}: {g} against {w} (tolerance {tol} relative)"))
 }
 
-/// The first 3 rows, then the first row, launched alone against all of `case`'s rows: the
-/// first difference in any bit is the failure.
-fn batch_invariance(runner: &dyn KernelRunner, case: &MatmulCase, dtype: DType) -> Option<String> {
-    let all = match runner.fixed_order_matmul(case, dtype) {
+/// The first 3 rows, then the first row, launched alone through `product` against all of
+/// `case`'s rows: the first difference in any bit is the failure.
+fn batch_invariance(
+    product: impl Fn(&MatmulCase) -> candle_core::Result<Vec<f32>>,
+    case: &MatmulCase,
+) -> Option<String> {
+    let all = match product(case) {
         Ok(y) => y,
         Err(e) => return Some(format!("error: {e}")),
     };
     for rows in [3, 1] {
-        let alone = match runner.fixed_order_matmul(&case.first_rows(rows), dtype) {
+        let alone = match product(&case.first_rows(rows)) {
             Ok(y) => y,
             Err(e) => return Some(format!("error: {e}")),
         };
@@ -189,10 +192,27 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
         // The point of the kernel: a row's outputs are the same bits whatever else is batched.
         let (_, case) = &matmul_cases()[0];
         let case = case.rounded(dtype);
-        let failure = batch_invariance(runner, &case, dtype);
+        let failure = batch_invariance(|c| runner.fixed_order_matmul(c, dtype), &case);
         report(
             "fixed_order_matmul",
             "rows 0-2 alone and row 0 alone give the 70-row launch's bits",
+            failure,
+        );
+        for (name, case) in skinny_cases() {
+            let case = case.rounded(dtype);
+            let failure = match runner.skinny_matmul(&case, dtype) {
+                Ok(got) => compare(&got, &reference::matmul(&case), dtype),
+                Err(e) => failed(e),
+            };
+            report("skinny_matmul", name, failure);
+        }
+        // A decode step's rows get the same bits whatever the batch's size up to the limit.
+        let (_, case) = &skinny_cases()[0];
+        let case = case.rounded(dtype);
+        let failure = batch_invariance(|c| runner.skinny_matmul(c, dtype), &case);
+        report(
+            "skinny_matmul",
+            "rows 0-2 alone and row 0 alone give the 8-row launch's bits",
             failure,
         );
         let case = argmax_case().rounded(dtype);

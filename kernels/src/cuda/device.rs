@@ -33,6 +33,7 @@ const PAGED_ATTENTION: Module = module!("paged_attention");
 const PREFILL_ATTENTION: Module = module!("prefill_attention");
 const CAUSAL_SOFTMAX: Module = module!("causal_softmax");
 const FIXED_ORDER_MATMUL: Module = module!("fixed_order_matmul");
+const SKINNY_MATMUL: Module = module!("skinny_matmul");
 const LORA: Module = module!("lora");
 const SAMPLING: Module = module!("sampling");
 
@@ -606,7 +607,6 @@ pub fn causal_softmax(scores: &Tensor, len: usize, start: usize) -> Result<()> {
 /// over the inputs in order by one thread: a row's result is the same bits whatever other
 /// rows share the call (cuBLAS chooses its tiling, and so its order of additions, by shape).
 pub fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    let dev = cuda_device(x)?;
     let (rows, fan_in) = x.dims2()?;
     let (fan_out, w_in) = w.dims2()?;
     if w_in != fan_in || x.dtype() != w.dtype() {
@@ -623,22 +623,85 @@ pub fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     }
     let shape = launch::fixed_order_matmul(rows, fan_out).map_err(shape_error)?;
     let (x, w) = (x.contiguous()?, w.contiguous()?);
+    launch_product(&FIXED_ORDER_MATMUL, "fixed_order_matmul", &x, &w, shape)
+}
+
+/// Launches the product kernel `name` of `module`, `(y, x, w, rows, in, out)`, over contiguous
+/// `x` `[rows, in]` and `w` `[out, in]` of one dtype: `y` `[rows, out]`, every element of which
+/// the kernel writes once.
+fn launch_product(
+    module: &Module,
+    name: &str,
+    x: &Tensor,
+    w: &Tensor,
+    shape: LaunchShape,
+) -> Result<Tensor> {
+    let dev = cuda_device(x)?;
+    let ((rows, fan_in), (fan_out, _)) = (x.dims2()?, w.dims2()?);
     with_element!(x.dtype(), T => {
         let y = empty::<T>(&dev, (rows, fan_out))?;
         {
-            view!(xg, xv, &x, T);
-            view!(wg, wv, &w, T);
+            view!(xg, xv, x, T);
+            view!(wg, wv, w, T);
             view!(yg, yv, &y, T);
-            let func = kernel!(dev, FIXED_ORDER_MATMUL, "fixed_order_matmul", T)?;
+            let func = dev.get_or_load_custom_func(
+                &format!("{name}_{}", <T as Element>::SUFFIX),
+                module.name,
+                module.ptx,
+            )?;
             let mut b = func.builder();
             let (r, i, o) = (rows as i32, fan_in as i32, fan_out as i32);
             b.arg(&yv).arg(&xv).arg(&wv).arg(&r).arg(&i).arg(&o);
-            // SAFETY: as above; every element of `y` is written by exactly one thread.
+            // SAFETY: as above; the product kernels write each element of `y` from one thread
+            // (or one warp's lane 0) and read `x` and `w` only within these dimensions.
             unsafe { b.launch(config(shape)) }.w()?;
             drop((xg, wg, yg));
         }
         Ok(y)
     })
+}
+
+/// Whether [`skinny_matmul`] takes `x` and `w` as they are: one dtype, `[rows, in]` against
+/// `[out, in]`, a shape [`launch::skinny_matmul_takes`], both contiguous and starting on a
+/// 16-byte boundary (device allocations start on 256-byte ones, so a tensor's alignment is its
+/// offset's). The projections ask this before choosing it over cuBLAS.
+pub fn skinny_matmul_fits(x: &Tensor, w: &Tensor) -> bool {
+    let (Ok((rows, fan_in)), Ok((fan_out, w_in))) = (x.dims2(), w.dims2()) else {
+        return false;
+    };
+    let elem = x.dtype().size_in_bytes();
+    let aligned = |t: &Tensor| {
+        t.is_contiguous()
+            && (t.layout().start_offset() * elem).is_multiple_of(launch::SKINNY_PACK_BYTES)
+    };
+    x.dtype() == w.dtype()
+        && w_in == fan_in
+        && fan_out > 0
+        && launch::skinny_matmul_takes(rows, fan_in, elem)
+        && aligned(x)
+        && aligned(w)
+}
+
+/// `x · wᵀ` (`x` `[rows, in]` with at most [`launch::SKINNY_MAX_ROWS`] rows, `w` `[out, in]`, one
+/// dtype) → `[rows, out]` by `skinny_matmul`: a warp streams each weight row once for all rows.
+/// Tensors [`skinny_matmul_fits`] refuses are an error: the caller sends those to cuBLAS.
+pub fn skinny_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    if !skinny_matmul_fits(x, w) {
+        bail!(
+            "skinny_matmul: x {:?} {:?} (offset {}) against w {:?} {:?} (offset {}): not a \
+             shape it takes, or not contiguous on a 16-byte boundary",
+            x.shape(),
+            x.dtype(),
+            x.layout().start_offset(),
+            w.shape(),
+            w.dtype(),
+            w.layout().start_offset()
+        );
+    }
+    let ((rows, fan_in), (fan_out, _)) = (x.dims2()?, w.dims2()?);
+    let shape = launch::skinny_matmul(rows, fan_in, fan_out, x.dtype().size_in_bytes())
+        .map_err(shape_error)?;
+    launch_product(&SKINNY_MATMUL, "skinny_matmul", x, w, shape)
 }
 
 /// Each row's arg-max over the last dimension of `logits` `[rows, vocab]`: u32 `[rows]`.

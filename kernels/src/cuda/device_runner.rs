@@ -174,6 +174,12 @@ impl KernelRunner for DeviceRunner {
         host(&device::fixed_order_matmul(&x, &w)?)
     }
 
+    fn skinny_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
+        let x = self.upload(&case.x, &[case.rows, case.fan_in], dtype)?;
+        let w = self.upload(&case.w, &[case.fan_out, case.fan_in], dtype)?;
+        host(&device::skinny_matmul(&x, &w)?)
+    }
+
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {
         let rows = case.logits.len() / case.vocab;
         let logits = self.upload(&case.logits, &[rows, case.vocab], dtype)?;

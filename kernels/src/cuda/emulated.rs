@@ -61,6 +61,8 @@ entry_points! {
     emulate_causal_softmax_bf16(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_fixed_order_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
     emulate_fixed_order_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
+    emulate_skinny_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
+    emulate_skinny_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
     emulate_argmax_f32(ids: M, logits: P, vocab: c_int);
     emulate_argmax_bf16(ids: M, logits: P, vocab: c_int);
     emulate_sample_f32(ids: M, logits: P, vocab: c_int, temperatures: P, top_ks: P, top_ps: P,
@@ -386,6 +388,35 @@ impl KernelRunner for EmulatedRunner {
         Ok(y.to_f32())
     }
 
+    fn skinny_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
+        let x = Buf::new(dtype, &case.x);
+        let w = Buf::new(dtype, &case.w);
+        let mut y = Buf::new(dtype, &vec![0.0; case.rows * case.fan_out]);
+        // The kernel reads 16-byte packs, as the device launch requires of its tensors.
+        if [x.ptr(), w.ptr()]
+            .iter()
+            .any(|p| !(*p as usize).is_multiple_of(launch::SKINNY_PACK_BYTES))
+        {
+            candle_core::bail!("a host buffer of the case is not 16-byte aligned");
+        }
+        let shape =
+            launch::skinny_matmul(case.rows, case.fan_in, case.fan_out, dtype.size_in_bytes())
+                .map_err(shape_error)?;
+        launch!(
+            dtype,
+            shape,
+            emulate_skinny_matmul_f32,
+            emulate_skinny_matmul_bf16,
+            y.mut_ptr(),
+            x.ptr(),
+            w.ptr(),
+            case.rows as c_int,
+            case.fan_in as c_int,
+            case.fan_out as c_int
+        );
+        Ok(y.to_f32())
+    }
+
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {
         let rows = case.logits.len() / case.vocab;
         let logits = Buf::new(dtype, &case.logits);
@@ -440,13 +471,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 18, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 21, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 13];
-    // SAFETY: the function writes exactly thirteen ints.
+    let mut limits = [0 as c_int; 16];
+    // SAFETY: the function writes exactly sixteen ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -462,6 +493,9 @@ fn the_launch_constants_are_the_kernels() {
         launch::PREFILL_THREADS as c_int,
         launch::PREFILL_ROWS as c_int,
         launch::PREFILL_MAX_HEAD_DIM as c_int,
+        launch::SKINNY_THREADS as c_int,
+        launch::SKINNY_MAX_ROWS as c_int,
+        launch::SKINNY_PACK_BYTES as c_int,
     ];
     assert_eq!(limits, want);
 }

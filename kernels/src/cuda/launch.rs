@@ -29,6 +29,12 @@ pub const PREFILL_MAX_HEAD_DIM: usize = 128;
 pub const MATMUL_THREADS: u32 = 256;
 /// Rows and outputs of one `fixed_order_matmul` block.
 pub const MATMUL_TILE: usize = 64;
+/// Threads of a `skinny_matmul` block: a warp per output.
+pub const SKINNY_THREADS: u32 = 128;
+/// The most rows `skinny_matmul` takes; more go to cuBLAS, whose tiles then fill.
+pub const SKINNY_MAX_ROWS: usize = 8;
+/// The bytes `skinny_matmul` reads at once: an input row must be a whole number of them.
+pub const SKINNY_PACK_BYTES: usize = 16;
 
 /// The y and z grid dimensions' limit on every CUDA device.
 const MAX_GRID_YZ: usize = 65_535;
@@ -229,6 +235,40 @@ pub fn fixed_order_matmul(rows: usize, out: usize) -> Result<LaunchShape, Launch
     })
 }
 
+/// Whether `skinny_matmul` takes `rows` rows of `fan_in` elements of `elem_bytes` bytes each:
+/// the one rule the launch checks and the projections follow (the rest go to cuBLAS). The rows'
+/// 16-byte alignment is the device launch's own check, since only it sees the pointers.
+pub fn skinny_matmul_takes(rows: usize, fan_in: usize, elem_bytes: usize) -> bool {
+    (1..=SKINNY_MAX_ROWS).contains(&rows)
+        && fan_in > 0
+        && elem_bytes > 0
+        && (fan_in * elem_bytes).is_multiple_of(SKINNY_PACK_BYTES)
+}
+
+/// One warp per output, `SKINNY_THREADS / 32` outputs a block.
+pub fn skinny_matmul(
+    rows: usize,
+    fan_in: usize,
+    out: usize,
+    elem_bytes: usize,
+) -> Result<LaunchShape, LaunchError> {
+    if !skinny_matmul_takes(rows, fan_in, elem_bytes) {
+        return Err(LaunchError::Shape(format!(
+            "skinny_matmul takes 1 to {SKINNY_MAX_ROWS} rows whose {fan_in} inputs of \
+             {elem_bytes} bytes fill whole {SKINNY_PACK_BYTES}-byte packs, not {rows} rows"
+        )));
+    }
+    let warps = (SKINNY_THREADS / 32) as usize;
+    Ok(LaunchShape {
+        grid: (
+            at_most("output blocks", out.div_ceil(warps), MAX_GRID_X)?,
+            1,
+            1,
+        ),
+        threads: SKINNY_THREADS,
+    })
+}
+
 pub fn argmax(rows: usize) -> Result<LaunchShape, LaunchError> {
     Ok(LaunchShape {
         grid: (at_most("rows", rows, MAX_GRID_X)?, 1, 1),
@@ -281,5 +321,19 @@ mod tests {
             prefill_attention(28, 4, 256, 64),
             Err(LaunchError::TooLarge { .. })
         ));
+        assert_eq!(skinny_matmul(1, 3584, 512, 2).unwrap().grid, (128, 1, 1));
+        assert_eq!(skinny_matmul(8, 3584, 37, 4).unwrap().grid, (10, 1, 1));
+        assert!(matches!(
+            skinny_matmul(9, 3584, 512, 2),
+            Err(LaunchError::Shape(_))
+        ));
+        assert!(matches!(
+            skinny_matmul(1, 3580, 512, 2),
+            Err(LaunchError::Shape(_))
+        ));
+        assert_eq!(
+            skinny_matmul(1, 64, 0, 2),
+            Err(LaunchError::Empty("output blocks"))
+        );
     }
 }

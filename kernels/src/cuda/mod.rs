@@ -14,6 +14,8 @@
 //!   mask worked out from each row's position;
 //! - `fixed_order_matmul`: `x · wᵀ` with each output summed in input order by one thread, so a
 //!   row's result does not depend on the batch (the batch-invariant mode's projections);
+//! - `skinny_matmul`: `x · wᵀ` for at most 8 rows (a decode step's projections at small batch),
+//!   a warp streaming each weight row once in 16-byte packs for all rows;
 //! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
 //! - `argmax`: greedy sampling on the device;
 //! - `sample`: temperature, top-k, top-p and allowed-token bitsets on the device, each row its
@@ -71,4 +73,15 @@ pub const PREFILL_KERNEL_VAR: &str = "QUORUM_PREFILL_KERNEL";
 pub fn prefill_kernel_enabled() -> bool {
     static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ENABLED.get_or_init(|| enabled() && !turned_off(PREFILL_KERNEL_VAR))
+}
+
+/// The environment variable that keeps every dense projection on cuBLAS (`0` or `off`) instead
+/// of `skinny_matmul` for steps of at most [`launch::SKINNY_MAX_ROWS`] rows, for comparisons.
+pub const SKINNY_KERNEL_VAR: &str = "QUORUM_SKINNY_KERNEL";
+
+/// Whether dense projections of a few rows run `skinny_matmul` (the default) where Quorum's
+/// kernels run and [`launch::skinny_matmul_takes`] the shape. Read once per process.
+pub fn skinny_kernel_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| enabled() && !turned_off(SKINNY_KERNEL_VAR))
 }
