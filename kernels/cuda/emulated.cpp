@@ -60,8 +60,10 @@ typedef __nv_bfloat16 bf16;
           P(scores, len, context, start))                                                         \
   EMULATE(fixed_order_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out), \
           P(y, x, w, rows, in, out))                                                              \
-  EMULATE(skinny_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out),     \
-          P(y, x, w, rows, in, out))                                                              \
+  EMULATE(skinny_matmul_##SUFFIX,                                                                 \
+          P(T *y0, T *y1, T *y2, const T *x, const T *w0, const T *w1, const T *w2, int rows,     \
+            int in, int out0, int out1, int out2),                                                \
+          P(y0, y1, y2, x, w0, w1, w2, rows, in, out0, out1, out2))                               \
   EMULATE(argmax_##SUFFIX, P(uint32_t *ids, const T *logits, int vocab), P(ids, logits, vocab))   \
   EMULATE(sample_##SUFFIX,                                                                        \
           P(uint32_t *ids, const T *logits, int vocab, const float *temperatures,                 \
@@ -91,4 +93,5 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[13] = quorum::SKINNY_THREADS;
   limits[14] = quorum::SKINNY_MAX_ROWS;
   limits[15] = quorum::SKINNY_PACK_BYTES;
+  limits[16] = quorum::SKINNY_MAX_WEIGHTS;
 }

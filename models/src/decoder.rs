@@ -498,9 +498,25 @@ impl DecoderModel {
         let proj = |linear: &Linear, which: Proj, input: &Tensor| -> ModelResult<Tensor> {
             self.with_adapters(index, which, input, linear.forward(input)?, step)
         };
-        let q = proj(&layer.q_proj, Proj::Q, &h)?;
-        let k = proj(&layer.k_proj, Proj::K, &h)?;
-        let v = proj(&layer.v_proj, Proj::V, &h)?;
+        // Projections of one input go together: one launch for all of them where the device
+        // allows it (`Linear::forward_group`), each with its own adapters after.
+        let projs = |group: &[(&Linear, Proj)], input: &Tensor| -> ModelResult<Vec<Tensor>> {
+            let linears: Vec<&Linear> = group.iter().map(|(l, _)| *l).collect();
+            Linear::forward_group(&linears, input)?
+                .into_iter()
+                .zip(group)
+                .map(|(y, (_, which))| self.with_adapters(index, *which, input, y, step))
+                .collect()
+        };
+        let qkv = projs(
+            &[
+                (&layer.q_proj, Proj::Q),
+                (&layer.k_proj, Proj::K),
+                (&layer.v_proj, Proj::V),
+            ],
+            &h,
+        )?;
+        let [q, k, v]: [Tensor; 3] = qkv.try_into().expect("three projections, three outputs");
         let fused = if step.kernels {
             let token_major = |t: &Tensor, nh: usize| t.reshape((n, nh, cfg.head_dim));
             let qkv = [
@@ -525,8 +541,11 @@ impl DecoderModel {
         let (x, h) = layer
             .post_attention_norm
             .add_forward(&o, &x, step.kernels)?;
-        let gate = proj(&layer.gate_proj, Proj::Gate, &h)?;
-        let up = proj(&layer.up_proj, Proj::Up, &h)?;
+        let gate_up = projs(
+            &[(&layer.gate_proj, Proj::Gate), (&layer.up_proj, Proj::Up)],
+            &h,
+        )?;
+        let [gate, up]: [Tensor; 2] = gate_up.try_into().expect("two projections, two outputs");
         let mlp = proj(
             &layer.down_proj,
             Proj::Down,

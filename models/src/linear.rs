@@ -236,16 +236,41 @@ impl Linear {
             Weight::Dense(w) if self.fixed_order && w.device().is_cuda() => {
                 fixed_order_matmul(x, w)?
             }
-            // A few rows (decode at small batch): one pass over the weights for all of them,
-            // which cuBLAS's tiles, sized for many rows, do not make at full bandwidth.
-            Weight::Dense(w) if w.device().is_cuda() && skinny_matmul_fits(x, w) => {
-                skinny_matmul(x, w)?
+            Weight::Dense(w) if w.device().is_cuda() && skinny_matmul_fits(x, &[w]) => {
+                skinny_matmul(x, &[w])?.remove(0)
             }
             Weight::Dense(w) => x.matmul(&w.t()?)?,
         };
+        self.add_bias(y)
+    }
+
+    fn add_bias(&self, y: Tensor) -> Result<Tensor> {
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
+        }
+    }
+
+    /// [`Linear::forward`] of each of `linears` on the same `x`, in one launch where all of them
+    /// can: a few rows (decode at small batch) on a CUDA device take one pass over the weights
+    /// for all rows (`skinny_matmul`, which cuBLAS's tiles, sized for many rows, are not made
+    /// for), and projections of one input (q, k and v; gate and up) share the launch, so the
+    /// small ones fill the GPU beside the large one. Otherwise each runs its own `forward`.
+    pub fn forward_group(linears: &[&Linear], x: &Tensor) -> Result<Vec<Tensor>> {
+        let dense: Option<Vec<&Tensor>> = linears
+            .iter()
+            .map(|l| match &l.weight {
+                Weight::Dense(w) if w.device().is_cuda() && !l.fixed_order => Some(w),
+                _ => None,
+            })
+            .collect();
+        match dense {
+            Some(ws) if skinny_matmul_fits(x, &ws) => skinny_matmul(x, &ws)?
+                .into_iter()
+                .zip(linears)
+                .map(|(y, l)| l.add_bias(y))
+                .collect(),
+            _ => linears.iter().map(|l| l.forward(x)).collect(),
         }
     }
 }
@@ -260,26 +285,26 @@ fn fixed_order_matmul(_x: &Tensor, _w: &Tensor) -> Result<Tensor> {
     candle_core::bail!("a CUDA device in a build without the `cuda` feature")
 }
 
-/// Whether this product runs `skinny_matmul`: Quorum's kernels on, `QUORUM_SKINNY_KERNEL` not
+/// Whether these products run `skinny_matmul`: Quorum's kernels on, `QUORUM_SKINNY_KERNEL` not
 /// off, and tensors the kernel takes.
 #[cfg(feature = "cuda")]
-fn skinny_matmul_fits(x: &Tensor, w: &Tensor) -> bool {
+fn skinny_matmul_fits(x: &Tensor, ws: &[&Tensor]) -> bool {
     quorum_kernels::cuda::skinny_kernel_enabled()
-        && quorum_kernels::cuda::device::skinny_matmul_fits(x, w)
+        && quorum_kernels::cuda::device::skinny_matmul_fits(x, ws)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn skinny_matmul_fits(_x: &Tensor, _w: &Tensor) -> bool {
+fn skinny_matmul_fits(_x: &Tensor, _ws: &[&Tensor]) -> bool {
     false
 }
 
 #[cfg(feature = "cuda")]
-fn skinny_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    quorum_kernels::cuda::device::skinny_matmul(x, w)
+fn skinny_matmul(x: &Tensor, ws: &[&Tensor]) -> Result<Vec<Tensor>> {
+    quorum_kernels::cuda::device::skinny_matmul(x, ws)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn skinny_matmul(_x: &Tensor, _w: &Tensor) -> Result<Tensor> {
+fn skinny_matmul(_x: &Tensor, _ws: &[&Tensor]) -> Result<Vec<Tensor>> {
     candle_core::bail!("a CUDA device in a build without the `cuda` feature")
 }
 

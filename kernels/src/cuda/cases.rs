@@ -535,16 +535,35 @@ pub fn matmul_cases() -> Vec<(&'static str, MatmulCase)> {
     ]
 }
 
-/// Shapes of a decode step's projections at small batch, for `skinny_matmul`: 8 rows (its most)
-/// over 1,096 inputs, 137 packs of 8 bf16 or 274 of 4 f32, so each lane goes round its unrolled
-/// group of 4 x 32 packs more than once and ends in a partial group, and 37 outputs, which leave
-/// the last block's warps partly idle; one row over 72 inputs (9 packs: most lanes read nothing).
-pub fn skinny_cases() -> Vec<(&'static str, MatmulCase)> {
+/// Groups of weights sharing their rows, as `skinny_matmul` multiplies them in one launch (a decode
+/// step's q, k and v at small batch): 8 rows (its most) over 1,096 inputs, 137 packs of 8 bf16 or
+/// 274 of 4 f32, so each lane goes round its unrolled group of 4 x 32 packs more than once and
+/// ends in a partial group, times weights of 37, 5 and 9 outputs (warps of one block fall on two
+/// weights, and the last block's are partly idle); one row over 72 inputs (9 packs: most lanes
+/// read nothing) times one weight of 5 outputs.
+pub fn skinny_cases() -> Vec<(&'static str, Vec<MatmulCase>)> {
     let mut v = Values::new(11);
-    let mut case = |rows, fan_in, fan_out| MatmulCase::drawn(&mut v, rows, fan_in, fan_out);
+    let mut group = |rows, fan_in, outs: &[usize]| -> Vec<MatmulCase> {
+        let x = v.take(rows * fan_in, 1.0);
+        outs.iter()
+            .map(|&fan_out| MatmulCase {
+                rows,
+                fan_in,
+                fan_out,
+                x: x.clone(),
+                w: v.take(fan_out * fan_in, 0.5),
+            })
+            .collect()
+    };
     vec![
-        ("8 rows, 1,096 inputs, 37 outputs", case(8, 1_096, 37)),
-        ("1 row, 72 inputs, 5 outputs", case(1, 72, 5)),
+        (
+            "8 rows, 1,096 inputs, weights of 37, 5 and 9 outputs",
+            group(8, 1_096, &[37, 5, 9]),
+        ),
+        (
+            "1 row, 72 inputs, one weight of 5 outputs",
+            group(1, 72, &[5]),
+        ),
     ]
 }
 

@@ -66,27 +66,31 @@ pub fn compare(got: &[f32], want: &[f32], dtype: DType) -> Option<String> {
         .map(|(i, (g, w))| format!("element {i}: {g} against {w} (tolerance {tol} relative)"))
 }
 
-/// The first 3 rows, then the first row, launched alone through `product` against all of
-/// `case`'s rows: the first difference in any bit is the failure.
+/// The first 3 rows, then the first row, launched alone through `product` against all of the
+/// rows of `group` (weights sharing one `x`): the first difference in any bit is the failure.
 fn batch_invariance(
-    product: impl Fn(&MatmulCase) -> candle_core::Result<Vec<f32>>,
-    case: &MatmulCase,
+    product: impl Fn(&[MatmulCase]) -> candle_core::Result<Vec<Vec<f32>>>,
+    group: &[MatmulCase],
 ) -> Option<String> {
-    let all = match product(case) {
+    let all = match product(group) {
         Ok(y) => y,
         Err(e) => return Some(format!("error: {e}")),
     };
     for rows in [3, 1] {
-        let alone = match product(&case.first_rows(rows)) {
+        let fewer: Vec<MatmulCase> = group.iter().map(|c| c.first_rows(rows)).collect();
+        let alone = match product(&fewer) {
             Ok(y) => y,
             Err(e) => return Some(format!("error: {e}")),
         };
-        let batched = &all[..rows * case.fan_out];
-        if let Some(i) = (0..alone.len()).find(|&i| alone[i].to_bits() != batched[i].to_bits()) {
-            return Some(format!(
-                "{rows} rows alone: element {i} is {} against {} in the full launch",
-                alone[i], batched[i]
-            ));
+        for (g, (alone, all)) in alone.iter().zip(&all).enumerate() {
+            let batched = &all[..alone.len()];
+            if let Some(i) = (0..alone.len()).find(|&i| alone[i].to_bits() != batched[i].to_bits())
+            {
+                return Some(format!(
+                    "{rows} rows alone: element {i} of weight {g} is {} against {} in the full launch",
+                    alone[i], batched[i]
+                ));
+            }
         }
     }
     None
@@ -192,27 +196,34 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
         // The point of the kernel: a row's outputs are the same bits whatever else is batched.
         let (_, case) = &matmul_cases()[0];
         let case = case.rounded(dtype);
-        let failure = batch_invariance(|c| runner.fixed_order_matmul(c, dtype), &case);
+        let one = |g: &[MatmulCase]| Ok(vec![runner.fixed_order_matmul(&g[0], dtype)?]);
+        let failure = batch_invariance(one, std::slice::from_ref(&case));
         report(
             "fixed_order_matmul",
             "rows 0-2 alone and row 0 alone give the 70-row launch's bits",
             failure,
         );
-        for (name, case) in skinny_cases() {
-            let case = case.rounded(dtype);
-            let failure = match runner.skinny_matmul(&case, dtype) {
-                Ok(got) => compare(&got, &reference::matmul(&case), dtype),
+        for (name, group) in skinny_cases() {
+            let group: Vec<MatmulCase> = group.iter().map(|c| c.rounded(dtype)).collect();
+            let failure = match runner.skinny_matmul(&group, dtype) {
+                Ok(got) if got.len() != group.len() => {
+                    Some(format!("{} outputs for {} weights", got.len(), group.len()))
+                }
+                Ok(got) => got
+                    .iter()
+                    .zip(&group)
+                    .find_map(|(y, c)| compare(y, &reference::matmul(c), dtype)),
                 Err(e) => failed(e),
             };
             report("skinny_matmul", name, failure);
         }
         // A decode step's rows get the same bits whatever the batch's size up to the limit.
-        let (_, case) = &skinny_cases()[0];
-        let case = case.rounded(dtype);
-        let failure = batch_invariance(|c| runner.skinny_matmul(c, dtype), &case);
+        let (_, group) = &skinny_cases()[0];
+        let group: Vec<MatmulCase> = group.iter().map(|c| c.rounded(dtype)).collect();
+        let failure = batch_invariance(|g| runner.skinny_matmul(g, dtype), &group);
         report(
             "skinny_matmul",
-            "rows 0-2 alone and row 0 alone give the 8-row launch's bits",
+            "rows 0-2 alone and row 0 alone give the 8-row launch's bits, three weights",
             failure,
         );
         let case = argmax_case().rounded(dtype);

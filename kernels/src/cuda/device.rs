@@ -661,12 +661,13 @@ fn launch_product(
     })
 }
 
-/// Whether [`skinny_matmul`] takes `x` and `w` as they are: one dtype, `[rows, in]` against
-/// `[out, in]`, a shape [`launch::skinny_matmul_takes`], both contiguous and starting on a
-/// 16-byte boundary (device allocations start on 256-byte ones, so a tensor's alignment is its
+/// Whether [`skinny_matmul`] takes `x` and the weights `ws` as they are: 1 to
+/// [`launch::SKINNY_MAX_WEIGHTS`] weights of `x`'s dtype, `[rows, in]` against `[out, in]` each, a
+/// shape [`launch::skinny_matmul_takes`], every tensor contiguous and starting on a 16-byte
+/// boundary (device allocations start on 256-byte ones, so a tensor's alignment is its
 /// offset's). The projections ask this before choosing it over cuBLAS.
-pub fn skinny_matmul_fits(x: &Tensor, w: &Tensor) -> bool {
-    let (Ok((rows, fan_in)), Ok((fan_out, w_in))) = (x.dims2(), w.dims2()) else {
+pub fn skinny_matmul_fits(x: &Tensor, ws: &[&Tensor]) -> bool {
+    let Ok((rows, fan_in)) = x.dims2() else {
         return false;
     };
     let elem = x.dtype().size_in_bytes();
@@ -674,34 +675,82 @@ pub fn skinny_matmul_fits(x: &Tensor, w: &Tensor) -> bool {
         t.is_contiguous()
             && (t.layout().start_offset() * elem).is_multiple_of(launch::SKINNY_PACK_BYTES)
     };
-    x.dtype() == w.dtype()
-        && w_in == fan_in
-        && fan_out > 0
+    let weight_fits = |w: &&Tensor| {
+        w.dtype() == x.dtype()
+            && w.dims2().is_ok_and(|(out, w_in)| out > 0 && w_in == fan_in)
+            && aligned(w)
+    };
+    (1..=launch::SKINNY_MAX_WEIGHTS).contains(&ws.len())
         && launch::skinny_matmul_takes(rows, fan_in, elem)
         && aligned(x)
-        && aligned(w)
+        && ws.iter().all(weight_fits)
 }
 
-/// `x · wᵀ` (`x` `[rows, in]` with at most [`launch::SKINNY_MAX_ROWS`] rows, `w` `[out, in]`, one
-/// dtype) → `[rows, out]` by `skinny_matmul`: a warp streams each weight row once for all rows.
+/// `x · w_gᵀ` for each weight of `ws` (`x` `[rows, in]` with at most
+/// [`launch::SKINNY_MAX_ROWS`] rows, each `w_g` `[out_g, in]`, one dtype) → one `[rows, out_g]`
+/// tensor each, in one `skinny_matmul` launch: a warp streams each weight row once for all rows.
 /// Tensors [`skinny_matmul_fits`] refuses are an error: the caller sends those to cuBLAS.
-pub fn skinny_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    if !skinny_matmul_fits(x, w) {
+pub fn skinny_matmul(x: &Tensor, ws: &[&Tensor]) -> Result<Vec<Tensor>> {
+    if !skinny_matmul_fits(x, ws) {
+        let weights: Vec<String> = ws
+            .iter()
+            .map(|w| {
+                format!(
+                    "{:?} {:?} (offset {})",
+                    w.shape(),
+                    w.dtype(),
+                    w.layout().start_offset()
+                )
+            })
+            .collect();
         bail!(
-            "skinny_matmul: x {:?} {:?} (offset {}) against w {:?} {:?} (offset {}): not a \
-             shape it takes, or not contiguous on a 16-byte boundary",
+            "skinny_matmul: x {:?} {:?} (offset {}) against {}: not a group it takes, or not \
+             contiguous on 16-byte boundaries",
             x.shape(),
             x.dtype(),
             x.layout().start_offset(),
-            w.shape(),
-            w.dtype(),
-            w.layout().start_offset()
+            weights.join(", ")
         );
     }
-    let ((rows, fan_in), (fan_out, _)) = (x.dims2()?, w.dims2()?);
-    let shape = launch::skinny_matmul(rows, fan_in, fan_out, x.dtype().size_in_bytes())
-        .map_err(shape_error)?;
-    launch_product(&SKINNY_MATMUL, "skinny_matmul", x, w, shape)
+    let dev = cuda_device(x)?;
+    let (rows, fan_in) = x.dims2()?;
+    let outs: Vec<usize> = ws
+        .iter()
+        .map(|w| w.dims2().map(|d| d.0))
+        .collect::<Result<_>>()?;
+    let elem = x.dtype().size_in_bytes();
+    let shape =
+        launch::skinny_matmul(rows, fan_in, outs.iter().sum(), elem).map_err(shape_error)?;
+    with_element!(x.dtype(), T => {
+        let ys = outs
+            .iter()
+            .map(|&out| empty::<T>(&dev, (rows, out)))
+            .collect::<Result<Vec<_>>>()?;
+        {
+            // A group of fewer weights repeats its first in the unused places, whose zero
+            // output counts keep the kernel from touching them.
+            let at = |g: usize| g.min(ws.len() - 1);
+            view!(xg, xv, x, T);
+            view!(w0g, w0v, ws[at(0)], T);
+            view!(w1g, w1v, ws[at(1)], T);
+            view!(w2g, w2v, ws[at(2)], T);
+            view!(y0g, y0v, &ys[at(0)], T);
+            view!(y1g, y1v, &ys[at(1)], T);
+            view!(y2g, y2v, &ys[at(2)], T);
+            let func = kernel!(dev, SKINNY_MATMUL, "skinny_matmul", T)?;
+            let mut b = func.builder();
+            let out = |g: usize| outs.get(g).map_or(0, |&o| o as i32);
+            let (r, i, o0, o1, o2) = (rows as i32, fan_in as i32, out(0), out(1), out(2));
+            b.arg(&y0v).arg(&y1v).arg(&y2v).arg(&xv).arg(&w0v).arg(&w1v).arg(&w2v);
+            b.arg(&r).arg(&i).arg(&o0).arg(&o1).arg(&o2);
+            // SAFETY: as above; every element of each `y_g` is written by one lane of one warp,
+            // and every read stays inside `x` and the weights (whole packs of rows of `fan_in`
+            // elements); a weight with no outputs is never read.
+            unsafe { b.launch(config(shape)) }.w()?;
+            drop((xg, w0g, w1g, w2g, y0g, y1g, y2g));
+        }
+        Ok(ys)
+    })
 }
 
 /// Each row's arg-max over the last dimension of `logits` `[rows, vocab]`: u32 `[rows]`.

@@ -174,10 +174,17 @@ impl KernelRunner for DeviceRunner {
         host(&device::fixed_order_matmul(&x, &w)?)
     }
 
-    fn skinny_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
-        let x = self.upload(&case.x, &[case.rows, case.fan_in], dtype)?;
-        let w = self.upload(&case.w, &[case.fan_out, case.fan_in], dtype)?;
-        host(&device::skinny_matmul(&x, &w)?)
+    fn skinny_matmul(&self, group: &[MatmulCase], dtype: DType) -> Result<Vec<Vec<f32>>> {
+        let Some(first) = group.first() else {
+            candle_core::bail!("a skinny_matmul group of no weights");
+        };
+        let x = self.upload(&first.x, &[first.rows, first.fan_in], dtype)?;
+        let ws = group
+            .iter()
+            .map(|c| self.upload(&c.w, &[c.fan_out, c.fan_in], dtype))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = ws.iter().collect();
+        device::skinny_matmul(&x, &refs)?.iter().map(host).collect()
     }
 
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {

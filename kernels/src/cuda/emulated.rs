@@ -61,8 +61,10 @@ entry_points! {
     emulate_causal_softmax_bf16(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_fixed_order_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
     emulate_fixed_order_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
-    emulate_skinny_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
-    emulate_skinny_matmul_bf16(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
+    emulate_skinny_matmul_f32(y0: M, y1: M, y2: M, x: P, w0: P, w1: P, w2: P, rows: c_int,
+        fan_in: c_int, out0: c_int, out1: c_int, out2: c_int);
+    emulate_skinny_matmul_bf16(y0: M, y1: M, y2: M, x: P, w0: P, w1: P, w2: P, rows: c_int,
+        fan_in: c_int, out0: c_int, out1: c_int, out2: c_int);
     emulate_argmax_f32(ids: M, logits: P, vocab: c_int);
     emulate_argmax_bf16(ids: M, logits: P, vocab: c_int);
     emulate_sample_f32(ids: M, logits: P, vocab: c_int, temperatures: P, top_ks: P, top_ps: P,
@@ -388,33 +390,57 @@ impl KernelRunner for EmulatedRunner {
         Ok(y.to_f32())
     }
 
-    fn skinny_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>> {
-        let x = Buf::new(dtype, &case.x);
-        let w = Buf::new(dtype, &case.w);
-        let mut y = Buf::new(dtype, &vec![0.0; case.rows * case.fan_out]);
-        // The kernel reads 16-byte packs, as the device launch requires of its tensors.
-        if [x.ptr(), w.ptr()]
+    fn skinny_matmul(&self, group: &[MatmulCase], dtype: DType) -> Result<Vec<Vec<f32>>> {
+        let first = match group {
+            [first, ..] if group.len() <= launch::SKINNY_MAX_WEIGHTS => first,
+            _ => candle_core::bail!("skinny_matmul takes 1 to 3 weights, not {}", group.len()),
+        };
+        if group
             .iter()
-            .any(|p| !(*p as usize).is_multiple_of(launch::SKINNY_PACK_BYTES))
+            .any(|c| c.rows != first.rows || c.fan_in != first.fan_in || c.x != first.x)
+        {
+            candle_core::bail!("the weights of a skinny_matmul group share one x");
+        }
+        let x = Buf::new(dtype, &first.x);
+        let ws: Vec<Buf> = group.iter().map(|c| Buf::new(dtype, &c.w)).collect();
+        let mut ys: Vec<Buf> = group
+            .iter()
+            .map(|c| Buf::new(dtype, &vec![0.0; c.rows * c.fan_out]))
+            .collect();
+        // The kernel reads 16-byte packs, as the device launch requires of its tensors.
+        if std::iter::once(&x)
+            .chain(&ws)
+            .any(|b| !(b.ptr() as usize).is_multiple_of(launch::SKINNY_PACK_BYTES))
         {
             candle_core::bail!("a host buffer of the case is not 16-byte aligned");
         }
-        let shape =
-            launch::skinny_matmul(case.rows, case.fan_in, case.fan_out, dtype.size_in_bytes())
-                .map_err(shape_error)?;
+        let outs: Vec<usize> = group.iter().map(|c| c.fan_out).collect();
+        let total = outs.iter().sum();
+        let shape = launch::skinny_matmul(first.rows, first.fan_in, total, dtype.size_in_bytes())
+            .map_err(shape_error)?;
+        let y = |g: usize, ys: &mut [Buf]| ys.get_mut(g).map_or(std::ptr::null_mut(), Buf::mut_ptr);
+        let w = |g: usize| ws.get(g).map_or(std::ptr::null(), Buf::ptr);
+        let out = |g: usize| outs.get(g).copied().unwrap_or(0) as c_int;
+        let (y0, y1, y2) = (y(0, &mut ys), y(1, &mut ys), y(2, &mut ys));
         launch!(
             dtype,
             shape,
             emulate_skinny_matmul_f32,
             emulate_skinny_matmul_bf16,
-            y.mut_ptr(),
+            y0,
+            y1,
+            y2,
             x.ptr(),
-            w.ptr(),
-            case.rows as c_int,
-            case.fan_in as c_int,
-            case.fan_out as c_int
+            w(0),
+            w(1),
+            w(2),
+            first.rows as c_int,
+            first.fan_in as c_int,
+            out(0),
+            out(1),
+            out(2)
         );
-        Ok(y.to_f32())
+        Ok(ys.iter().map(Buf::to_f32).collect())
     }
 
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>> {
@@ -476,8 +502,8 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 16];
-    // SAFETY: the function writes exactly sixteen ints.
+    let mut limits = [0 as c_int; 17];
+    // SAFETY: the function writes exactly seventeen ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -496,6 +522,7 @@ fn the_launch_constants_are_the_kernels() {
         launch::SKINNY_THREADS as c_int,
         launch::SKINNY_MAX_ROWS as c_int,
         launch::SKINNY_PACK_BYTES as c_int,
+        launch::SKINNY_MAX_WEIGHTS as c_int,
     ];
     assert_eq!(limits, want);
 }

@@ -35,6 +35,8 @@ pub const SKINNY_THREADS: u32 = 128;
 pub const SKINNY_MAX_ROWS: usize = 8;
 /// The bytes `skinny_matmul` reads at once: an input row must be a whole number of them.
 pub const SKINNY_PACK_BYTES: usize = 16;
+/// The most weights one `skinny_matmul` launch multiplies the same rows by (q, k and v).
+pub const SKINNY_MAX_WEIGHTS: usize = 3;
 
 /// The y and z grid dimensions' limit on every CUDA device.
 const MAX_GRID_YZ: usize = 65_535;
@@ -245,7 +247,8 @@ pub fn skinny_matmul_takes(rows: usize, fan_in: usize, elem_bytes: usize) -> boo
         && (fan_in * elem_bytes).is_multiple_of(SKINNY_PACK_BYTES)
 }
 
-/// One warp per output, `SKINNY_THREADS / 32` outputs a block.
+/// One warp per output of the group's weights together (`out`, their outputs summed),
+/// `SKINNY_THREADS / 32` outputs a block.
 pub fn skinny_matmul(
     rows: usize,
     fan_in: usize,

@@ -14,8 +14,9 @@
 //!   mask worked out from each row's position;
 //! - `fixed_order_matmul`: `x · wᵀ` with each output summed in input order by one thread, so a
 //!   row's result does not depend on the batch (the batch-invariant mode's projections);
-//! - `skinny_matmul`: `x · wᵀ` for at most 8 rows (a decode step's projections at small batch),
-//!   a warp streaming each weight row once in 16-byte packs for all rows;
+//! - `skinny_matmul`: `x · wᵀ` for at most 8 rows and up to three weights of the same `x` in one
+//!   launch (a decode step's q/k/v or gate/up at small batch), a warp streaming each weight row
+//!   once in 16-byte packs for all rows;
 //! - `lora_shrink` / `lora_expand`: batched multi-LoRA (BGMV), each row its own adapter or none;
 //! - `argmax`: greedy sampling on the device;
 //! - `sample`: temperature, top-k, top-p and allowed-token bitsets on the device, each row its

@@ -25,8 +25,9 @@ pub trait KernelRunner {
     fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>>;
     /// `x · wᵀ` by `fixed_order_matmul`.
     fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>>;
-    /// `x · wᵀ` by `skinny_matmul` (at most [`super::launch::SKINNY_MAX_ROWS`] rows).
-    fn skinny_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>>;
+    /// `x · wᵀ` of every case of `group` (one `x`, at most [`super::launch::SKINNY_MAX_ROWS`]
+    /// rows and [`super::launch::SKINNY_MAX_WEIGHTS`] weights) in one `skinny_matmul` launch.
+    fn skinny_matmul(&self, group: &[MatmulCase], dtype: DType) -> Result<Vec<Vec<f32>>>;
     fn argmax(&self, case: &ArgmaxCase, dtype: DType) -> Result<Vec<u32>>;
     /// Each row's token by `sample` under the case's per-row policies.
     fn sample(&self, case: &SampleCase, dtype: DType) -> Result<Vec<u32>>;
