@@ -2,10 +2,12 @@
 //! time and loaded once per device (candle keeps the module). Shapes are checked here, before
 //! any launch; a tensor that is not contiguous is made so.
 
-use candle_core::cuda_backend::cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaView, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, WrapErr};
 use candle_core::op::BackpropOp;
-use candle_core::{DType, Device, Result, Shape, Storage, Tensor, WithDType, bail};
+use candle_core::{DType, Device, Layout, Result, Shape, Storage, Tensor, WithDType, bail};
 use half::bf16;
 
 use super::launch::{self, LaunchShape};
@@ -109,6 +111,17 @@ macro_rules! view {
             _ => bail!("a CUDA kernel got a tensor that is not on the GPU"),
         };
     };
+}
+
+/// The device elements of a contiguous tensor's storage from its layout's offset on.
+fn device_slice<'a, T: CudaDType>(
+    storage: &'a Storage,
+    layout: &Layout,
+) -> Result<CudaView<'a, T>> {
+    match storage {
+        Storage::Cuda(s) => Ok(s.as_cuda_slice::<T>()?.slice(layout.start_offset()..)),
+        _ => bail!("a CUDA kernel got a tensor that is not on the GPU"),
+    }
 }
 
 /// A new uninitialised device tensor: the launch that follows writes every element that is
@@ -727,27 +740,34 @@ pub fn skinny_matmul(x: &Tensor, ws: &[&Tensor]) -> Result<Vec<Tensor>> {
             .map(|&out| empty::<T>(&dev, (rows, out)))
             .collect::<Result<Vec<_>>>()?;
         {
-            // A group of fewer weights repeats its first in the unused places, whose zero
-            // output counts keep the kernel from touching them.
-            let at = |g: usize| g.min(ws.len() - 1);
+            // Each tensor's storage is locked once; a group of fewer weights passes its first
+            // weight and output again in the unused places, whose zero output counts keep the
+            // kernel from touching them.
+            let weight_locks: Vec<_> = ws.iter().map(|w| w.storage_and_layout()).collect();
+            let output_locks: Vec<_> = ys.iter().map(|y| y.storage_and_layout()).collect();
+            let wv = weight_locks
+                .iter()
+                .map(|(guard, layout)| device_slice::<T>(guard, layout))
+                .collect::<Result<Vec<_>>>()?;
+            let yv = output_locks
+                .iter()
+                .map(|(guard, layout)| device_slice::<T>(guard, layout))
+                .collect::<Result<Vec<_>>>()?;
             view!(xg, xv, x, T);
-            view!(w0g, w0v, ws[at(0)], T);
-            view!(w1g, w1v, ws[at(1)], T);
-            view!(w2g, w2v, ws[at(2)], T);
-            view!(y0g, y0v, &ys[at(0)], T);
-            view!(y1g, y1v, &ys[at(1)], T);
-            view!(y2g, y2v, &ys[at(2)], T);
+            let at = |g: usize| g.min(ws.len() - 1);
             let func = kernel!(dev, SKINNY_MATMUL, "skinny_matmul", T)?;
             let mut b = func.builder();
             let out = |g: usize| outs.get(g).map_or(0, |&o| o as i32);
             let (r, i, o0, o1, o2) = (rows as i32, fan_in as i32, out(0), out(1), out(2));
-            b.arg(&y0v).arg(&y1v).arg(&y2v).arg(&xv).arg(&w0v).arg(&w1v).arg(&w2v);
+            b.arg(&yv[at(0)]).arg(&yv[at(1)]).arg(&yv[at(2)]).arg(&xv);
+            b.arg(&wv[at(0)]).arg(&wv[at(1)]).arg(&wv[at(2)]);
             b.arg(&r).arg(&i).arg(&o0).arg(&o1).arg(&o2);
             // SAFETY: as above; every element of each `y_g` is written by one lane of one warp,
             // and every read stays inside `x` and the weights (whole packs of rows of `fan_in`
             // elements); a weight with no outputs is never read.
             unsafe { b.launch(config(shape)) }.w()?;
-            drop((xg, w0g, w1g, w2g, y0g, y1g, y2g));
+            drop((xg, wv, yv));
+            drop((weight_locks, output_locks));
         }
         Ok(ys)
     })
