@@ -620,6 +620,7 @@ pub fn causal_softmax(scores: &Tensor, len: usize, start: usize) -> Result<()> {
 /// over the inputs in order by one thread: a row's result is the same bits whatever other
 /// rows share the call (cuBLAS chooses its tiling, and so its order of additions, by shape).
 pub fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    let dev = cuda_device(x)?;
     let (rows, fan_in) = x.dims2()?;
     let (fan_out, w_in) = w.dims2()?;
     if w_in != fan_in || x.dtype() != w.dtype() {
@@ -636,37 +637,17 @@ pub fn fixed_order_matmul(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     }
     let shape = launch::fixed_order_matmul(rows, fan_out).map_err(shape_error)?;
     let (x, w) = (x.contiguous()?, w.contiguous()?);
-    launch_product(&FIXED_ORDER_MATMUL, "fixed_order_matmul", &x, &w, shape)
-}
-
-/// Launches the product kernel `name` of `module`, `(y, x, w, rows, in, out)`, over contiguous
-/// `x` `[rows, in]` and `w` `[out, in]` of one dtype: `y` `[rows, out]`, every element of which
-/// the kernel writes once.
-fn launch_product(
-    module: &Module,
-    name: &str,
-    x: &Tensor,
-    w: &Tensor,
-    shape: LaunchShape,
-) -> Result<Tensor> {
-    let dev = cuda_device(x)?;
-    let ((rows, fan_in), (fan_out, _)) = (x.dims2()?, w.dims2()?);
     with_element!(x.dtype(), T => {
         let y = empty::<T>(&dev, (rows, fan_out))?;
         {
-            view!(xg, xv, x, T);
-            view!(wg, wv, w, T);
+            view!(xg, xv, &x, T);
+            view!(wg, wv, &w, T);
             view!(yg, yv, &y, T);
-            let func = dev.get_or_load_custom_func(
-                &format!("{name}_{}", <T as Element>::SUFFIX),
-                module.name,
-                module.ptx,
-            )?;
+            let func = kernel!(dev, FIXED_ORDER_MATMUL, "fixed_order_matmul", T)?;
             let mut b = func.builder();
             let (r, i, o) = (rows as i32, fan_in as i32, fan_out as i32);
             b.arg(&yv).arg(&xv).arg(&wv).arg(&r).arg(&i).arg(&o);
-            // SAFETY: as above; the product kernels write each element of `y` from one thread
-            // (or one warp's lane 0) and read `x` and `w` only within these dimensions.
+            // SAFETY: as above; every element of `y` is written by exactly one thread.
             unsafe { b.launch(config(shape)) }.w()?;
             drop((xg, wg, yg));
         }
