@@ -50,12 +50,14 @@ typedef __nv_bfloat16 bf16;
           P(out, q, k_cache, v_cache, context_slots, len, start, heads, kv_heads, head_dim,       \
             scale))                                                                               \
   EMULATE(lora_shrink_##SUFFIX,                                                                   \
-          P(float *t, const T *x, const T *a, const int *adapter_of_row, int in, int rank),       \
-          P(t, x, a, adapter_of_row, in, rank))                                                   \
+          P(float *t, const T *x, const T *a0, const T *a1, const T *a2, const int *adapter_of_row, \
+            int in, int rank),                                                                    \
+          P(t, x, a0, a1, a2, adapter_of_row, in, rank))                                          \
   EMULATE(lora_expand_##SUFFIX,                                                                   \
-          P(T *y, const float *t, const T *b_t, const float *scales, const int *adapter_of_row,   \
-            int out, int rank),                                                                   \
-          P(y, t, b_t, scales, adapter_of_row, out, rank))                                        \
+          P(T *y0, T *y1, T *y2, const float *t, const T *b0, const T *b1, const T *b2,           \
+            const float *s0, const float *s1, const float *s2, const int *adapter_of_row,         \
+            int out0, int out1, int out2, int rank),                                              \
+          P(y0, y1, y2, t, b0, b1, b2, s0, s1, s2, adapter_of_row, out0, out1, out2, rank))       \
   EMULATE(causal_softmax_##SUFFIX, P(T *scores, int len, int context, int start),                \
           P(scores, len, context, start))                                                         \
   EMULATE(fixed_order_matmul_##SUFFIX, P(T *y, const T *x, const T *w, int rows, int in, int out), \
@@ -94,4 +96,5 @@ extern "C" void emulated_kernel_limits(int *limits) {
   limits[14] = quorum::SKINNY_MAX_ROWS;
   limits[15] = quorum::SKINNY_PACK_BYTES;
   limits[16] = quorum::SKINNY_MAX_WEIGHTS;
+  limits[17] = quorum::LORA_MAX_GROUP;
 }

@@ -496,17 +496,20 @@ impl DecoderModel {
                 .contiguous()
         };
         let proj = |linear: &Linear, which: Proj, input: &Tensor| -> ModelResult<Tensor> {
-            self.with_adapters(index, which, input, linear.forward(input)?, step)
+            let y = linear.forward(input)?;
+            let [y]: [Tensor; 1] = self
+                .with_adapters(index, &[which], input, vec![y], step)?
+                .try_into()
+                .expect("one projection, one output");
+            Ok(y)
         };
         // Projections of one input go together: one launch for all of them where the device
-        // allows it (`Linear::forward_group`), each with its own adapters after.
+        // allows it (`Linear::forward_group`), and one pair for their adapters' deltas.
         let projs = |group: &[(&Linear, Proj)], input: &Tensor| -> ModelResult<Vec<Tensor>> {
             let linears: Vec<&Linear> = group.iter().map(|(l, _)| *l).collect();
-            Linear::forward_group(&linears, input)?
-                .into_iter()
-                .zip(group)
-                .map(|(y, (_, which))| self.with_adapters(index, *which, input, y, step))
-                .collect()
+            let which: Vec<Proj> = group.iter().map(|(_, p)| *p).collect();
+            let ys = Linear::forward_group(&linears, input)?;
+            self.with_adapters(index, &which, input, ys, step)
         };
         let qkv = projs(
             &[
@@ -554,75 +557,120 @@ impl DecoderModel {
         Ok((x, mlp))
     }
 
-    /// Adds the LoRA delta of each chunk's adapter to its rows of `y`, the output of projection
-    /// `which` of layer `index` on `x`. Free when no chunk's adapter touches this projection.
+    /// Adds the LoRA delta of each chunk's adapter to its rows of `ys[g]`, the output of
+    /// projection `which[g]` of layer `index` on `x` (projections of one input). Free for a
+    /// projection no chunk's adapter touches.
     fn with_adapters(
         &self,
         index: usize,
-        which: Proj,
+        which: &[Proj],
         x: &Tensor,
-        y: Tensor,
+        ys: Vec<Tensor>,
         step: &StepInputs<'_>,
-    ) -> ModelResult<Tensor> {
+    ) -> ModelResult<Vec<Tensor>> {
         let batch = step.batch;
-        let touched = |c: &crate::batch::ChunkLayout| {
-            c.adapter
-                .is_some_and(|a| self.adapters[a].adapts(index, which))
+        let touches = |p: Proj| {
+            batch
+                .chunks
+                .iter()
+                .any(|c| c.adapter.is_some_and(|a| self.adapters[a].adapts(index, p)))
         };
-        if !batch.chunks.iter().any(touched) {
-            return Ok(y);
+        let touched: Vec<usize> = (0..which.len()).filter(|&g| touches(which[g])).collect();
+        if touched.is_empty() {
+            return Ok(ys);
         }
         if step.row_adapters.is_some() {
-            return self.with_device_adapters(index, which, x, y, step.row_adapters);
+            return self.with_device_adapters(index, which, &touched, x, ys, step.row_adapters);
         }
         let xs = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-        let mut ys = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
-        for c in &batch.chunks {
-            if let Some(a) = c.adapter {
-                self.adapters[a].apply(index, which, &xs, &mut ys, c.offset..c.offset + c.len);
-            }
-        }
-        Ok(Tensor::from_vec(ys, y.shape(), y.device())?.to_dtype(y.dtype())?)
+        ys.into_iter()
+            .enumerate()
+            .map(|(g, y)| {
+                if !touched.contains(&g) {
+                    return Ok(y);
+                }
+                let mut rows = y.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                for c in &batch.chunks {
+                    if let Some(a) = c.adapter {
+                        let span = c.offset..c.offset + c.len;
+                        self.adapters[a].apply(index, which[g], &xs, &mut rows, span);
+                    }
+                }
+                Ok(Tensor::from_vec(rows, y.shape(), y.device())?.to_dtype(y.dtype())?)
+            })
+            .collect()
     }
 
-    /// [`Self::with_adapters`] on a CUDA device: the batched multi-LoRA kernel over the
-    /// adapters' device stacks, `y` updated in place.
+    /// [`Self::with_adapters`] on a CUDA device: the batched multi-LoRA kernels over the
+    /// adapters' device stacks, each `ys[g]` of `touched` updated in place, one launch pair
+    /// for all the touched projections whose stacks share a rank (every one, when the adapters
+    /// have one rank throughout).
     #[cfg(feature = "cuda")]
     fn with_device_adapters(
         &self,
         index: usize,
-        which: Proj,
+        which: &[Proj],
+        touched: &[usize],
         x: &Tensor,
-        y: Tensor,
+        ys: Vec<Tensor>,
         row_adapters: Option<&Tensor>,
-    ) -> ModelResult<Tensor> {
-        let missing = |what: &str| ModelError::Batch {
-            detail: format!("layer {index} {which:?}: {what}"),
+    ) -> ModelResult<Vec<Tensor>> {
+        use quorum_kernels::cuda::device::{LoraStack, LoraTarget, lora_bgmv};
+
+        let missing = |what: String| ModelError::Batch {
+            detail: format!("layer {index}: {what}"),
         };
-        let stack = self
-            .lora_stacks
-            .get(index, which)
-            .ok_or_else(|| missing("the adapters are not stacked on the device"))?;
-        let ids = row_adapters.ok_or_else(|| missing("no adapter index per row"))?;
-        let y = y.contiguous()?;
-        let stack = quorum_kernels::cuda::device::LoraStack {
-            a: &stack.a,
-            b_t: &stack.b_t,
-            scales: &stack.scales,
-        };
-        quorum_kernels::cuda::device::lora_bgmv(&y, x, stack, ids)?;
-        Ok(y)
+        let ids = row_adapters.ok_or_else(|| missing("no adapter index per row".into()))?;
+        let ys = ys
+            .into_iter()
+            .map(|y| y.contiguous())
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let mut rest = touched
+            .iter()
+            .map(|&g| {
+                self.lora_stacks
+                    .get(index, which[g])
+                    .map(|s| (g, s))
+                    .ok_or_else(|| {
+                        missing(format!(
+                            "{:?}'s adapters are not stacked on the device",
+                            which[g]
+                        ))
+                    })
+            })
+            .collect::<ModelResult<Vec<_>>>()?;
+        while let Some(&(_, first)) = rest.first() {
+            let rank = first.a.dim(1)?;
+            let (same, other): (Vec<_>, Vec<_>) = rest
+                .into_iter()
+                .partition(|(_, s)| s.a.dim(1).is_ok_and(|r| r == rank));
+            let targets: Vec<LoraTarget<'_>> = same
+                .iter()
+                .map(|&(g, s)| LoraTarget {
+                    y: &ys[g],
+                    stack: LoraStack {
+                        a: &s.a,
+                        b_t: &s.b_t,
+                        scales: &s.scales,
+                    },
+                })
+                .collect();
+            lora_bgmv(x, &targets, ids)?;
+            rest = other;
+        }
+        Ok(ys)
     }
 
     #[cfg(not(feature = "cuda"))]
     fn with_device_adapters(
         &self,
         _index: usize,
-        _which: Proj,
+        _which: &[Proj],
+        _touched: &[usize],
         _x: &Tensor,
-        _y: Tensor,
+        _ys: Vec<Tensor>,
         _row_adapters: Option<&Tensor>,
-    ) -> ModelResult<Tensor> {
+    ) -> ModelResult<Vec<Tensor>> {
         Err(ModelError::Batch {
             detail: "a CUDA device in a build without the `cuda` feature".into(),
         })

@@ -1,9 +1,9 @@
 //! The loaded LoRA adapters stacked per projection for the GPU: one `A` `[adapters, rank, in]`
 //! and one `Bᵀ` `[adapters, rank, out]` per adapted (layer, projection), resident on the
 //! device in the model's dtype, so that a batch whose rows use different adapters (or none)
-//! adds every row's delta in two launches (`quorum_kernels::cuda::device::lora_bgmv`) and
-//! nothing crosses to the host. Adapters of a smaller rank, or that leave the projection alone,
-//! are zero rows of the stack. The stacks are rebuilt when an adapter is added or removed: a
+//! adds every row's delta in two launches for all the projections of one input
+//! (`quorum_kernels::cuda::device::lora_bgmv`) and nothing crosses to the host. Adapters of a
+//! smaller rank, or that leave the projection alone, are zero rows of the stack. The stacks are rebuilt when an adapter is added or removed: a
 //! hot-loaded adapter is uploaded once, not per step.
 
 use candle_core::{DType, Device, Tensor};

@@ -436,26 +436,46 @@ pub fn prefill_cases() -> Vec<(&'static str, PrefillCase)> {
     ]
 }
 
-/// Three adapters, rows of each and one without; rank 6, `out` past one block.
-pub fn lora_case() -> LoraCase {
-    let (rows, fan_in, fan_out, rank, adapters) = (5, 70, 300, 6, 3);
+/// LoRA deltas as `lora_bgmv` adds them, one projection alone or a group of one input's: three
+/// adapters (the third of rank 4, zero-padded to the stack's 6), rows of each and one without.
+/// Alone, 300 outputs (past one block); grouped as a layer's q, k and v, 300, 20 and 530 outputs
+/// (2, 1 and 3 blocks, so the expand's blocks change projection twice), each with its own
+/// adapters and scales.
+pub fn lora_cases() -> Vec<(&'static str, Vec<LoraCase>)> {
+    let (rows, fan_in, rank, adapters) = (5, 70, 6, 3);
     let mut v = Values::new(6);
-    let mut a = v.take(adapters * rank * fan_in, 0.5);
-    // The third adapter has rank 4, zero-padded to the stack's 6.
-    for r in 4..rank {
-        a[(2 * rank + r) * fan_in..][..fan_in].fill(0.0);
-    }
-    LoraCase {
-        fan_in,
-        fan_out,
-        rank,
-        x: v.take(rows * fan_in, 1.0),
-        y: v.take(rows * fan_out, 1.0),
-        a,
-        b_t: v.take(adapters * rank * fan_out, 0.5),
-        scales: vec![2.0, 0.5, 1.25],
-        adapter_of_row: vec![0, -1, 2, 1, 0],
-    }
+    let x = v.take(rows * fan_in, 1.0);
+    let adapter_of_row = vec![0, -1, 2, 1, 0];
+    let mut projection = |fan_out: usize, scales: Vec<f32>| {
+        let mut a = v.take(adapters * rank * fan_in, 0.5);
+        for r in 4..rank {
+            a[(2 * rank + r) * fan_in..][..fan_in].fill(0.0);
+        }
+        LoraCase {
+            fan_in,
+            fan_out,
+            rank,
+            x: x.clone(),
+            y: v.take(rows * fan_out, 1.0),
+            a,
+            b_t: v.take(adapters * rank * fan_out, 0.5),
+            scales,
+            adapter_of_row: adapter_of_row.clone(),
+        }
+    };
+    let alone = vec![projection(300, vec![2.0, 0.5, 1.25])];
+    let group = vec![
+        projection(300, vec![2.0, 0.5, 1.25]),
+        projection(20, vec![1.0, 3.0, 0.25]),
+        projection(530, vec![0.75, 1.5, 2.5]),
+    ];
+    vec![
+        ("one projection: 3 adapters and none, rank 6", alone),
+        (
+            "q, k and v in one launch: 300, 20 and 530 outputs, scales of their own",
+            group,
+        ),
+    ]
 }
 
 /// A chunk after a cached prefix (3 groups of 7 queries over 300 keys: more keys than a block

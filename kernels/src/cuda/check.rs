@@ -4,9 +4,9 @@
 
 use candle_core::DType;
 
-use super::cases::MatmulCase;
+use super::cases::{LoraCase, MatmulCase};
 use super::cases::{
-    activation_case, argmax_case, attention_case, lora_case, matmul_cases, norm_cases,
+    activation_case, argmax_case, attention_case, lora_cases, matmul_cases, norm_cases,
     prefill_cases, rotary_cases, round_to, sample_distribution_case, sample_policies_case,
     skinny_cases, softmax_cases,
 };
@@ -96,6 +96,32 @@ fn batch_invariance(
     None
 }
 
+/// Each projection of `group` launched alone against its outputs in the group's launch: the
+/// first difference in any bit is the failure.
+fn lora_group_invariance(
+    runner: &dyn KernelRunner,
+    group: &[LoraCase],
+    dtype: DType,
+) -> Option<String> {
+    let together = match runner.lora(group, dtype) {
+        Ok(y) => y,
+        Err(e) => return Some(format!("error: {e}")),
+    };
+    for (g, (case, y)) in group.iter().zip(&together).enumerate() {
+        let alone = match runner.lora(std::slice::from_ref(case), dtype) {
+            Ok(mut y) => y.remove(0),
+            Err(e) => return Some(format!("error: {e}")),
+        };
+        if let Some(i) = (0..y.len()).find(|&i| alone[i].to_bits() != y[i].to_bits()) {
+            return Some(format!(
+                "projection {g} alone: element {i} is {} against {} in the group",
+                alone[i], y[i]
+            ));
+        }
+    }
+    None
+}
+
 /// Every check, in every dtype of [`DTYPES`], through `runner`.
 pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
     let mut reports = Vec::new();
@@ -175,14 +201,29 @@ pub fn check_all(runner: &dyn KernelRunner) -> Vec<CheckReport> {
             };
             report("causal_softmax", name, failure);
         }
-        let case = lora_case().rounded(dtype);
-        let failure = match runner.lora(&case, dtype) {
-            Ok(got) => compare(&got, &reference::lora(&case), dtype),
-            Err(e) => failed(e),
-        };
+        for (name, group) in lora_cases() {
+            let group: Vec<LoraCase> = group.iter().map(|c| c.rounded(dtype)).collect();
+            let failure = match runner.lora(&group, dtype) {
+                Ok(got) if got.len() != group.len() => Some(format!(
+                    "{} outputs for {} projections",
+                    got.len(),
+                    group.len()
+                )),
+                Ok(got) => got
+                    .iter()
+                    .zip(&group)
+                    .find_map(|(y, c)| compare(y, &reference::lora(c), dtype)),
+                Err(e) => failed(e),
+            };
+            report("lora_shrink + lora_expand", name, failure);
+        }
+        // A projection's deltas are the same bits alone as in its group's launch.
+        let (_, group) = &lora_cases()[1];
+        let group: Vec<LoraCase> = group.iter().map(|c| c.rounded(dtype)).collect();
+        let failure = lora_group_invariance(runner, &group, dtype);
         report(
             "lora_shrink + lora_expand",
-            "3 adapters and none, rank 6",
+            "each of q, k and v alone gives its bits in the group's launch",
             failure,
         );
         for (name, case) in matmul_cases() {

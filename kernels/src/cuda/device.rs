@@ -124,6 +124,16 @@ fn device_slice<'a, T: CudaDType>(
     }
 }
 
+/// [`device_slice`] of each locked tensor of `locks` (`Tensor::storage_and_layout`'s pairs).
+fn device_slices<'a, T: CudaDType, G: std::ops::Deref<Target = Storage>>(
+    locks: &'a [(G, &Layout)],
+) -> Result<Vec<CudaView<'a, T>>> {
+    locks
+        .iter()
+        .map(|(guard, layout)| device_slice::<T>(guard, layout))
+        .collect()
+}
+
 /// A new uninitialised device tensor: the launch that follows writes every element that is
 /// later read (no memset launch per buffer).
 fn empty<T: CudaDType + DeviceRepr>(dev: &CudaDevice, shape: impl Into<Shape>) -> Result<Tensor> {
@@ -514,72 +524,103 @@ pub struct LoraStack<'a> {
     pub scales: &'a Tensor,
 }
 
-/// `y[row] += scale[a] · B_a (A_a x[row])` where `a = adapter_of_row[row]` (i32, negative for
-/// none): `y` `[rows, out]` is updated in place, `x` is `[rows, in]`.
-pub fn lora_bgmv(
-    y: &Tensor,
-    x: &Tensor,
-    stack: LoraStack<'_>,
-    adapter_of_row: &Tensor,
-) -> Result<()> {
+/// One projection of a [`lora_bgmv`] launch: its output `[rows, out]`, contiguous, updated in
+/// place, and its adapters.
+pub struct LoraTarget<'a> {
+    pub y: &'a Tensor,
+    pub stack: LoraStack<'a>,
+}
+
+/// For each projection `g` of `group` (at most [`launch::LORA_MAX_GROUP`] of one input `x`
+/// `[rows, in]`, their stacks of one rank): `y_g[row] += scale_g[a] · B_g,a (A_g,a x[row])`
+/// where `a = adapter_of_row[row]` (i32, negative for none). Two launches for the whole group:
+/// a layer's q, k and v take their deltas together, as do its gate and up.
+pub fn lora_bgmv(x: &Tensor, group: &[LoraTarget<'_>], adapter_of_row: &Tensor) -> Result<()> {
     let dev = cuda_device(x)?;
     let (rows, fan_in) = x.dims2()?;
-    let (_, fan_out) = y.dims2()?;
-    let (adapters, rank, a_in) = stack.a.dims3()?;
-    let (b_adapters, b_rank, b_out) = stack.b_t.dims3()?;
-    if a_in != fan_in
-        || b_out != fan_out
-        || b_rank != rank
-        || b_adapters != adapters
-        || stack.scales.elem_count() != adapters
-    {
-        bail!(
-            "lora_bgmv: x {:?}, y {:?}, A {:?}, Bᵀ {:?}, {} scales",
-            x.shape(),
-            y.shape(),
-            stack.a.shape(),
-            stack.b_t.shape(),
-            stack.scales.elem_count()
-        );
+    let Some(first) = group.first() else {
+        bail!("lora_bgmv: no projection to add deltas to");
+    };
+    let rank = first.stack.a.dims3()?.1;
+    let mut outs = Vec::with_capacity(group.len());
+    for LoraTarget { y, stack } in group {
+        let (y_rows, fan_out) = y.dims2()?;
+        let (adapters, a_rank, a_in) = stack.a.dims3()?;
+        let (b_adapters, b_rank, b_out) = stack.b_t.dims3()?;
+        if a_in != fan_in
+            || b_out != fan_out
+            || a_rank != rank
+            || b_rank != rank
+            || b_adapters != adapters
+            || stack.scales.elem_count() != adapters
+            || stack.scales.dtype() != DType::F32
+            || y_rows != rows
+        {
+            bail!(
+                "lora_bgmv: x {:?}, y {:?}, A {:?}, Bᵀ {:?}, {} scales; the group's rank is {rank}",
+                x.shape(),
+                y.shape(),
+                stack.a.shape(),
+                stack.b_t.shape(),
+                stack.scales.elem_count()
+            );
+        }
+        if !y.is_contiguous() {
+            bail!("lora_bgmv: the output it adds to must be contiguous");
+        }
+        same_dtype("lora_bgmv", &[y, stack.a, stack.b_t], x.dtype())?;
+        outs.push(fan_out);
     }
-    if y.dim(0)? != rows
-        || adapter_of_row.elem_count() != rows
-        || adapter_of_row.dtype() != DType::I32
-    {
-        bail!("lora_bgmv: {rows} rows need {rows} i32 adapter ids and output rows");
+    if adapter_of_row.elem_count() != rows || adapter_of_row.dtype() != DType::I32 {
+        bail!("lora_bgmv: {rows} rows need {rows} i32 adapter ids");
     }
-    if !y.is_contiguous() {
-        bail!("lora_bgmv: the output it adds to must be contiguous");
-    }
-    same_dtype("lora_bgmv", &[y, stack.a, stack.b_t], x.dtype())?;
     if rows == 0 {
         return Ok(());
     }
-    let shrink = launch::lora_shrink(rows, rank).map_err(shape_error)?;
-    let expand = launch::lora_expand(rows, fan_out).map_err(shape_error)?;
+    let shrink = launch::lora_shrink(rows, rank, group.len()).map_err(shape_error)?;
+    let expand = launch::lora_expand(rows, &outs).map_err(shape_error)?;
     let x = x.contiguous()?;
     with_element!(x.dtype(), T => {
         // Rows without an adapter leave theirs unwritten and unread.
-        let t = empty::<f32>(&dev, (rows, rank))?;
+        let t = empty::<f32>(&dev, (group.len(), rows, rank))?;
+        // Each tensor's storage is locked once; a group of fewer projections passes its first
+        // projection's tensors again in the unused places, whose zero output counts give them no
+        // blocks.
+        let y_locks: Vec<_> = group.iter().map(|g| g.y.storage_and_layout()).collect();
+        let a_locks: Vec<_> = group.iter().map(|g| g.stack.a.storage_and_layout()).collect();
+        let b_locks: Vec<_> = group.iter().map(|g| g.stack.b_t.storage_and_layout()).collect();
+        let s_locks: Vec<_> = group
+            .iter()
+            .map(|g| g.stack.scales.storage_and_layout())
+            .collect();
+        let yv = device_slices::<T, _>(&y_locks)?;
+        let av = device_slices::<T, _>(&a_locks)?;
+        let bv = device_slices::<T, _>(&b_locks)?;
+        let sv = device_slices::<f32, _>(&s_locks)?;
+        let at = |g: usize| g.min(group.len() - 1);
         view!(tg, tv, &t, f32);
         view!(xg, xv, &x, T);
-        view!(ag, av, stack.a, T);
-        view!(bg, bv, stack.b_t, T);
-        view!(scg, scv, stack.scales, f32);
         view!(ig, iv, adapter_of_row, i32);
-        view!(yg, yv, y, T);
-        let (fi, fo, r) = (fan_in as i32, fan_out as i32, rank as i32);
+        let (fi, r) = (fan_in as i32, rank as i32);
         let func = kernel!(dev, LORA, "lora_shrink", T)?;
         let mut b = func.builder();
-        b.arg(&tv).arg(&xv).arg(&av).arg(&iv).arg(&fi).arg(&r);
-        // SAFETY: as above.
+        b.arg(&tv).arg(&xv).arg(&av[at(0)]).arg(&av[at(1)]).arg(&av[at(2)]);
+        b.arg(&iv).arg(&fi).arg(&r);
+        // SAFETY: the arguments match the kernel's signature; every read stays inside `x` and
+        // the stacks checked above, and each element of `t` is written by one block.
         unsafe { b.launch(config(shrink)) }.w()?;
+        let out = |g: usize| outs.get(g).map_or(0, |&o| o as i32);
+        let (o0, o1, o2) = (out(0), out(1), out(2));
         let func = kernel!(dev, LORA, "lora_expand", T)?;
         let mut b = func.builder();
-        b.arg(&yv).arg(&tv).arg(&bv).arg(&scv).arg(&iv).arg(&fo).arg(&r);
-        // SAFETY: as above; `y` is written in place, each element by one thread.
+        b.arg(&yv[at(0)]).arg(&yv[at(1)]).arg(&yv[at(2)]).arg(&tv);
+        b.arg(&bv[at(0)]).arg(&bv[at(1)]).arg(&bv[at(2)]);
+        b.arg(&sv[at(0)]).arg(&sv[at(1)]).arg(&sv[at(2)]);
+        b.arg(&iv).arg(&o0).arg(&o1).arg(&o2).arg(&r);
+        // SAFETY: as above; each `y_g` is written in place, each element by one thread.
         unsafe { b.launch(config(expand)) }.w()?;
-        drop((tg, xg, ag, bg, scg, ig, yg));
+        drop((tg, xg, ig, yv, av, bv, sv));
+        drop((y_locks, a_locks, b_locks, s_locks));
         Ok(())
     })
 }
@@ -726,14 +767,8 @@ pub fn skinny_matmul(x: &Tensor, ws: &[&Tensor]) -> Result<Vec<Tensor>> {
             // kernel from touching them.
             let weight_locks: Vec<_> = ws.iter().map(|w| w.storage_and_layout()).collect();
             let output_locks: Vec<_> = ys.iter().map(|y| y.storage_and_layout()).collect();
-            let wv = weight_locks
-                .iter()
-                .map(|(guard, layout)| device_slice::<T>(guard, layout))
-                .collect::<Result<Vec<_>>>()?;
-            let yv = output_locks
-                .iter()
-                .map(|(guard, layout)| device_slice::<T>(guard, layout))
-                .collect::<Result<Vec<_>>>()?;
+            let wv = device_slices::<T, _>(&weight_locks)?;
+            let yv = device_slices::<T, _>(&output_locks)?;
             view!(xg, xv, x, T);
             let at = |g: usize| g.min(ws.len() - 1);
             let func = kernel!(dev, SKINNY_MATMUL, "skinny_matmul", T)?;

@@ -7,7 +7,9 @@ use super::cases::{
     ArgmaxCase, AttentionCase, LoraCase, MatmulCase, NormCase, PrefillCase, RotaryCase,
     RotaryOutput, SampleCase, SoftmaxCase,
 };
-use super::device::{self, KvWrite, LoraStack, PagedAttention, PrefillChunk, RotaryTables};
+use super::device::{
+    self, KvWrite, LoraStack, LoraTarget, PagedAttention, PrefillChunk, RotaryTables,
+};
 use super::runner::KernelRunner;
 
 pub struct DeviceRunner {
@@ -139,26 +141,32 @@ impl KernelRunner for DeviceRunner {
         host(&out)
     }
 
-    fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>> {
-        let rows = case.adapter_of_row.len();
-        let adapters = case.scales.len();
-        let x = self.upload(&case.x, &[rows, case.fan_in], dtype)?;
-        let y = self.upload(&case.y, &[rows, case.fan_out], dtype)?;
-        let a = self.upload(&case.a, &[adapters, case.rank, case.fan_in], dtype)?;
-        let b_t = self.upload(&case.b_t, &[adapters, case.rank, case.fan_out], dtype)?;
-        let scales = Tensor::from_slice(&case.scales, adapters, &self.device)?;
-        let ids = Tensor::from_slice(&case.adapter_of_row, rows, &self.device)?;
-        device::lora_bgmv(
-            &y,
-            &x,
-            LoraStack {
-                a: &a,
-                b_t: &b_t,
-                scales: &scales,
-            },
-            &ids,
-        )?;
-        host(&y)
+    fn lora(&self, group: &[LoraCase], dtype: DType) -> Result<Vec<Vec<f32>>> {
+        let Some(first) = group.first() else {
+            candle_core::bail!("a lora group of no projections");
+        };
+        let rows = first.adapter_of_row.len();
+        let x = self.upload(&first.x, &[rows, first.fan_in], dtype)?;
+        let ids = Tensor::from_slice(&first.adapter_of_row, rows, &self.device)?;
+        let mut tensors = Vec::with_capacity(group.len());
+        for c in group {
+            let adapters = c.scales.len();
+            tensors.push((
+                self.upload(&c.y, &[rows, c.fan_out], dtype)?,
+                self.upload(&c.a, &[adapters, c.rank, c.fan_in], dtype)?,
+                self.upload(&c.b_t, &[adapters, c.rank, c.fan_out], dtype)?,
+                Tensor::from_slice(&c.scales, adapters, &self.device)?,
+            ));
+        }
+        let targets: Vec<LoraTarget<'_>> = tensors
+            .iter()
+            .map(|(y, a, b_t, scales)| LoraTarget {
+                y,
+                stack: LoraStack { a, b_t, scales },
+            })
+            .collect();
+        device::lora_bgmv(&x, &targets, &ids)?;
+        tensors.iter().map(|(y, ..)| host(y)).collect()
     }
 
     fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>> {

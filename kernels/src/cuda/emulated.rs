@@ -53,10 +53,14 @@ entry_points! {
         len: c_int, start: c_int, heads: c_int, kv_heads: c_int, head_dim: c_int, scale: f32);
     emulate_prefill_attention_bf16(out: M, q: P, k_cache: P, v_cache: P, context_slots: P,
         len: c_int, start: c_int, heads: c_int, kv_heads: c_int, head_dim: c_int, scale: f32);
-    emulate_lora_shrink_f32(t: M, x: P, a: P, adapter_of_row: P, fan_in: c_int, rank: c_int);
-    emulate_lora_shrink_bf16(t: M, x: P, a: P, adapter_of_row: P, fan_in: c_int, rank: c_int);
-    emulate_lora_expand_f32(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
-    emulate_lora_expand_bf16(y: M, t: P, b_t: P, scales: P, adapter_of_row: P, fan_out: c_int, rank: c_int);
+    emulate_lora_shrink_f32(t: M, x: P, a0: P, a1: P, a2: P, adapter_of_row: P, fan_in: c_int,
+        rank: c_int);
+    emulate_lora_shrink_bf16(t: M, x: P, a0: P, a1: P, a2: P, adapter_of_row: P, fan_in: c_int,
+        rank: c_int);
+    emulate_lora_expand_f32(y0: M, y1: M, y2: M, t: P, b0: P, b1: P, b2: P, s0: P, s1: P, s2: P,
+        adapter_of_row: P, out0: c_int, out1: c_int, out2: c_int, rank: c_int);
+    emulate_lora_expand_bf16(y0: M, y1: M, y2: M, t: P, b0: P, b1: P, b2: P, s0: P, s1: P, s2: P,
+        adapter_of_row: P, out0: c_int, out1: c_int, out2: c_int, rank: c_int);
     emulate_causal_softmax_f32(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_causal_softmax_bf16(scores: M, len: c_int, context: c_int, start: c_int);
     emulate_fixed_order_matmul_f32(y: M, x: P, w: P, rows: c_int, fan_in: c_int, fan_out: c_int);
@@ -314,16 +318,35 @@ impl KernelRunner for EmulatedRunner {
         Ok(out.to_f32())
     }
 
-    fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>> {
-        let rows = case.adapter_of_row.len();
-        let (x, a, b_t) = (
-            Buf::new(dtype, &case.x),
-            Buf::new(dtype, &case.a),
-            Buf::new(dtype, &case.b_t),
-        );
-        let mut y = Buf::new(dtype, &case.y);
-        let mut t = vec![0f32; rows * case.rank];
-        let shrink = launch::lora_shrink(rows, case.rank).map_err(shape_error)?;
+    fn lora(&self, group: &[LoraCase], dtype: DType) -> Result<Vec<Vec<f32>>> {
+        let first = match group {
+            [first, ..] if group.len() <= launch::LORA_MAX_GROUP => first,
+            _ => candle_core::bail!("lora_bgmv takes 1 to 3 projections, not {}", group.len()),
+        };
+        if group.iter().any(|c| {
+            c.x != first.x
+                || c.fan_in != first.fan_in
+                || c.rank != first.rank
+                || c.adapter_of_row != first.adapter_of_row
+        }) {
+            candle_core::bail!("the projections of a lora_bgmv group share x, rank and adapters");
+        }
+        let rows = first.adapter_of_row.len();
+        let x = Buf::new(dtype, &first.x);
+        let a: Vec<Buf> = group.iter().map(|c| Buf::new(dtype, &c.a)).collect();
+        let b_t: Vec<Buf> = group.iter().map(|c| Buf::new(dtype, &c.b_t)).collect();
+        let mut ys: Vec<Buf> = group.iter().map(|c| Buf::new(dtype, &c.y)).collect();
+        let mut t = vec![0f32; group.len() * rows * first.rank];
+        // An unused place gets a null pointer: a kernel that read it would crash the check.
+        let ptr = |bufs: &[Buf], g: usize| bufs.get(g).map_or(std::ptr::null(), Buf::ptr);
+        let scales = |g: usize| {
+            group
+                .get(g)
+                .map_or(std::ptr::null(), |c| c.scales.as_ptr().cast())
+        };
+        let outs: Vec<usize> = group.iter().map(|c| c.fan_out).collect();
+        let out = |g: usize| outs.get(g).copied().unwrap_or(0) as c_int;
+        let shrink = launch::lora_shrink(rows, first.rank, group.len()).map_err(shape_error)?;
         launch!(
             dtype,
             shrink,
@@ -331,26 +354,38 @@ impl KernelRunner for EmulatedRunner {
             emulate_lora_shrink_bf16,
             t.as_mut_ptr().cast(),
             x.ptr(),
-            a.ptr(),
-            case.adapter_of_row.as_ptr().cast(),
-            case.fan_in as c_int,
-            case.rank as c_int
+            ptr(&a, 0),
+            ptr(&a, 1),
+            ptr(&a, 2),
+            first.adapter_of_row.as_ptr().cast(),
+            first.fan_in as c_int,
+            first.rank as c_int
         );
-        let expand = launch::lora_expand(rows, case.fan_out).map_err(shape_error)?;
+        let y = |g: usize, ys: &mut [Buf]| ys.get_mut(g).map_or(std::ptr::null_mut(), Buf::mut_ptr);
+        let (y0, y1, y2) = (y(0, &mut ys), y(1, &mut ys), y(2, &mut ys));
+        let expand = launch::lora_expand(rows, &outs).map_err(shape_error)?;
         launch!(
             dtype,
             expand,
             emulate_lora_expand_f32,
             emulate_lora_expand_bf16,
-            y.mut_ptr(),
+            y0,
+            y1,
+            y2,
             t.as_ptr().cast(),
-            b_t.ptr(),
-            case.scales.as_ptr().cast(),
-            case.adapter_of_row.as_ptr().cast(),
-            case.fan_out as c_int,
-            case.rank as c_int
+            ptr(&b_t, 0),
+            ptr(&b_t, 1),
+            ptr(&b_t, 2),
+            scales(0),
+            scales(1),
+            scales(2),
+            first.adapter_of_row.as_ptr().cast(),
+            out(0),
+            out(1),
+            out(2),
+            first.rank as c_int
         );
-        Ok(y.to_f32())
+        Ok(ys.iter().map(Buf::to_f32).collect())
     }
 
     fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>> {
@@ -497,13 +532,13 @@ fn every_kernel_matches_its_reference_in_the_cpu_emulation() {
         .map(ToString::to_string)
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
-    assert_eq!(reports.len(), 2 * 21, "every check in both dtypes");
+    assert_eq!(reports.len(), 2 * 23, "every check in both dtypes");
 }
 
 #[test]
 fn the_launch_constants_are_the_kernels() {
-    let mut limits = [0 as c_int; 17];
-    // SAFETY: the function writes exactly seventeen ints.
+    let mut limits = [0 as c_int; 18];
+    // SAFETY: the function writes exactly eighteen ints.
     unsafe { emulated_kernel_limits(limits.as_mut_ptr()) };
     let want = [
         launch::ATTENTION_THREADS as c_int,
@@ -523,6 +558,7 @@ fn the_launch_constants_are_the_kernels() {
         launch::SKINNY_MAX_ROWS as c_int,
         launch::SKINNY_PACK_BYTES as c_int,
         launch::SKINNY_MAX_WEIGHTS as c_int,
+        launch::LORA_MAX_GROUP as c_int,
     ];
     assert_eq!(limits, want);
 }

@@ -37,6 +37,8 @@ pub const SKINNY_MAX_ROWS: usize = 8;
 pub const SKINNY_PACK_BYTES: usize = 16;
 /// The most weights one `skinny_matmul` launch multiplies the same rows by (q, k and v).
 pub const SKINNY_MAX_WEIGHTS: usize = 3;
+/// The most projections of one input whose LoRA deltas share a launch (q, k and v).
+pub const LORA_MAX_GROUP: usize = 3;
 
 /// The y and z grid dimensions' limit on every CUDA device.
 const MAX_GRID_YZ: usize = 65_535;
@@ -152,25 +154,33 @@ pub fn paged_attention_reduce(heads: usize, rows: usize) -> Result<LaunchShape, 
     })
 }
 
-pub fn lora_shrink(rows: usize, rank: usize) -> Result<LaunchShape, LaunchError> {
+/// One block per (row, rank, projection) for `projections` projections of one input.
+pub fn lora_shrink(
+    rows: usize,
+    rank: usize,
+    projections: usize,
+) -> Result<LaunchShape, LaunchError> {
     Ok(LaunchShape {
         grid: (
             at_most("rows", rows, MAX_GRID_X)?,
             at_most("ranks", rank.max(1), MAX_GRID_YZ)?,
-            1,
+            at_most("projections", projections.max(1), LORA_MAX_GROUP)?,
         ),
         threads: SHRINK_THREADS,
     })
 }
 
-pub fn lora_expand(rows: usize, out: usize) -> Result<LaunchShape, LaunchError> {
+/// Along x the output blocks of each projection in turn (`outs`: their output counts), one row
+/// of blocks per row.
+pub fn lora_expand(rows: usize, outs: &[usize]) -> Result<LaunchShape, LaunchError> {
+    at_most("projections", outs.len(), LORA_MAX_GROUP)?;
+    let blocks: usize = outs
+        .iter()
+        .map(|out| out.div_ceil(EXPAND_THREADS as usize))
+        .sum();
     Ok(LaunchShape {
         grid: (
-            at_most(
-                "output blocks",
-                out.div_ceil(EXPAND_THREADS as usize).max(1),
-                MAX_GRID_X,
-            )?,
+            at_most("output blocks", blocks.max(1), MAX_GRID_X)?,
             at_most("rows", rows, MAX_GRID_YZ)?,
             1,
         ),
@@ -312,6 +322,17 @@ mod tests {
             Err(LaunchError::Empty(_))
         ));
         assert_eq!(elementwise(10_000_000).grid.0, ELEMENTWISE_MAX_BLOCKS);
+        assert_eq!(lora_shrink(64, 16, 3).unwrap().grid, (64, 16, 3));
+        assert!(matches!(
+            lora_shrink(64, 16, 4),
+            Err(LaunchError::TooLarge { .. })
+        ));
+        // q, k and v of a 7B: 14, 2 and 2 blocks of outputs.
+        assert_eq!(
+            lora_expand(64, &[3_584, 512, 512]).unwrap().grid,
+            (18, 64, 1)
+        );
+        assert_eq!(lora_expand(64, &[]), Err(LaunchError::Empty("projections")));
         assert_eq!(
             prefill_attention(28, 4, 128, 2_000).unwrap().grid,
             (28, 63, 1)

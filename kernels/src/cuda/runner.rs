@@ -21,8 +21,9 @@ pub trait KernelRunner {
     fn prefill_attention(&self, case: &PrefillCase, dtype: DType) -> Result<Vec<f32>>;
     /// The scores after `causal_softmax` in place.
     fn causal_softmax(&self, case: &SoftmaxCase, dtype: DType) -> Result<Vec<f32>>;
-    /// `y` after the shrink and expand launches.
-    fn lora(&self, case: &LoraCase, dtype: DType) -> Result<Vec<f32>>;
+    /// Each `y` of `group` (projections of one `x`, adapters per row and rank, at most
+    /// [`super::launch::LORA_MAX_GROUP`]) after one shrink and one expand launch for them all.
+    fn lora(&self, group: &[LoraCase], dtype: DType) -> Result<Vec<Vec<f32>>>;
     /// `x · wᵀ` by `fixed_order_matmul`.
     fn fixed_order_matmul(&self, case: &MatmulCase, dtype: DType) -> Result<Vec<f32>>;
     /// `x · wᵀ` of every case of `group` (one `x`, at most [`super::launch::SKINNY_MAX_ROWS`]
