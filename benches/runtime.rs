@@ -37,6 +37,10 @@ struct Args {
     /// Only the engine (no reference or greedy loops): for profiling the serving path.
     #[arg(long)]
     engine_only: bool,
+    /// The engine without speculative decoding by prompt lookup: every token a step of its own,
+    /// as llama.cpp decodes by default.
+    #[arg(long)]
+    no_drafts: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +103,11 @@ fn main() -> Result<()> {
         } else {
             Reencode::Slow
         },
+        max_draft_tokens: if args.no_drafts {
+            0
+        } else {
+            quorum_engine::DEFAULT_MAX_DRAFT_TOKENS
+        },
         ..quorum_engine::EngineConfig::cpu_default("qwen")
     };
     let engine = quorum_engine::spawn_engine(engine_config, &path, &Device::Cpu)?;
@@ -106,11 +115,7 @@ fn main() -> Result<()> {
         let runs = (0..args.runs)
             .map(|_| engine_speed(&engine, &ids, n))
             .collect::<Result<Vec<_>>>()?;
-        summarize(
-            "quorum engine (paged, row-wise attention)",
-            &runs,
-            ids.len(),
-        );
+        summarize(engine_name(args.no_drafts), &runs, ids.len());
         return Ok(());
     }
     let mut reference = ReferenceModel::load(&if args.all_q8_0 {
@@ -149,7 +154,7 @@ fn main() -> Result<()> {
     let base = summarize("candle-transformers quantized reference", &r_ref, ids.len());
     let q = summarize("quorum quantized", &r_q, ids.len());
     let d = summarize("quorum int8-prefill (default)", &r_d, ids.len());
-    let e = summarize("quorum engine (paged, row-wise attention)", &r_e, ids.len());
+    let e = summarize(engine_name(args.no_drafts), &r_e, ids.len());
     for (name, s) in [
         ("quorum quantized", q),
         ("quorum int8-prefill (default)", d),
@@ -162,6 +167,14 @@ fn main() -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn engine_name(no_drafts: bool) -> &'static str {
+    if no_drafts {
+        "quorum engine (paged, row-wise attention, no drafts)"
+    } else {
+        "quorum engine (paged, row-wise attention)"
+    }
 }
 
 /// One request through the engine: prefill speed from its time to first token, decode speed from
