@@ -41,6 +41,10 @@ struct Args {
     /// as llama.cpp decodes by default.
     #[arg(long)]
     no_drafts: bool,
+    /// Which quantized matrices the engine re-encodes to Q8_0 at load (`all`, `slow` or
+    /// `none`, as a model's `reencode` setting); default: as the server decides for this path.
+    #[arg(long)]
+    reencode: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -98,10 +102,10 @@ fn main() -> Result<()> {
     let engine_config = quorum_engine::EngineConfig {
         enable_prefix_caching: false,
         matmul_policy: MatmulPolicy::engine(cpu_path),
-        reencode: if cpu_path.has_int8_gemm() {
-            Reencode::All
-        } else {
-            Reencode::Slow
+        reencode: match args.reencode.as_deref() {
+            Some(value) => value.parse().map_err(anyhow::Error::msg)?,
+            None if cpu_path.has_int8_gemm() => Reencode::All,
+            None => Reencode::Slow,
         },
         max_draft_tokens: if args.no_drafts {
             0

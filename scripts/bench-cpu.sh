@@ -5,8 +5,9 @@
 # shared/docs/models.md: GGML_NATIVE=OFF with the matching GGML_AVX2 / GGML_AVX512 switches),
 # named by LLAMA_PY (its venv's python). Quorum runs twice a round: as it serves (speculative
 # decoding by prompt lookup on) and with drafts off, every token a step of its own as llama.cpp
-# decodes by default. Raw lines go to OUT.
-#   LLAMA_PY=/path/venv/bin/python scripts/bench-cpu.sh [OUT] [ROUNDS] [PATH_NAME]
+# decodes by default. Raw lines go to OUT. MODEL_FILE names the GGUF in the models directory
+# (default: Qwen2.5-Coder-0.5B's; the 1.5B's file is the default profile's generator).
+#   LLAMA_PY=/path/venv/bin/python [MODEL_FILE=NAME.gguf] scripts/bench-cpu.sh [OUT] [ROUNDS] [PATH_NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/quorum-target}
@@ -15,18 +16,20 @@ ROUNDS=${2:-3}
 CPU_PATH=${3:-auto}
 LLAMA_PY=${LLAMA_PY:?set LLAMA_PY to the python of a llama-cpp-python install}
 MODELS=${QUORUM_MODELS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/quorum/models}
-MODEL=$MODELS/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+MODEL_FILE=${MODEL_FILE:-qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}
+MODEL=$MODELS/$MODEL_FILE
 mkdir -p "$OUT"
 grep -m1 flags /proc/cpuinfo >"$OUT/cpu-flags.txt"
+echo "$MODEL_FILE" >"$OUT/model.txt"
 cargo build -q -p quorum-benches --bin quorum-bench-runtime
 B=$CARGO_TARGET_DIR/debug/quorum-bench-runtime
-"$B" --write-prompt-ids "$OUT/prompt.json"
+"$B" --model "$MODEL_FILE" --write-prompt-ids "$OUT/prompt.json"
 : >"$OUT/quorum.jsonl"
 : >"$OUT/quorum-no-drafts.jsonl"
 : >"$OUT/llamacpp.jsonl"
 for _ in $(seq 1 "$ROUNDS"); do
-  "$B" --engine-only --runs 1 --cpu-path "$CPU_PATH" 2>/dev/null >>"$OUT/quorum.jsonl"
-  "$B" --engine-only --runs 1 --cpu-path "$CPU_PATH" --no-drafts 2>/dev/null >>"$OUT/quorum-no-drafts.jsonl"
+  "$B" --model "$MODEL_FILE" --engine-only --runs 1 --cpu-path "$CPU_PATH" 2>/dev/null >>"$OUT/quorum.jsonl"
+  "$B" --model "$MODEL_FILE" --engine-only --runs 1 --cpu-path "$CPU_PATH" --no-drafts 2>/dev/null >>"$OUT/quorum-no-drafts.jsonl"
   "$LLAMA_PY" benches/llamacpp_bench.py "$MODEL" "$OUT/prompt.json" 1 64 2 >>"$OUT/llamacpp.jsonl"
 done
 python3 - "$OUT" <<'PY'

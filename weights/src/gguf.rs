@@ -39,6 +39,20 @@ pub enum Reencode {
     All,
 }
 
+impl std::str::FromStr for Reencode {
+    type Err = String;
+
+    /// The setting's spelling in configuration files and flags: `all`, `slow` or `none`.
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value {
+            "all" => Ok(Self::All),
+            "slow" => Ok(Self::Slow),
+            "none" => Ok(Self::None),
+            other => Err(format!("reencode must be all, slow or none, not `{other}`")),
+        }
+    }
+}
+
 impl Reencode {
     fn applies_to(self, dtype: GgmlDType) -> bool {
         match self {

@@ -526,10 +526,7 @@ pub(super) fn parse_reencode(
     Ok(match value {
         None if device.is_cpu() && cpu_path.has_int8_gemm() => Reencode::All,
         None => Reencode::Slow,
-        Some("all") => Reencode::All,
-        Some("slow") => Reencode::Slow,
-        Some("none") => Reencode::None,
-        Some(other) => bail!("reencode must be all, slow or none, not `{other}`"),
+        Some(value) => value.parse().map_err(anyhow::Error::msg)?,
     })
 }
 
