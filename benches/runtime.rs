@@ -104,8 +104,7 @@ fn main() -> Result<()> {
         matmul_policy: MatmulPolicy::engine(cpu_path),
         reencode: match args.reencode.as_deref() {
             Some(value) => value.parse().map_err(anyhow::Error::msg)?,
-            None if cpu_path.has_int8_gemm() => Reencode::All,
-            None => Reencode::Slow,
+            None => Reencode::default_for(cpu_path.has_int8_gemm()),
         },
         max_draft_tokens: if args.no_drafts {
             0

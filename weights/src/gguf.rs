@@ -54,6 +54,17 @@ impl std::str::FromStr for Reencode {
 }
 
 impl Reencode {
+    /// A model's setting when its configuration gives none: `All` where Quorum's int8 GEMM
+    /// runs the model's matmuls (Q8_0 is its one format), `Slow` elsewhere (on CUDA, or where
+    /// candle's kernels run every matmul, `All` would only cost memory).
+    pub fn default_for(int8_gemm_runs: bool) -> Self {
+        if int8_gemm_runs {
+            Self::All
+        } else {
+            Self::Slow
+        }
+    }
+
     fn applies_to(self, dtype: GgmlDType) -> bool {
         match self {
             Self::None => false,

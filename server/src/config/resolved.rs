@@ -515,17 +515,15 @@ pub fn scan_directory(dir: &Path) -> anyhow::Result<Vec<DatabaseSpec>> {
     Ok(out)
 }
 
-/// A model's `reencode` setting; unset, `all` on a CPU with an int8 GEMM path (Q8_0 is its
-/// format) and `slow` elsewhere (on CUDA, or where candle's kernels run every matmul, `all`
-/// would only cost memory).
+/// A model's `reencode` setting; unset, [`Reencode::default_for`] the model's device and this
+/// CPU's path.
 pub(super) fn parse_reencode(
     value: Option<&str>,
     device: DeviceSpec,
     cpu_path: CpuPath,
 ) -> anyhow::Result<Reencode> {
     Ok(match value {
-        None if device.is_cpu() && cpu_path.has_int8_gemm() => Reencode::All,
-        None => Reencode::Slow,
+        None => Reencode::default_for(device.is_cpu() && cpu_path.has_int8_gemm()),
         Some(value) => value.parse().map_err(anyhow::Error::msg)?,
     })
 }
