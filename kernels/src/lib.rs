@@ -12,9 +12,6 @@
 //!   AVX-512 VNNI, an AVX-VNNI and an AVX2 path, [`CpuPath`]) whose results are bit-identical
 //!   to candle's `QMatMul::forward` on the CPU, so greedy decoding stays token-identical with
 //!   candle's reference models; a scalar version of candle's arithmetic is its reference.
-//! - [`KQuantRows`]: Q4_K and Q6_K × f32 for the few rows of a decode step, reading the file's
-//!   blocks (candle's repacked tiles hold a third more bytes, Q6_K half again as many), bit for
-//!   bit candle's repacked arithmetic, so decode and prefill agree.
 //!
 //! - [`cuda`]: Quorum's CUDA kernels (fused norm, activation, rotary with the KV write, paged
 //!   attention, batched multi-LoRA, greedy sampling), their references and checks; the tests
@@ -26,17 +23,13 @@
 pub mod attention;
 mod cpu_path;
 pub mod cuda;
-mod kquant_rows;
 mod paged_attention;
 mod paged_kv;
 mod q8_gemm;
 pub mod reference;
-#[cfg(test)]
-mod test_rng;
 
 pub use attention::{AttentionDims, causal_attention_rows};
 pub use cpu_path::{CpuPath, UnknownCpuPath};
-pub use kquant_rows::{KQuantError, KQuantRows};
 pub use paged_attention::PagedChunk;
 pub use paged_kv::{KvLayout, PagedKvError, PagedKvStore};
 pub use q8_gemm::{PackedQ8_0, Q8_0_BLOCK, Q8GemmError};

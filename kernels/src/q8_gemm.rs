@@ -473,7 +473,7 @@ fn hsum8(l: [f32; 8]) -> f32 {
 /// One 256-value superblock quantized to Q8_K as candle does it; returns the scale `d` and
 /// writes the values. Unlike Q8_0, the scale follows the signed value of largest magnitude
 /// (the first one, on ties).
-pub(crate) fn quantize_q8k(xs: &[f32], qs: &mut [i8]) -> f32 {
+fn quantize_q8k(xs: &[f32], qs: &mut [i8]) -> f32 {
     let (mut max, mut amax) = (0f32, 0f32);
     for &x in xs {
         if amax < x.abs() {
