@@ -33,14 +33,9 @@ impl DecoderModel {
         attention: &mut dyn Attention,
     ) -> ModelResult<Tensor> {
         let cfg = self.config();
-        let (n, h) = (tokens.len(), cfg.hidden_size);
+        let h = cfg.hidden_size;
         let positions = batch.positions();
-        let ids = Tensor::from_slice(tokens, n, self.device())?;
-        let mut x = self
-            .embed_tokens()
-            .index_select(&ids, 0)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
+        let mut x = self.token_rows(tokens)?;
         for (i, layer) in self.layers().iter().enumerate() {
             self.layer_cpu(i, layer, &mut x, &positions, batch, attention)?;
         }

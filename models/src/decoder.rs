@@ -12,6 +12,7 @@ use crate::linear::{Linear, MatmulPolicy};
 use crate::lora::{LoraKernel, LoraWeights, Proj};
 use crate::lora_stack::LoraStacks;
 use crate::rotary::RotaryEmbedding;
+use crate::token_embedding::TokenEmbedding;
 
 #[derive(Debug, Clone)]
 pub(crate) struct RmsNorm {
@@ -155,7 +156,7 @@ impl Default for LoadOptions {
 #[derive(Debug, Clone)]
 pub struct DecoderModel {
     config: DecoderConfig,
-    embed_tokens: Tensor,
+    embed_tokens: TokenEmbedding,
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
     lm_head: Linear,
@@ -195,7 +196,7 @@ impl DecoderModel {
             "model.embed_tokens.weight",
             &[config.vocab_size, config.hidden_size],
         )?;
-        let embed_tokens = embed.to_dense()?.to_dtype(opts.dtype)?.to_device(device)?;
+        let embed_tokens = TokenEmbedding::load(embed, opts.dtype, device)?;
         let layers = (0..config.num_layers)
             .map(|i| DecoderLayer::load(ckpt, &config, i, &opts))
             .collect::<ModelResult<Vec<_>>>()?;
@@ -337,8 +338,9 @@ impl DecoderModel {
         &self.device
     }
 
-    pub(crate) fn embed_tokens(&self) -> &Tensor {
-        &self.embed_tokens
+    /// The embedding rows of `tokens` on the host, row-major f32.
+    pub(crate) fn token_rows(&self, tokens: &[u32]) -> ModelResult<Vec<f32>> {
+        Ok(self.embed_tokens.lookup_rows(tokens)?)
     }
 
     pub(crate) fn layers(&self) -> &[DecoderLayer] {
@@ -383,9 +385,8 @@ impl DecoderModel {
     ) -> ModelResult<Tensor> {
         self.check_batch(tokens, batch)?;
         let n = tokens.len();
-        let ids = Tensor::from_slice(tokens, n, &self.device)?;
         let positions = Tensor::from_vec(batch.positions(), n, &self.device)?;
-        let mut x = self.embed_tokens.index_select(&ids, 0)?;
+        let mut x = self.embed_tokens.lookup(tokens, &self.device)?;
         let row_adapters = self.row_adapters(batch)?;
         let step = StepInputs {
             positions: &positions,

@@ -25,6 +25,7 @@ mod lora;
 mod lora_stack;
 mod rotary;
 mod row_ops;
+mod token_embedding;
 
 pub use attention::{Attention, AttentionRows, causal_attention, causal_attention_reference};
 pub use batch::{BatchLayout, ChunkLayout};
