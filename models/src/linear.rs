@@ -38,7 +38,8 @@ impl MatmulPolicy {
     /// The engine's policy: every Q8_0 row through the int8 GEMM on `path`, single rows too
     /// (on the AVX2 path one row ran 1.4-2.3x faster than candle's kernel and spared a hand-off
     /// between candle's and rayon's threads: decode 13 → 16 tok/s, docs/RESULTS.md), and rows
-    /// independent of what else is batched.
+    /// independent of what else is batched. A packed layer then keeps no candle copy of its
+    /// weight.
     pub fn engine(path: CpuPath) -> Self {
         Self::BatchInvariant { min_rows: 1, path }
     }
@@ -50,6 +51,13 @@ impl MatmulPolicy {
                 Some(min_rows)
             }
         }
+    }
+
+    /// Whether the int8 GEMM takes a packed weight's rows at every count (one and up), so
+    /// candle's copy of the weight is never read again and is not kept: about 1.06 bytes a
+    /// weight (1.6 GB for Qwen2.5-Coder-1.5B).
+    fn int8_takes_every_row(self) -> bool {
+        self.int8_min_rows().is_some_and(|m| m <= 1)
     }
 
     /// The int8 GEMM's kernel path, if this policy uses one.
@@ -66,8 +74,11 @@ impl MatmulPolicy {
 #[derive(Debug, Clone)]
 enum Weight {
     Quantized {
-        qmatmul: QMatMul,
+        /// candle's product; `None` once the int8 GEMM runs every row count (see
+        /// [`MatmulPolicy::int8_takes_every_row`]), which frees the tensor's bytes.
+        qmatmul: Option<QMatMul>,
         int8: Option<Box<PackedQ8_0>>,
+        dtype: GgmlDType,
     },
     /// `[out, in]`.
     Dense(Tensor),
@@ -148,9 +159,15 @@ impl Linear {
             }
             _ => None,
         };
+        let qmatmul = if int8.is_some() && policy.int8_takes_every_row() {
+            None
+        } else {
+            Some(QMatMul::from_arc(q.clone())?)
+        };
         Ok(Weight::Quantized {
-            qmatmul: QMatMul::from_arc(q.clone())?,
+            qmatmul,
             int8,
+            dtype: q.dtype(),
         })
     }
 
@@ -163,12 +180,8 @@ impl Linear {
                 self.fixed_order = true;
                 Ok(())
             }
-            Weight::Quantized { qmatmul, .. } => Err(format!(
-                "the weight is quantized ({}); batch invariance needs dense weights",
-                match qmatmul {
-                    QMatMul::QTensor(q) => format!("{:?}", q.dtype()),
-                    QMatMul::Tensor(_) | QMatMul::TensorF16(_) => "dequantized".to_owned(),
-                }
+            Weight::Quantized { dtype, .. } => Err(format!(
+                "the weight is quantized ({dtype:?}); batch invariance needs dense weights"
             )),
         }
     }
@@ -180,7 +193,13 @@ impl Linear {
     /// Whether one row must be computed as two (see [`MatmulPolicy::BatchInvariant`]).
     fn pads_single_row(&self) -> bool {
         matches!(self.policy, MatmulPolicy::BatchInvariant { .. })
-            && matches!(&self.weight, Weight::Quantized { qmatmul: QMatMul::QTensor(q), .. } if q.dtype() == GgmlDType::Q6K)
+            && matches!(
+                &self.weight,
+                Weight::Quantized {
+                    dtype: GgmlDType::Q6K,
+                    ..
+                }
+            )
     }
 
     /// [`Linear::forward`] on host rows (`rows × in` f32) → `rows × out` f32, with the same
@@ -190,7 +209,11 @@ impl Linear {
         let mut y = match &self.weight {
             Weight::Quantized {
                 int8: Some(packed), ..
-            } if self.policy.int8_min_rows().is_some_and(|m| rows >= m) => {
+            } if self
+                .policy
+                .int8_min_rows()
+                .is_some_and(|m| rows >= m || rows == 0) =>
+            {
                 packed.matmul(x, rows).map_err(candle_core::Error::wrap)?
             }
             _ => {
@@ -212,26 +235,24 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let rows = x.dim(0)?;
         let y = match &self.weight {
-            Weight::Quantized { qmatmul, int8 } => match (int8, self.policy) {
-                (Some(packed), policy)
+            Weight::Quantized { qmatmul, int8, .. } => match (int8, self.policy, qmatmul) {
+                (Some(packed), policy, _)
                     if policy
                         .int8_min_rows()
-                        .is_some_and(|min_rows| rows >= min_rows)
+                        .is_some_and(|min_rows| rows >= min_rows || rows == 0)
                         && x.dtype() == DType::F32
                         && x.device().is_cpu() =>
                 {
                     packed.forward(x).map_err(candle_core::Error::wrap)?
                 }
-                _ if rows == 1 && self.pads_single_row() => {
-                    let padded = Tensor::cat(&[x, &x.zeros_like()?], 0)?;
-                    qmatmul.forward(&padded)?.narrow(0, 0, 1)?
+                (_, _, None) => candle_core::bail!(
+                    "this layer runs only the int8 GEMM (f32 rows on the CPU), not {:?} rows on {:?}",
+                    x.dtype(),
+                    x.device()
+                ),
+                (_, _, Some(qmatmul)) => {
+                    Self::candle_forward(qmatmul, x, rows, self.pads_single_row())?
                 }
-                // candle's quantized kernels take f32 rows: a half-precision model converts
-                // around them.
-                _ if x.dtype() != DType::F32 => qmatmul
-                    .forward(&x.to_dtype(DType::F32)?)?
-                    .to_dtype(x.dtype())?,
-                _ => qmatmul.forward(x)?,
             },
             Weight::Dense(w) if self.fixed_order && w.device().is_cuda() => {
                 fixed_order_matmul(x, w)?
@@ -242,6 +263,21 @@ impl Linear {
             Weight::Dense(w) => x.matmul(&w.t()?)?,
         };
         self.add_bias(y)
+    }
+
+    /// candle's quantized product of `rows` rows, a single row padded to two where `pad`.
+    fn candle_forward(qmatmul: &QMatMul, x: &Tensor, rows: usize, pad: bool) -> Result<Tensor> {
+        if rows == 1 && pad {
+            let padded = Tensor::cat(&[x, &x.zeros_like()?], 0)?;
+            return qmatmul.forward(&padded)?.narrow(0, 0, 1);
+        }
+        // candle's quantized kernels take f32 rows: a half-precision model converts around them.
+        if x.dtype() != DType::F32 {
+            return qmatmul
+                .forward(&x.to_dtype(DType::F32)?)?
+                .to_dtype(x.dtype());
+        }
+        qmatmul.forward(x)
     }
 
     fn add_bias(&self, y: Tensor) -> Result<Tensor> {
@@ -372,6 +408,54 @@ mod tests {
                 assert_eq!(got.dims(), &[rows, n]);
                 assert_eq!(bits(&got), bits(&want), "rows={rows} n={n} k={k}");
             }
+        }
+    }
+
+    #[test]
+    fn the_engines_layers_keep_only_the_packed_copy_and_give_the_same_bits() {
+        let path = CpuPath::detect();
+        let (n, k) = (48, 256);
+        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu).expect("w");
+        let stored = StoredTensor::Quantized(Arc::new(
+            QTensor::quantize(&w, GgmlDType::Q8_0).expect("quantize"),
+        ));
+        let bias = Tensor::randn(0f32, 1.0, n, &Device::Cpu).expect("bias");
+        let load = |policy| {
+            Linear::from_stored(&stored, Some(bias.clone()), policy, DType::F32).expect("linear")
+        };
+        let engine = load(MatmulPolicy::engine(path));
+        // Without an int8 GEMM (no AVX2) candle's product is all there is, and it stays.
+        let kept = matches!(
+            &engine.weight,
+            Weight::Quantized {
+                qmatmul: Some(_),
+                ..
+            }
+        );
+        assert_eq!(kept, !path.has_int8_gemm());
+        let candle = load(MatmulPolicy::QuantizedOnly);
+        for rows in [0, 1, 2, 7] {
+            let x = Tensor::randn(0f32, 1.0, (rows, k), &Device::Cpu).expect("x");
+            let got = engine.forward(&x).expect("forward");
+            assert_eq!(got.dims(), &[rows, n]);
+            assert_eq!(
+                bits(&got),
+                bits(&candle.forward(&x).expect("candle")),
+                "rows={rows}"
+            );
+            let flat = x
+                .flatten_all()
+                .expect("flat")
+                .to_vec1::<f32>()
+                .expect("vec");
+            let on_rows = engine.forward_rows(&flat, rows).expect("rows");
+            let on_rows: Vec<u32> = on_rows.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(on_rows, bits(&got), "rows={rows}");
+        }
+        if path.has_int8_gemm() {
+            let half = Tensor::zeros((2, k), DType::BF16, &Device::Cpu).expect("bf16");
+            let err = engine.forward(&half).expect_err("bf16 rows");
+            assert!(err.to_string().contains("only the int8 GEMM"), "{err}");
         }
     }
 }
