@@ -55,7 +55,7 @@ impl MatmulPolicy {
 
     /// Whether the int8 GEMM takes a packed weight's rows at every count (one and up), so
     /// candle's copy of the weight is never read again and is not kept: about 1.06 bytes a
-    /// weight (1.6 GB for Qwen2.5-Coder-1.5B).
+    /// weight (1.4 GiB for Qwen2.5-Coder-1.5B).
     fn int8_takes_every_row(self) -> bool {
         self.int8_min_rows().is_some_and(|m| m <= 1)
     }

@@ -70,8 +70,8 @@ impl TokenEmbedding {
     /// The rows of `tokens` on the host, row-major f32.
     pub(crate) fn lookup_rows(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         match self {
-            Self::Dense(_) => self
-                .lookup(tokens, &Device::Cpu)?
+            Self::Dense(table) => self
+                .lookup(tokens, table.device())?
                 .to_dtype(DType::F32)?
                 .flatten_all()?
                 .to_vec1::<f32>(),
@@ -140,8 +140,13 @@ mod tests {
     #[test]
     fn dense_weights_and_other_dtypes_stay_dense() {
         let dense = Tensor::randn(0f32, 1.0, (8, 64), &Device::Cpu).expect("table");
-        let stored = StoredTensor::Dense(dense);
+        let stored = StoredTensor::Dense(dense.clone());
         let e = TokenEmbedding::load(&stored, DType::F32, &Device::Cpu).expect("dense");
         assert!(matches!(e, TokenEmbedding::Dense(_)));
+        let q = Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0).expect("quantize"));
+        let half = TokenEmbedding::load(&StoredTensor::Quantized(q), DType::BF16, &Device::Cpu)
+            .expect("bf16 table");
+        assert!(matches!(&half, TokenEmbedding::Dense(t) if t.dtype() == DType::BF16));
+        assert_eq!(half.lookup_rows(&[3, 5]).expect("rows").len(), 2 * 64);
     }
 }
