@@ -137,7 +137,7 @@ fn an_installed_binary_serves_the_shipped_adapters_from_its_prefix() {
         adapters,
         [
             ("qwen-rep", "rep-s2"),
-            ("qwen-mschema", "mschema-s1"),
+            ("qwen-mschema", "mschema-s2"),
             ("qwen-ddl", "")
         ]
     );

@@ -14,11 +14,12 @@ use crate::model_source::ModelDirs;
 /// The shipped LoRA adapters the small profile's voters run, one per prompt format: the
 /// format whose voter runs it, the name the configuration gives it, and its
 /// directory under the shipped adapters (`ModelDirs::adapters_dir`). Each has its card in that
-/// directory; docs/RESULTS.md has their figures. RE_p's is `coder-rep-s2`, trained on all of
-/// train.json with reworded copies, which replaced `coder-rep-s0` (224 sequences) on dev300.
+/// directory; docs/RESULTS.md has their figures. Both were trained on all of train.json with
+/// reworded copies and replaced, on dev300, the adapters trained on a few hundred sequences:
+/// `coder-rep-s2` replaced `coder-rep-s0` and `coder-mschema-s2` replaced `coder-mschema-s1`.
 pub const SHIPPED_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::Rep, "rep-s2", "coder-rep-s2"),
-    (PromptFormat::MSchema, "mschema-s1", "coder-mschema-s1"),
+    (PromptFormat::MSchema, "mschema-s2", "coder-mschema-s2"),
 ];
 
 /// A shipped adapter of the selection model (Qwen2.5-Coder-0.5B in every profile), trained by

@@ -125,7 +125,7 @@ fn the_small_profile_voters_run_the_shipped_adapters_when_present() {
     let names: Vec<_> = generators.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["qwen-rep", "qwen-mschema", "qwen-ddl"]);
     let adapters: Vec<_> = generators.iter().map(|g| g.adapter.as_deref()).collect();
-    assert_eq!(adapters, [Some("rep-s2"), Some("mschema-s1"), None]);
+    assert_eq!(adapters, [Some("rep-s2"), Some("mschema-s2"), None]);
     // None in place: every voter runs the base model.
     let none = BTreeMap::new();
     assert!(profile_models(Profile::Small, &none)[0].adapters.is_empty());
