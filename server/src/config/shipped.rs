@@ -15,8 +15,8 @@ use crate::model_source::ModelDirs;
 /// format whose voter runs it, the name the configuration gives it, and its
 /// directory under the shipped adapters (`ModelDirs::adapters_dir`). Each has its card in that
 /// directory; docs/RESULTS.md has their figures. Both were trained on all of train.json with
-/// reworded copies and replaced, on dev300, the adapters trained on a few hundred sequences:
-/// `coder-rep-s2` replaced `coder-rep-s0` and `coder-mschema-s2` replaced `coder-mschema-s1`.
+/// reworded copies and replaced, on dev300, an adapter trained on a few sequences:
+/// `coder-rep-s2` replaced `coder-rep-s0` (224) and `coder-mschema-s2` `coder-mschema-s1` (96).
 pub const SHIPPED_ADAPTERS: &[(PromptFormat, &str, &str)] = &[
     (PromptFormat::Rep, "rep-s2", "coder-rep-s2"),
     (PromptFormat::MSchema, "mschema-s2", "coder-mschema-s2"),
