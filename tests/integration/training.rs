@@ -449,6 +449,7 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
     let codec = codec(&ckpt);
     let options = ExampleOptions {
         format: quorum_sql::pipeline::PromptFormat::Rep,
+        linked_format: quorum_sql::pipeline::PromptFormat::Rep,
         max_tokens: 4096,
         linked_share: 0.5,
         augment_share: 0.0,
@@ -484,6 +485,52 @@ fn spider_examples_carry_the_pipeline_prompt_and_the_gold_answer() {
     }
 }
 
+/// An adapter for a model that writes the PreSQL in RE_p and the FinSQL in SimpleDDL: the
+/// examples that show only the gold query's tables are rendered in SimpleDDL, the others in
+/// RE_p, each exactly as a build of one format renders it, and the same questions show the
+/// linked tables whatever the formats.
+#[test]
+fn linked_examples_take_round_twos_format() {
+    use quorum_sql::pipeline::PromptFormat::{Rep, SimpleDdl};
+    let (ckpt, dataset) = qwen_and_spider();
+    let train: Vec<_> = dataset.train().unwrap().into_iter().take(40).collect();
+    let codec = codec(&ckpt);
+    let build = |format, linked_format| {
+        let options = ExampleOptions {
+            format,
+            linked_format,
+            max_tokens: 4096,
+            linked_share: 0.5,
+            augment_share: 0.3,
+            seed: 4,
+        };
+        build_examples(&dataset, &train, codec, &options).unwrap()
+    };
+    let (rep, rep_stats) = build(Rep, Rep);
+    let (ddl, ddl_stats) = build(SimpleDdl, SimpleDdl);
+    let (both, stats) = build(Rep, SimpleDdl);
+    // The prompts' lengths differ; which questions train, and on which view, do not.
+    for other in [&rep_stats, &ddl_stats] {
+        assert_eq!(stats.kept, other.kept);
+        assert_eq!(stats.linked_schema, other.linked_schema);
+        assert_eq!(stats.augmented, other.augmented);
+    }
+    assert!(
+        stats.linked_schema > 5 && stats.linked_schema < stats.kept,
+        "{stats:?}"
+    );
+    let mut as_ddl = 0;
+    for (i, example) in both.iter().enumerate() {
+        assert_ne!(rep[i], ddl[i], "example {i} renders alike in both formats");
+        if *example == ddl[i] {
+            as_ddl += 1;
+        } else {
+            assert_eq!(*example, rep[i], "example {i} is in neither format");
+        }
+    }
+    assert_eq!(as_ddl, stats.linked_schema);
+}
+
 /// With `augment_share` 1, a reworded copy of most questions trains too: its prompt asks
 /// none of the original questions, its answer is a whole query, the originals are all still
 /// there, and building them again gives the same examples.
@@ -494,6 +541,7 @@ fn reworded_examples_train_beside_their_originals() {
     let codec = codec(&ckpt);
     let options = |augment_share| ExampleOptions {
         format: quorum_sql::pipeline::PromptFormat::MSchema,
+        linked_format: quorum_sql::pipeline::PromptFormat::MSchema,
         max_tokens: 4096,
         linked_share: 0.5,
         augment_share,

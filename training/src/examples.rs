@@ -4,8 +4,9 @@
 //! (`quorum_sql::pipeline::generation_prompt` → chat template → the answer prefix written for
 //! the model), followed by the gold query as the model must continue it, the closing fence and
 //! the end-of-turn token. The loss covers only that continuation. A share of the examples shows
-//! only the gold query's tables, as round 2 of the pipeline does after schema linking, and a
-//! share of the questions is asked a second time reworded ([`crate::augment`]).
+//! only the gold query's tables, as round 2 of the pipeline does after schema linking (in
+//! round 2's format, where it differs), and a share of the questions is asked a second time
+//! reworded ([`crate::augment`]).
 
 use std::collections::HashMap;
 
@@ -41,6 +42,11 @@ impl TrainingExample {
 #[derive(Debug, Clone)]
 pub struct ExampleOptions {
     pub format: PromptFormat,
+    /// The format of the examples that show only the gold query's tables. One adapted model
+    /// that writes the PreSQL in one format over the whole schema and the FinSQL in another
+    /// over the linked tables (the default profile: RE_p, then SimpleDDL) learns both calls
+    /// in one adapter; for an adapter of one format it is `format`.
+    pub linked_format: PromptFormat,
     /// Longest example kept, prompt and answer together.
     pub max_tokens: usize,
     /// Share of examples whose prompt shows only the gold query's tables (round 2's view).
@@ -206,7 +212,12 @@ pub fn build_examples(
             } else {
                 schema
             };
-            let example = render_example(codec, options.format, view, &question, &answer)?;
+            let format = if linked {
+                options.linked_format
+            } else {
+                options.format
+            };
+            let example = render_example(codec, format, view, &question, &answer)?;
             if example.tokens.len() > options.max_tokens {
                 stats.too_long += 1;
                 continue;

@@ -37,9 +37,16 @@ pub struct TrainArgs {
     /// (pick the right result group among the pipeline's candidates, from `--candidates`).
     #[arg(long, value_enum, default_value_t = TrainTask::Generator)]
     pub task: TrainTask,
-    /// The prompt format the adapter will serve: rep, mschema or simpleddl (generators only).
+    /// The prompt format the adapter will serve: rep, m_schema or simple_ddl (generators only).
     #[arg(long, default_value = "rep")]
     pub format: String,
+    /// The prompt format of the examples that show only the gold query's tables
+    /// (`--linked-share`), when round 2 serves the adapter in another format than round 1:
+    /// `--format rep --linked-format simple_ddl` trains the default profile's two calls, the
+    /// RE_p PreSQL over the whole schema and the SimpleDDL FinSQL over the linked tables.
+    /// Unset: `--format`.
+    #[arg(long)]
+    pub linked_format: Option<String>,
     /// `--task selector`: the pipeline's answers to train.json questions, as `quorum eval
     /// --questions train.json --out FILE` writes them. Every record is checked against
     /// train.json, so dev questions cannot enter.
@@ -181,6 +188,10 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         return export_merged(dirs, &args, dir);
     }
     let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
+    let linked_format = match &args.linked_format {
+        Some(name) => PromptFormat::from_name(name).map_err(anyhow::Error::msg)?,
+        None => format,
+    };
     if !(0.0..=1.0).contains(&args.augment_share) {
         bail!(
             "--augment-share must be between 0 and 1, not {}",
@@ -212,17 +223,20 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
             }
             let options = ExampleOptions {
                 format,
+                linked_format,
                 max_tokens: args.max_tokens,
                 linked_share: args.linked_share,
                 augment_share: args.augment_share,
                 seed: args.seed,
             };
             let (examples, stats) = build_examples(&dataset, &questions, codec, &options)?;
-            (
-                examples,
-                serde_json::to_value(stats)?,
-                format.name().to_owned(),
-            )
+            let prompt = if linked_format == format {
+                format.name().to_owned()
+            } else {
+                // Round 1's format over the whole schema, then round 2's over the linked tables.
+                format!("{}+{}", format.name(), linked_format.name())
+            };
+            (examples, serde_json::to_value(stats)?, prompt)
         }
         TrainTask::Selector => {
             let (examples, stats, cases) = selector_examples(&dataset, codec, &args)?;
