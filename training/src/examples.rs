@@ -212,6 +212,8 @@ pub fn build_examples(
             } else {
                 schema
             };
+            // Drawn for round 2's view: its format, even in the rare example whose gold
+            // query names no table found in the schema and so shows the whole schema.
             let format = if linked {
                 options.linked_format
             } else {
