@@ -1,11 +1,13 @@
 //! Per-question scores: execution accuracy (EX), validity (VA), the execution-time ratio behind
 //! VES and C-VES, and the schema-linking scores behind R_e, R_s and RES.
 //!
-//! EX follows one of two benchmarks. Spider (test-suite-sql-eval, the default): both queries
+//! EX follows one of three benchmarks. Spider (test-suite-sql-eval, the default): both queries
 //! run with every DISTINCT removed unless `keep_distinct`, the results compare as bags of rows
 //! with any column permutation, and row order counts only when the gold SQL has `order by`.
 //! BIRD: both queries run as written and the results compare as sets of rows, column order
-//! significant. In both, a prediction that errors or times out is simply wrong; the sandbox's
+//! significant. SQL-Eval (business benchmarks): both run as written, the prediction may
+//! return extra columns, and it is right when it matches any of the question's gold queries
+//! ([`quorum_sql::compare::sqleval_eq`]). In both, a prediction that errors or times out is simply wrong; the sandbox's
 //! progress handler really interrupts SQLite at the limit, so a runaway query costs at most the
 //! timeout.
 //!
@@ -26,7 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use quorum_sql::backend::Session;
-use quorum_sql::compare::{bird_eq, order_matters, spider_eq};
+use quorum_sql::compare::{bird_eq, order_matters, spider_eq, sqleval_eq};
 use quorum_sql::distinct::{DistinctMode, prepare_for_spider_ex};
 use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult, Sandbox};
 use quorum_sql::timing::time_pair;
@@ -38,6 +40,21 @@ pub enum Semantics {
     #[default]
     Spider,
     Bird,
+    /// SQL-Eval's: extra columns allowed, any listed alternative counts.
+    #[serde(rename = "sqleval")]
+    SqlEval,
+}
+
+impl Semantics {
+    /// The name `quorum eval --semantics` takes.
+    pub fn parse(name: &str) -> Option<Semantics> {
+        match name {
+            "spider" => Some(Semantics::Spider),
+            "bird" => Some(Semantics::Bird),
+            "sqleval" => Some(Semantics::SqlEval),
+            _ => None,
+        }
+    }
 }
 
 /// BIRD's official number of timing pairs per question for VES.
@@ -84,6 +101,7 @@ pub struct ExecScore {
     /// Why the prediction did not execute.
     pub error: Option<String>,
     /// Why the gold query did not execute; such a question counts as wrong for every prediction.
+    /// With several gold queries and no match, the first one's.
     pub gold_error: Option<String>,
     pub gold_time: Option<Duration>,
     pub pred_time: Option<Duration>,
@@ -111,14 +129,42 @@ pub fn score_in(
     pred_sql: &str,
     options: &ScoreOptions,
 ) -> ExecScore {
-    let gold_run = prepared(gold_sql, options);
+    score_against_any(session, &[gold_sql], pred_sql, options)
+}
+
+/// Scores `pred_sql` against each of `golds` in turn (at least one): right when it matches
+/// any. The prediction runs once; the gold timing and VES are those of the first gold query
+/// it matches, else of the first gold query.
+pub fn score_against_any(
+    session: &mut dyn Session,
+    golds: &[&str],
+    pred_sql: &str,
+    options: &ScoreOptions,
+) -> ExecScore {
     let pred_run = prepared(pred_sql, options);
-    let gold = session.execute(&gold_run);
     let pred = session.execute(&pred_run);
-    let ex = match (&gold, &pred) {
-        (Ok(g), Ok(p)) => results_equal(g, p, gold_sql, options.semantics),
-        _ => false,
-    };
+    let mut first_gold = None;
+    let mut matched = None;
+    for gold_sql in golds {
+        let gold_run = prepared(gold_sql, options);
+        let gold = session.execute(&gold_run);
+        let ex = match (&gold, &pred) {
+            (Ok(g), Ok(p)) => results_equal(g, p, gold_sql, options.semantics),
+            _ => false,
+        };
+        let outcome = (gold_run, gold);
+        if ex {
+            matched = Some(outcome);
+            break;
+        }
+        if first_gold.is_none() {
+            first_gold = Some(outcome);
+        }
+    }
+    let ex = matched.is_some();
+    let (gold_run, gold) = matched
+        .or(first_gold)
+        .expect("score_against_any needs at least one gold query");
     let ves_ratio = if ex {
         ves_ratio(session, &gold_run, &pred_run, options)
     } else {
@@ -146,7 +192,7 @@ fn prepared(sql: &str, options: &ScoreOptions) -> String {
             };
             prepare_for_spider_ex(sql, mode)
         }
-        Semantics::Bird => sql.to_owned(),
+        Semantics::Bird | Semantics::SqlEval => sql.to_owned(),
     }
 }
 
@@ -165,6 +211,7 @@ fn results_equal(
         // The official evaluator tests the original gold text for `order by`.
         Semantics::Spider => spider_eq(&gold.rows, &pred.rows, order_matters(gold_sql)),
         Semantics::Bird => bird_eq(&gold.rows, &pred.rows),
+        Semantics::SqlEval => sqleval_eq(&gold.rows, &pred.rows, order_matters(gold_sql)),
     }
 }
 

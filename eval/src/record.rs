@@ -28,6 +28,9 @@ pub struct Record {
     pub prediction: String,
     /// Spider hardness of the gold SQL.
     pub hardness: Hardness,
+    /// The question's category in benchmarks that group them (SQL-Eval's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
     pub ex: bool,
     pub valid: bool,
     /// Why the prediction did not execute.

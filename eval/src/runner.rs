@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::EvalError;
-use crate::metrics::{ScoreOptions, score_in};
+use crate::metrics::{ScoreOptions, score_against_any};
 use crate::record::{Record, RecordWriter, read_records};
 use crate::summary::{Summary, summarize};
 use quorum_sql::backend::Session;
@@ -67,8 +67,12 @@ pub struct EvalOptions {
     /// Spider layout: `<database_dir>/<db_id>/<db_id>.sqlite`.
     pub database_dir: PathBuf,
     /// Databases from elsewhere instead of the SQLite files; gold queries are read in the
-    /// database's dialect ([`sqlite_gold_to_postgres`] on PostgreSQL).
+    /// database's dialect ([`sqlite_gold_to_postgres`] on PostgreSQL) unless
+    /// `gold_as_written`.
     pub opener: Option<Arc<DatabaseOpener>>,
+    /// The gold queries are already in the databases' dialect (a PostgreSQL benchmark's
+    /// are): they run as written.
+    pub gold_as_written: bool,
     pub score: ScoreOptions,
     /// Questions asked at once (at least 1). Several in flight let the engine batch them;
     /// with greedy decoding and batch-invariant kernels the answers do not depend on it.
@@ -152,11 +156,16 @@ fn score_question(
     options: &EvalOptions,
 ) -> Result<Record, EvalError> {
     let db = databases.get(&example.db_id)?;
-    let gold = match db.dialect {
-        Dialect::Sqlite => example.query.clone(),
-        Dialect::Postgres => sqlite_gold_to_postgres(&example.query),
-    };
-    let exec = score_in(db.session.as_mut(), &gold, &prediction.sql, &options.score);
+    let golds: Vec<String> = example
+        .golds()
+        .into_iter()
+        .map(|gold| match (db.dialect, options.gold_as_written) {
+            (Dialect::Postgres, false) => sqlite_gold_to_postgres(gold),
+            _ => gold.to_owned(),
+        })
+        .collect();
+    let golds: Vec<&str> = golds.iter().map(String::as_str).collect();
+    let exec = score_against_any(db.session.as_mut(), &golds, &prediction.sql, &options.score);
     let gold_tables = link_tables(&example.query, &db.schema).tables;
     // A run without schema linking is scored on the tables its answer reads, which is what
     // linking that answer as a PreSQL would give.
@@ -172,6 +181,7 @@ fn score_question(
         gold: example.query.clone(),
         prediction: prediction.sql,
         hardness: hardness(&example.query),
+        category: example.category.clone(),
         ex: exec.ex,
         valid: exec.valid,
         error: exec.error,

@@ -99,6 +99,8 @@ mod tests {
                 question: format!("q{i}"),
                 query: format!("SELECT {i}"),
                 evidence: None,
+                alternatives: Vec::new(),
+                category: None,
             })
             .collect()
     }

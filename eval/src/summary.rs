@@ -1,4 +1,5 @@
-//! Aggregate metrics of a run, overall and per Spider hardness of the gold SQL.
+//! Aggregate metrics of a run, overall and per Spider hardness of the gold SQL, and EX and VA
+//! per question category where the question file gives one (SQL-Eval's).
 //!
 //! - EX, VA: shares of questions whose prediction is correct / executes.
 //! - VES = 100 · Σ_correct sqrt(ratio) / N (a wrong question contributes 0); C-VES (the
@@ -77,14 +78,32 @@ pub struct LevelSummary {
     pub tokens_total: u64,
 }
 
-/// All five levels of a run, in [`Level::ALL`] order (a level's position is its discriminant).
+/// All five levels of a run, in [`Level::ALL`] order (a level's position is its discriminant),
+/// and the categories in name order (none when the questions carry none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub levels: [LevelSummary; 5],
+    pub categories: Vec<CategorySummary>,
+}
+
+/// EX and VA of the questions of one category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategorySummary {
+    pub category: String,
+    pub count: usize,
+    pub correct: usize,
+    pub ex: Option<f64>,
+    pub va: Option<f64>,
 }
 
 /// Aggregates `records` (one per question).
 pub fn summarize(records: &[Record]) -> Summary {
+    let mut by_category: std::collections::BTreeMap<&str, Vec<&Record>> = Default::default();
+    for r in records {
+        if let Some(category) = &r.category {
+            by_category.entry(category).or_default().push(r);
+        }
+    }
     Summary {
         levels: Level::ALL.map(|level| {
             let members: Vec<&Record> = records
@@ -93,6 +112,19 @@ pub fn summarize(records: &[Record]) -> Summary {
                 .collect();
             summarize_level(level, &members)
         }),
+        categories: by_category
+            .into_iter()
+            .map(|(category, members)| {
+                let correct = members.iter().filter(|r| r.ex).count();
+                CategorySummary {
+                    category: category.to_owned(),
+                    count: members.len(),
+                    correct,
+                    ex: share(correct, members.len()),
+                    va: share(members.iter().filter(|r| r.valid).count(), members.len()),
+                }
+            })
+            .collect(),
     }
 }
 
@@ -186,6 +218,18 @@ impl Summary {
                 score(l.tokens_mean),
             ];
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        if !self.categories.is_empty() {
+            out.push_str("\n| category | n | EX | VA |\n|---|--:|--:|--:|\n");
+            for c in &self.categories {
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} |\n",
+                    c.category,
+                    c.count,
+                    fraction(c.ex),
+                    fraction(c.va)
+                ));
+            }
         }
         out
     }

@@ -65,6 +65,7 @@ fn gold_scores_perfectly_on_the_usable_slice() {
     let options = EvalOptions {
         database_dir: data.database_dir(),
         opener: None,
+        gold_as_written: false,
         score: ScoreOptions::default(),
         concurrency: 1,
     };

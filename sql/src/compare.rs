@@ -1,4 +1,5 @@
-//! Result comparison with the semantics of the two benchmarks.
+//! Result comparison with the semantics of the benchmarks: Spider's and BIRD's here, SQL-Eval's
+//! in [`sqleval`].
 //!
 //! Spider EX (test-suite-sql-eval): the results are bags of rows; row order matters only when
 //! the gold SQL contains `order by`; any column permutation of the prediction is accepted;
@@ -16,6 +17,9 @@
 use std::cmp::Ordering;
 
 use crate::value::Value;
+
+mod sqleval;
+pub use sqleval::sqleval_eq;
 
 /// A cell in canonical comparable form: numbers that are equal in Python (`1 == 1.0`) map to the
 /// same key, so that equality, hashing and sorting agree with the official evaluator.

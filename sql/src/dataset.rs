@@ -19,12 +19,28 @@ pub struct Example {
     /// BIRD's external knowledge for the question; Spider has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<String>,
+    /// Every gold query that counts as right (SQL-Eval's benchmarks list acceptable column
+    /// choices); empty when `query` is the only one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<String>,
+    /// The question's kind in benchmarks that group them (SQL-Eval's `category`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
 }
 
 impl Example {
     /// The evidence to send with the question: `None` when absent or blank.
     pub fn evidence(&self) -> Option<&str> {
         self.evidence.as_deref().filter(|e| !e.trim().is_empty())
+    }
+
+    /// The gold queries a prediction may match: the alternatives when the file lists them,
+    /// else the one gold query.
+    pub fn golds(&self) -> Vec<&str> {
+        match self.alternatives.is_empty() {
+            true => vec![self.query.as_str()],
+            false => self.alternatives.iter().map(String::as_str).collect(),
+        }
     }
 }
 

@@ -169,3 +169,59 @@ fn linking_scores() {
     assert_eq!(score_linking(&none, &none).res, 1.0);
     assert_eq!(score_linking(&none, &["pets"]).res, 0.0);
 }
+
+fn sqleval() -> ScoreOptions {
+    ScoreOptions {
+        semantics: Semantics::SqlEval,
+        ..spider()
+    }
+}
+
+#[test]
+fn sqleval_allows_extra_columns_where_spider_does_not() {
+    let (gold, with_id) = (
+        "SELECT name FROM pets WHERE age > 2",
+        "SELECT id, name FROM pets WHERE age > 2",
+    );
+    assert!(!score(gold, with_id, &spider()).ex);
+    assert!(score(gold, with_id, &sqleval()).ex);
+    // Missing one of the gold's columns is still wrong.
+    assert!(
+        !score(
+            "SELECT name, age FROM pets",
+            "SELECT name FROM pets",
+            &sqleval()
+        )
+        .ex
+    );
+}
+
+#[test]
+fn any_alternative_counts_and_the_prediction_runs_once() {
+    let dir = scratch_dir("metrics-alternatives");
+    let db = pets_db(&dir);
+    let mut sandbox = Sandbox::open(&db, sqleval().limits).expect("db opens");
+    let golds = [
+        "SELECT nope FROM pets",
+        "SELECT age FROM pets WHERE age > 2",
+        "SELECT name FROM pets WHERE age > 2",
+    ];
+    let s = score_against_any(
+        &mut sandbox,
+        &golds,
+        "SELECT name FROM pets WHERE age >= 3",
+        &sqleval(),
+    );
+    assert!(s.ex && s.valid);
+    assert_eq!(
+        s.gold_error, None,
+        "the matching gold's outcome is reported"
+    );
+    let wrong = score_against_any(&mut sandbox, &golds, "SELECT 1", &sqleval());
+    assert!(!wrong.ex && wrong.valid);
+    assert!(
+        wrong.gold_error.is_some(),
+        "no match: the first gold's outcome"
+    );
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}

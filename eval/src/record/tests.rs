@@ -15,6 +15,7 @@ pub(crate) fn sample(index: usize, hardness: Hardness, ex: bool) -> Record {
             "SELECT 0".to_owned()
         },
         hardness,
+        category: None,
         ex,
         valid: true,
         error: None,

@@ -18,6 +18,7 @@ fn options(dir: &Path) -> EvalOptions {
     EvalOptions {
         database_dir: dir.join("database"),
         opener: None,
+        gold_as_written: false,
         score: ScoreOptions {
             ves_iterations: 2,
             ..ScoreOptions::default()
@@ -41,6 +42,8 @@ fn questions() -> Vec<(usize, Example)> {
             question: format!("q{i}"),
             query: (*sql).to_owned(),
             evidence: None,
+            alternatives: Vec::new(),
+            category: None,
         };
         (i * 10, example)
     })

@@ -94,3 +94,34 @@ fn markdown_table() {
     "#]]
     .assert_eq(&summarize(&hand_made()).to_markdown());
 }
+
+#[test]
+fn categories_are_summarized_when_the_questions_carry_them() {
+    assert!(summarize(&hand_made()).categories.is_empty());
+    let mut records = hand_made();
+    records[0].category = Some("ratio".to_owned());
+    records[1].category = Some("ratio".to_owned());
+    records[2].category = Some("date".to_owned());
+    let s = summarize(&records);
+    let rows: Vec<(&str, usize, Option<f64>, Option<f64>)> = s
+        .categories
+        .iter()
+        .map(|c| (c.category.as_str(), c.count, c.ex, c.va))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("date", 1, Some(1.0), Some(1.0)),
+            ("ratio", 2, Some(0.5), Some(0.5))
+        ]
+    );
+    let markdown = s.to_markdown();
+    assert!(
+        markdown.contains("| category | n | EX | VA |"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("| ratio | 2 | 0.500 | 0.500 |"),
+        "{markdown}"
+    );
+}

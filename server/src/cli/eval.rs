@@ -97,9 +97,14 @@ pub struct EvalArgs {
     /// Keep DISTINCT when comparing results (the Spider evaluator strips it by default).
     #[arg(long)]
     pub keep_distinct: bool,
-    /// Result comparison: spider (bag of rows, column permutations) or bird (set of rows).
+    /// Result comparison: spider (bag of rows, column permutations), bird (set of rows), or
+    /// sqleval (SQL-Eval's: extra columns allowed, any of the question's `alternatives`).
     #[arg(long, default_value = "spider")]
     pub semantics: String,
+    /// The gold queries are written for the databases served (a PostgreSQL benchmark's, such
+    /// as business-pg): run them unchanged instead of translating Spider's SQLite gold.
+    #[arg(long)]
+    pub gold_as_written: bool,
     /// Timing pairs per correct question for VES.
     #[arg(long)]
     pub ves_iterations: Option<usize>,
@@ -134,10 +139,11 @@ impl EvalArgs {
     }
 
     fn score_options(&self) -> Result<ScoreOptions> {
-        let semantics = match self.semantics.as_str() {
-            "spider" => Semantics::Spider,
-            "bird" => Semantics::Bird,
-            other => bail!("--semantics: `{other}` is not spider or bird"),
+        let Some(semantics) = Semantics::parse(&self.semantics) else {
+            bail!(
+                "--semantics: `{}` is not spider, bird or sqleval",
+                self.semantics
+            );
         };
         let mut score = ScoreOptions {
             semantics,
@@ -196,13 +202,14 @@ pub fn eval(
     let options = EvalOptions {
         database_dir: args.under_data(&args.database_dir),
         opener,
+        gold_as_written: args.gold_as_written,
         score: args.score_options()?,
         concurrency: args.concurrency.max(1),
     };
     if args.predict_gold {
-        let on_postgres = args.postgres.is_some();
+        let translate = args.postgres.is_some() && !args.gold_as_written;
         let predictor = |_: usize, example: &Example| {
-            Prediction::sql(if on_postgres {
+            Prediction::sql(if translate {
                 quorum_sql::translate::sqlite_gold_to_postgres(&example.query)
             } else {
                 example.query.clone()

@@ -770,6 +770,8 @@ mod tests {
             question: question.into(),
             query: "SELECT 1".into(),
             evidence: None,
+            alternatives: Vec::new(),
+            category: None,
         }
     }
 

@@ -219,6 +219,8 @@ fn build_errors_are_structured() {
         question: "q".into(),
         query: "SELECT 1".into(),
         evidence: None,
+        alternatives: Vec::new(),
+        category: None,
     }];
     let index = DemoIndex::build(&missing, &database_dir, &BagOfWords::default())
         .expect("a missing database skips its examples");
