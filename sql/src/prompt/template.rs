@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::notes::{column_descriptions, dialect_habits};
 use super::{Prompt, simple_ddl, simple_ddl_md_lines};
 use crate::schema::{Schema, Table};
 
@@ -151,12 +152,17 @@ fn render_md(schema: &Schema, style: SchemaStyle, question: &str) -> String {
                 text.push_str(&create_table(schema, table));
                 text.push('\n');
             }
+            text.push_str(&column_descriptions(schema));
+            text.push_str(dialect_habits(schema.dialect));
             text.push_str(&format!("### Question: {question}\n### SQL:"));
         }
         SchemaStyle::SimpleDdl => {
             text.push_str("#\n");
             text.push_str(&simple_ddl_md_lines(schema, ","));
-            text.push_str(&format!("#\n### {question}\n### SQL:"));
+            text.push_str("#\n");
+            text.push_str(&column_descriptions(schema));
+            text.push_str(dialect_habits(schema.dialect));
+            text.push_str(&format!("### {question}\n### SQL:"));
         }
     }
     text
