@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::backend::{Backend, SqliteFile};
 use crate::dialect::Dialect;
+use crate::inferred_keys::inferred_foreign_keys;
 use crate::model::{Embedder, ModelCallError};
 use crate::sandbox::{ExecError, Limits};
 use crate::schema::{IntrospectOptions, Schema, SchemaError};
@@ -38,8 +39,11 @@ impl DatabaseHandle {
         Ok(Self::new(db_id, backend, schema))
     }
 
-    /// A handle over `backend` with its introspected `schema`.
-    pub fn new(db_id: &str, backend: Arc<dyn Backend>, schema: Schema) -> Self {
+    /// A handle over `backend` with its introspected `schema`; a database that declares no
+    /// foreign keys gets the ones its names imply ([`inferred_foreign_keys`]).
+    pub fn new(db_id: &str, backend: Arc<dyn Backend>, mut schema: Schema) -> Self {
+        let inferred = inferred_foreign_keys(&schema);
+        schema.foreign_keys.extend(inferred);
         Self {
             db_id: db_id.to_owned(),
             backend,

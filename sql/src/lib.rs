@@ -21,6 +21,7 @@ mod fingerprint;
 pub mod grammar;
 pub mod group_by_key;
 pub mod hardness;
+pub mod inferred_keys;
 pub mod intersection;
 pub mod join_keys;
 pub mod lexer;
