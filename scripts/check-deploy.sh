@@ -39,6 +39,12 @@ assert main["readinessProbe"]["grpc"]["service"] == "", "readiness is the overal
 assert main["livenessProbe"]["grpc"]["service"] == "liveness"
 port = int(config["server"]["listen"].rsplit(":", 1)[1])
 assert main["readinessProbe"]["grpc"]["port"] == port, "probes on the gRPC port"
+# Fail closed: the API needs the token from a Secret that must exist, and nothing opens it.
+token = [e for e in main["env"] if e["name"] == "QUORUM_AUTH_TOKEN"]
+assert token and "secretKeyRef" in token[0].get("valueFrom", {}), "the token comes from a Secret"
+assert not token[0]["valueFrom"]["secretKeyRef"].get("optional", False), "the token Secret is required"
+assert not config["server"].get("allow_unauthenticated", False), "no overlay serves without a token"
+assert not any(e["name"] == "QUORUM_ALLOW_UNAUTHENTICATED" for e in main["env"]), "nor by environment"
 if overlay == "gpu":
     assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert all(m.get("device", "").startswith("cuda") for m in config["models"]), "GPU models on CUDA"

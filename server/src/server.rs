@@ -85,6 +85,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         reporter,
     );
     state.database_dir = config.database_dir.clone();
+    state.open_without_token = config.open_without_token.clone();
+    if let Some(note) = state.open_access_note() {
+        tracing::warn!("{note}");
+    }
     let state = Arc::new(state);
     if config.pipeline.raw.knobs.value_retrieval == Some(true) {
         state.databases.warm_value_indexes();

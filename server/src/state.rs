@@ -38,6 +38,9 @@ pub struct AppState {
     pub databases: DatabaseRegistry,
     /// The directory scanned for SQLite databases, named when there are none.
     pub database_dir: std::path::PathBuf,
+    /// Addresses beyond loopback served without a token because the configuration allows it
+    /// (`allow_unauthenticated`); said in the log, `/ready` and the metrics.
+    pub open_without_token: Vec<std::net::SocketAddr>,
     /// The gRPC health entries, kept in step with the phase and the databases.
     health: tonic_health::server::HealthReporter,
     pub pipeline: PipelineSettings,
@@ -113,6 +116,7 @@ impl AppState {
             model_specs,
             databases,
             database_dir: std::path::PathBuf::new(),
+            open_without_token: Vec::new(),
             health,
             pipeline,
             text2sql_queue: RunQueue::new(
@@ -187,6 +191,23 @@ impl AppState {
                  none; start it with --database-dir (or QUORUM_DATABASE_DIR), set \
                  QUORUM_SPIDER_DIR, list databases under [databases], or call Databases.Register",
                 self.database_dir.display()
+            )
+        })
+    }
+
+    /// What `/ready` and the log say when the server is open to the network without a token;
+    /// `None` when it is not.
+    pub fn open_access_note(&self) -> Option<String> {
+        (!self.open_without_token.is_empty()).then(|| {
+            let list: Vec<String> = self
+                .open_without_token
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            format!(
+                "UNAUTHENTICATED: {} serve every database to anyone who reaches them \
+                 (allow_unauthenticated); set a token to close them",
+                list.join(" and ")
             )
         })
     }
@@ -267,6 +288,16 @@ impl AppState {
             "gauge",
             "1 when models are loaded and requests are admitted.",
             &[(String::new(), f64::from(u8::from(self.is_ready())))],
+        );
+        crate::metrics::render_family(
+            &mut out,
+            "quorum_unauthenticated_open",
+            "gauge",
+            "1 when the server listens beyond loopback without a token (allow_unauthenticated).",
+            &[(
+                String::new(),
+                f64::from(u8::from(!self.open_without_token.is_empty())),
+            )],
         );
         crate::metrics::render_family(
             &mut out,

@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// Require `authorization: Bearer <token>` on the Quorum services.
     #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// Serve without a token on an address other than loopback (refused otherwise): anyone
+    /// who reaches the ports may ask of every database.
+    #[arg(long, env = "QUORUM_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
     /// Directory scanned for SQLite databases (default: Spider's dev databases).
     #[arg(long, env = "QUORUM_DATABASE_DIR")]
     pub database_dir: Option<PathBuf>,
@@ -90,6 +94,7 @@ pub fn serve(
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         auth_token: args.auth_token,
+        allow_unauthenticated: args.allow_unauthenticated.then_some(true),
         device,
         database_dir: args.database_dir,
         tls_cert: args.tls_cert,

@@ -43,6 +43,10 @@ pub struct RawServer {
     pub metrics_listen: Option<String>,
     /// Clients must send `authorization: Bearer <token>` when set.
     pub auth_token: Option<String>,
+    /// Serve without a token on an address other than loopback, on purpose. Without it such a
+    /// configuration is refused at start-up: it would serve every database to anyone who
+    /// reaches the port.
+    pub allow_unauthenticated: Option<bool>,
     /// PEM certificate chain and private key: serve gRPC over TLS (both or neither).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -272,6 +276,7 @@ pub struct Overrides {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
     pub auth_token: Option<String>,
+    pub allow_unauthenticated: Option<bool>,
     pub device: Option<DeviceSpec>,
     pub database_dir: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
@@ -349,6 +354,9 @@ impl RawConfig {
         server.listen = o.listen.or(server.listen.take());
         server.metrics_listen = o.metrics_listen.or(server.metrics_listen.take());
         server.auth_token = o.auth_token.or(server.auth_token.take());
+        server.allow_unauthenticated = o
+            .allow_unauthenticated
+            .or(server.allow_unauthenticated.take());
         server.device = o.device.or(server.device.take());
         server.tls_cert = o.tls_cert.or(server.tls_cert.take());
         server.tls_key = o.tls_key.or(server.tls_key.take());

@@ -161,6 +161,10 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub auth_token: Option<String>,
+    /// Set when the server listens beyond loopback without a token because the configuration
+    /// says so (`allow_unauthenticated`): the addresses that are open, for the log, `/ready`
+    /// and the metrics.
+    pub open_without_token: Vec<SocketAddr>,
     /// PEM certificate chain and key, read at start-up.
     pub tls: Option<TlsPem>,
     pub grace_period: Duration,
@@ -234,6 +238,12 @@ pub fn resolve(
         "" => None,
         addr => Some(parse_addr(addr, "metrics_listen")?),
     };
+    let auth_token = server.auth_token.clone().filter(|t| !t.is_empty());
+    let open_without_token = check_exposure(
+        auth_token.is_some(),
+        server.allow_unauthenticated.unwrap_or(false),
+        [Some(listen), metrics_listen].into_iter().flatten(),
+    )?;
     let grace = server.grace_period_secs.unwrap_or(30.0);
     ensure!(
         grace.is_finite() && grace >= 0.0,
@@ -259,7 +269,8 @@ pub fn resolve(
     Ok(ServerConfig {
         listen,
         metrics_listen,
-        auth_token: server.auth_token.clone().filter(|t| !t.is_empty()),
+        auth_token,
+        open_without_token,
         tls: read_tls(server.tls_cert.as_deref(), server.tls_key.as_deref())?,
         grace_period: Duration::from_secs_f64(grace),
         limits,
@@ -285,6 +296,35 @@ pub fn resolve(
         },
         cpu_path,
     })
+}
+
+/// Fails closed: an address other than loopback serves the API (gRPC, and the HTTP port's
+/// `/v1/sql` and OpenAI routes) to the network, so without a token it is refused unless the
+/// configuration allows it explicitly. Returns the addresses left open on purpose.
+pub(crate) fn check_exposure(
+    has_token: bool,
+    allow_unauthenticated: bool,
+    addresses: impl IntoIterator<Item = SocketAddr>,
+) -> anyhow::Result<Vec<SocketAddr>> {
+    if has_token {
+        return Ok(Vec::new());
+    }
+    let exposed: Vec<SocketAddr> = addresses
+        .into_iter()
+        .filter(|a| !a.ip().is_loopback())
+        .collect();
+    if exposed.is_empty() || allow_unauthenticated {
+        return Ok(exposed);
+    }
+    let list: Vec<String> = exposed.iter().map(ToString::to_string).collect();
+    bail!(
+        "refusing to serve {} without a token: anyone who reaches the port could read every \
+         database. Set a token (--auth-token, QUORUM_AUTH_TOKEN or server.auth_token; clients \
+         send `authorization: Bearer <token>`), listen on 127.0.0.1, or pass \
+         --allow-unauthenticated (server.allow_unauthenticated = true) to serve openly on \
+         purpose",
+        list.join(" and ")
+    )
 }
 
 fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {

@@ -488,3 +488,19 @@ fn batch_invariance_is_a_model_setting_off_by_default() {
     let err = format!("{:#}", RawConfig::from_file(&file).unwrap_err());
     assert!(err.contains("batch_invariant"), "{err}");
 }
+
+#[test]
+fn beyond_loopback_without_a_token_is_refused_unless_allowed() {
+    use crate::config::resolved::check_exposure;
+    use std::net::SocketAddr;
+    let any: SocketAddr = "0.0.0.0:50051".parse().unwrap();
+    let lo: SocketAddr = "127.0.0.1:9464".parse().unwrap();
+    let lo6: SocketAddr = "[::1]:9464".parse().unwrap();
+    assert!(check_exposure(false, false, [lo, lo6]).unwrap().is_empty());
+    let err = check_exposure(false, false, [lo, any])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("refusing to serve 0.0.0.0:50051"), "{err}");
+    assert_eq!(check_exposure(false, true, [lo, any]).unwrap(), vec![any]);
+    assert!(check_exposure(true, false, [any]).unwrap().is_empty());
+}
