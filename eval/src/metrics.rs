@@ -5,9 +5,9 @@
 //! run with every DISTINCT removed unless `keep_distinct`, the results compare as bags of rows
 //! with any column permutation, and row order counts only when the gold SQL has `order by`.
 //! BIRD: both queries run as written and the results compare as sets of rows, column order
-//! significant. SQL-Eval (business benchmarks): both run as written, the prediction may
-//! return extra columns, and it is right when it matches any of the question's gold queries
-//! ([`quorum_sql::compare::sqleval_eq`]). In both, a prediction that errors or times out is simply wrong; the sandbox's
+//! significant. SQL-Eval (business benchmarks): both run as written and the prediction may
+//! return extra columns ([`quorum_sql::compare::sqleval_eq`]). Under each, a question with
+//! several acceptable gold queries is right when it matches any of them. In both, a prediction that errors or times out is simply wrong; the sandbox's
 //! progress handler really interrupts SQLite at the limit, so a runaway query costs at most the
 //! timeout.
 //!

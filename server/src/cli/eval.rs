@@ -98,7 +98,8 @@ pub struct EvalArgs {
     #[arg(long)]
     pub keep_distinct: bool,
     /// Result comparison: spider (bag of rows, column permutations), bird (set of rows), or
-    /// sqleval (SQL-Eval's: extra columns allowed, any of the question's `alternatives`).
+    /// sqleval (SQL-Eval's: the prediction may return extra columns). Under each, a question
+    /// file's `alternatives` (SQL-Eval's acceptable golds) all count as right.
     #[arg(long, default_value = "spider")]
     pub semantics: String,
     /// The gold queries are written for the databases served (a PostgreSQL benchmark's, such
