@@ -57,6 +57,17 @@ fn serve(config: &Path, listen: &str, metrics: &str, extra: &[&str]) -> Command 
     cmd
 }
 
+/// A server on every interface, its HTTP port at `http`, running until dropped.
+fn start_on_all_interfaces(config: &Path, http: u16, extra: &[&str]) -> Server {
+    let listen = format!("0.0.0.0:{}", free_port());
+    let child = serve(config, &listen, &format!("0.0.0.0:{http}"), extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Server(child)
+}
+
 /// `GET /metrics` over a plain socket, retried while the port is not yet bound.
 fn metrics(port: u16) -> String {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -101,18 +112,7 @@ fn allowing_it_opens_the_server_and_says_so_and_a_token_needs_no_allowance() {
     let dir = tempfile::tempdir().unwrap();
     let open = config(dir.path(), None);
     let http = free_port();
-    let _server = Server(
-        serve(
-            &open,
-            &format!("0.0.0.0:{}", free_port()),
-            &format!("0.0.0.0:{http}"),
-            &["--allow-unauthenticated"],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
+    let _server = start_on_all_interfaces(&open, http, &["--allow-unauthenticated"]);
     let text = metrics(http);
     assert!(
         text.contains("\nquorum_unauthenticated_open{} 1\n"),
@@ -122,18 +122,7 @@ fn allowing_it_opens_the_server_and_says_so_and_a_token_needs_no_allowance() {
     let closed_dir = tempfile::tempdir().unwrap();
     let closed = config(closed_dir.path(), Some("s3cret"));
     let http = free_port();
-    let _closed = Server(
-        serve(
-            &closed,
-            &format!("0.0.0.0:{}", free_port()),
-            &format!("0.0.0.0:{http}"),
-            &[],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
+    let _closed = start_on_all_interfaces(&closed, http, &[]);
     let text = metrics(http);
     assert!(
         text.contains("\nquorum_unauthenticated_open{} 0\n"),
