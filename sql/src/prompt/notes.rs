@@ -1,14 +1,16 @@
 //! What the Markdown formats (RE_p, SimpleDDL-MD, DDL-MD) tell the model beyond table and column
 //! names when the database has more to say: the column descriptions its catalogue holds
-//! (PostgreSQL's `COMMENT ON COLUMN`, or descriptions a registration supplies), and, for a
-//! dialect other than SQLite, how that dialect writes the date arithmetic, division and
-//! case-insensitive matching that business questions ask for.
+//! (PostgreSQL's `COMMENT ON COLUMN`, or descriptions a registration supplies).
 //!
-//! Both blocks are empty for a SQLite database without descriptions (Spider's), so those
-//! prompts keep their published bytes, and the adapters trained on them see what they were
-//! trained on; M-Schema shows descriptions in its own column tuples and is not changed here.
+//! The block is empty for a database without descriptions (Spider's), so those prompts keep
+//! their published bytes, and the adapters trained on them see what they were trained on;
+//! M-Schema shows descriptions in its own column tuples and is not changed here.
+//!
+//! A second block, a line on PostgreSQL's relative dates, decimal division and case-insensitive
+//! matching with an example of each, was measured and dropped: Qwen2.5-Coder-1.5B copied the
+//! examples into queries that did not need them (`INTERVAL '30 days'` into a question about
+//! April 2023, `/ NULLIF(...)` into an average; docs/RESULTS.md, "Business databases").
 
-use crate::dialect::Dialect;
 use crate::schema::Schema;
 
 /// Characters of one description shown; a catalogue comment can be a paragraph.
@@ -18,10 +20,6 @@ const DESCRIPTION_CHARS: usize = 200;
 const DESCRIPTIONS_BUDGET: usize = 2_000;
 
 const DESCRIPTIONS_HEADER: &str = "### Column descriptions:\n";
-
-/// PostgreSQL's ways with what SQLite-trained habits get wrong: today's date, intervals,
-/// integer division, case.
-const POSTGRES_HABITS: &str = "### PostgreSQL notes: CURRENT_DATE is today and NOW() the current time; write relative dates with INTERVAL (CURRENT_DATE - INTERVAL '30 days'), DATE_TRUNC('month', d) and EXTRACT(YEAR FROM d); divide as decimals (CAST(x AS FLOAT) / NULLIF(y, 0)), since integer division truncates; compare text regardless of case with ILIKE or LOWER().\n";
 
 /// `### Column descriptions:` and one `# table.column: description` line a described column,
 /// in schema order, ending with `#`; empty when no column shown has a description.
@@ -48,14 +46,6 @@ pub(crate) fn column_descriptions(schema: &Schema) -> String {
     }
 }
 
-/// The dialect's habits block, before the question; empty for SQLite.
-pub(crate) fn dialect_habits(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Sqlite => "",
-        Dialect::Postgres => POSTGRES_HABITS,
-    }
-}
-
 /// A description on one line, cut to [`DESCRIPTION_CHARS`] at a character boundary.
 fn one_line(text: &str) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -74,7 +64,6 @@ mod tests {
     fn spider_databases_get_nothing() {
         let spider = schema("concert_singer");
         assert_eq!(column_descriptions(&spider), "");
-        assert_eq!(dialect_habits(spider.dialect), "");
     }
 
     #[test]
@@ -104,12 +93,5 @@ mod tests {
             first.chars().filter(|&c| c == 'é').count(),
             DESCRIPTION_CHARS
         );
-    }
-
-    #[test]
-    fn postgres_gets_its_habits() {
-        let habits = dialect_habits(Dialect::Postgres);
-        assert!(habits.starts_with("### PostgreSQL notes:") && habits.ends_with('\n'));
-        assert!(habits.contains("CURRENT_DATE") && habits.contains("NULLIF"));
     }
 }

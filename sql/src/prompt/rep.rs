@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::notes::{column_descriptions, dialect_habits};
+use super::notes::column_descriptions;
 use super::{Demo, Prompt, simple_ddl_md_lines};
 use crate::schema::{Schema, Table};
 
@@ -91,7 +91,6 @@ pub fn render_rep(schema: &Schema, question: &str, demos: &[Demo], options: RepO
         text.push_str(&lines.join(";\n"));
         text.push_str("\n#\n");
     }
-    text.push_str(dialect_habits(dialect));
     text.push_str(&format!("### Question: {question}\n### SQL: "));
     Prompt {
         text,
@@ -326,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn descriptions_follow_the_tables_and_dialect_notes_precede_the_question() {
+    fn descriptions_follow_the_tables() {
         let mut s = schema("concert_singer").restrict_to(&["singer"]);
         s.dialect = crate::dialect::Dialect::Postgres;
         s.tables[0].columns[6].comment = Some("T when the singer is male".into());
@@ -339,7 +338,6 @@ mod tests {
         };
         assert!(at("# singer(Singer_ID") < at("### Column descriptions:"));
         assert!(at("# singer.Is_male: T when the singer is male\n") < at("### Here are some data"));
-        assert!(at("### Here are some data") < at("### PostgreSQL notes:"));
-        assert!(at("### PostgreSQL notes:") < at("### Question:"));
+        assert!(at("### Here are some data") < at("### Question:"));
     }
 }

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::notes::{column_descriptions, dialect_habits};
+use super::notes::column_descriptions;
 use super::{Prompt, simple_ddl, simple_ddl_md_lines};
 use crate::schema::{Schema, Table};
 
@@ -153,7 +153,6 @@ fn render_md(schema: &Schema, style: SchemaStyle, question: &str) -> String {
                 text.push('\n');
             }
             text.push_str(&column_descriptions(schema));
-            text.push_str(dialect_habits(schema.dialect));
             text.push_str(&format!("### Question: {question}\n### SQL:"));
         }
         SchemaStyle::SimpleDdl => {
@@ -161,7 +160,6 @@ fn render_md(schema: &Schema, style: SchemaStyle, question: &str) -> String {
             text.push_str(&simple_ddl_md_lines(schema, ","));
             text.push_str("#\n");
             text.push_str(&column_descriptions(schema));
-            text.push_str(dialect_habits(schema.dialect));
             text.push_str(&format!("### {question}\n### SQL:"));
         }
     }
