@@ -264,4 +264,30 @@ mod tests {
         assert_eq!(names(&["sales", "salespersons"]), "sale");
         assert_eq!(names(&["cars", "sales"]), "");
     }
+
+    /// Spider's dev databases each declare keys where they have more than one table, so no
+    /// dev question's prompt or linking changes with the inference (dev300 and dev100 are
+    /// decided on these databases).
+    #[test]
+    fn spider_dev_databases_gain_no_keys() {
+        use crate::schema::IntrospectOptions;
+        use crate::spider_fixture::{spider, spider_db};
+        let dev = spider().dev().expect("Spider's dev.json");
+        let ids: std::collections::BTreeSet<&str> = dev.iter().map(|e| e.db_id.as_str()).collect();
+        let bare = IntrospectOptions {
+            sample_rows: 0,
+            distinct_examples: 0,
+        };
+        let mut read = 0;
+        for id in ids {
+            let path = spider_db(id);
+            if !path.exists() {
+                continue; // wta_1 ships without its file
+            }
+            let schema = Schema::from_sqlite(&path, id, bare).expect("introspects");
+            assert!(inferred_foreign_keys(&schema).is_empty(), "{id}");
+            read += 1;
+        }
+        assert!(read >= 19, "only {read} dev databases read");
+    }
 }
