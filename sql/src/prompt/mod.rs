@@ -22,8 +22,9 @@ pub use xiyan::render_xiyan;
 
 /// Version of every format rendered here. Adapters record it at training time and the server
 /// refuses an adapter trained on another version: a prompt that differs by one byte is a
-/// different input distribution. (The blocks of `notes` left it as it was: they add nothing
-/// to a SQLite database without descriptions, the only prompts any adapter was trained on.)
+/// different input distribution. (The column descriptions of `notes` leave it as it is: they
+/// add nothing for a database without descriptions, and every adapter was trained on Spider's
+/// SQLite databases, which have none.)
 pub const PROMPT_FORMAT_VERSION: &str = "quorum-prompt-1";
 
 /// A rendered user message and how its end shapes the completion.
