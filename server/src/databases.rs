@@ -200,11 +200,20 @@ impl DatabaseRegistry {
     }
 
     /// Registers `path` (relative to the allowed directory, or absolute inside it) as `db_id`.
-    pub fn register(&self, db_id: &str, path: &str) -> Result<Database, ServiceError> {
-        self.record(Registration::Sqlite {
-            db_id: db_id.to_owned(),
-            path: path.to_owned(),
-        })
+    /// `may_see` says which databases the registering caller reaches (see [`Self::record`]).
+    pub fn register(
+        &self,
+        db_id: &str,
+        path: &str,
+        may_see: &dyn Fn(&str) -> bool,
+    ) -> Result<Database, ServiceError> {
+        self.record(
+            Registration::Sqlite {
+                db_id: db_id.to_owned(),
+                path: path.to_owned(),
+            },
+            may_see,
+        )
     }
 
     /// Registers a PostgreSQL database as `db_id`: its host must be allowed, its credentials
@@ -213,23 +222,44 @@ impl DatabaseRegistry {
         &self,
         db_id: &str,
         registration: PostgresRegistration,
+        may_see: &dyn Fn(&str) -> bool,
     ) -> Result<Database, ServiceError> {
-        self.record(Registration::Postgres {
-            db_id: db_id.to_owned(),
-            url: registration.url,
-            schema: registration.schema,
-            password_name: registration.password_name,
-        })
+        self.record(
+            Registration::Postgres {
+                db_id: db_id.to_owned(),
+                url: registration.url,
+                schema: registration.schema,
+                password_name: registration.password_name,
+            },
+            may_see,
+        )
     }
 
     /// Opens and adds a client's registration; with a shared file, first the registrations
     /// other replicas made, and then this one is written there, all under the file's lock so
-    /// that two replicas cannot take the same id.
-    fn record(&self, registration: Registration) -> Result<Database, ServiceError> {
+    /// that two replicas cannot take the same id. A registration may not serve again what a
+    /// database outside the caller's reach (`may_see`) already serves: a second name for
+    /// another team's file or schema would read it under the caller's own scope.
+    fn record(
+        &self,
+        registration: Registration,
+        may_see: &dyn Fn(&str) -> bool,
+    ) -> Result<Database, ServiceError> {
         validate_db_id(registration.db_id())
             .map_err(|reason| ServiceError::invalid("db_id", reason))?;
         let register = || {
             let handle = self.prepare(&registration)?;
+            let source = source_key(&handle.backend.location());
+            let served_elsewhere = self.read().iter().any(|(id, db)| {
+                !may_see(id) && source_key(&db.handle.backend.location()) == source
+            });
+            if served_elsewhere {
+                return Err(ServiceError::PermissionDenied {
+                    reason: "that file or schema is already served as a database this token \
+                             does not reach"
+                        .into(),
+                });
+            }
             let db = self.insert(registration.db_id(), handle)?;
             tracing::info!(
                 db_id = registration.db_id(),
@@ -401,6 +431,30 @@ fn registration_error(e: PgError) -> ServiceError {
     }
 }
 
+/// What identifies the data behind a location, whatever name or credentials reach it: a
+/// SQLite file by its canonical path; a PostgreSQL schema by host, port, database and schema,
+/// without the user or the TLS mode, with loopback spelled one way.
+fn source_key(location: &str) -> String {
+    if let Some(rest) = location.strip_prefix("postgresql://") {
+        let (server, schema) = rest.split_once(" schema ").unwrap_or((rest, ""));
+        let server = server.rsplit_once('@').map_or(server, |(_, s)| s);
+        let (host, port_db) = match server.strip_prefix('[') {
+            Some(v6) => v6.split_once(']').unwrap_or((v6, "")),
+            None => server.split_once(':').unwrap_or((server, "")),
+        };
+        let host = host.to_ascii_lowercase();
+        let host = match host.as_str() {
+            "localhost" | "::1" | "127.0.0.1" => "loopback",
+            other => other,
+        };
+        let port_db = port_db.trim_start_matches(':');
+        let schema = schema.split(" sslmode ").next().unwrap_or(schema);
+        return format!("postgresql://{host}:{port_db} schema {schema}");
+    }
+    std::fs::canonicalize(location)
+        .map_or_else(|_| location.to_owned(), |p| p.display().to_string())
+}
+
 /// Resolves `path` inside `allowed`. A path that names a place outside it (absolute elsewhere,
 /// or with `..`) is refused before the file system is asked, so the answer does not tell a file
 /// that exists outside from one that does not; a symlink inside that leads outside is refused
@@ -461,6 +515,31 @@ fn check_header(file: &Path) -> Result<(), ServiceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_is_the_same_whoever_reaches_it_and_however_loopback_is_written() {
+        let a = source_key("postgresql://alice@localhost:5432/shop schema sales sslmode disable");
+        let b = source_key("postgresql://bob@127.0.0.1:5432/shop schema sales sslmode require");
+        let c = source_key("postgresql://bob@[::1]:5432/shop schema sales sslmode prefer");
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert_ne!(
+            a,
+            source_key("postgresql://alice@localhost:5432/shop schema hr sslmode disable")
+        );
+        assert_ne!(
+            a,
+            source_key("postgresql://alice@localhost:5433/shop schema sales sslmode disable")
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("a.sqlite");
+        std::fs::write(&file, b"x").expect("write");
+        let dotted = dir.path().join(".").join("a.sqlite");
+        assert_eq!(
+            source_key(&file.display().to_string()),
+            source_key(&dotted.display().to_string())
+        );
+    }
 
     #[test]
     fn absolute_paths_may_use_the_configured_or_the_canonical_directory() {

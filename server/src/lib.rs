@@ -3,6 +3,7 @@
 //! library so that integration tests can run the real server in-process.
 
 pub mod adapter_admin;
+pub mod audit;
 pub mod auth;
 pub mod client;
 pub mod config;

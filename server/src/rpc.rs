@@ -1,15 +1,28 @@
 //! Per-RPC bookkeeping shared by every service: a request id (the caller's `x-request-id` or a
 //! fresh one) carried in a tracing span, the deadline from `grpc-timeout` (capped by the
-//! server's request timeout), and the latency and outcome metrics recorded when the call ends.
+//! server's request timeout), the caller and what it may reach, and, when the call ends, the
+//! latency and outcome metrics and the audit line.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tonic::metadata::MetadataMap;
 use tracing::Span;
 
+use crate::audit::{AuditRecord, bounded, now_rfc3339};
+use crate::auth::{Caller, Right};
+use crate::databases::Database;
 use crate::state::AppState;
 use crate::status::ServiceError;
+
+/// What the audit line says about the request beyond who made it.
+#[derive(Debug, Default)]
+struct AuditFacts {
+    database: Option<String>,
+    question: Option<String>,
+    sql: Option<String>,
+    rows: Option<u64>,
+}
 
 /// The context of one RPC.
 #[derive(Debug, Clone)]
@@ -19,12 +32,35 @@ pub struct RpcContext {
     pub span: Span,
     /// When the caller stops waiting; work past it is wasted.
     pub deadline: Instant,
+    /// Who asked; handlers check its rights and scope before they act.
+    pub caller: Caller,
+    facts: Arc<Mutex<AuditFacts>>,
     started: Instant,
     state: Arc<AppState>,
 }
 
 impl RpcContext {
-    pub fn begin(state: &Arc<AppState>, method: &'static str, metadata: &MetadataMap) -> Self {
+    /// The context of a request that passed the authenticator (which put its caller in the
+    /// extensions); one without a caller may do nothing.
+    pub fn begin<T>(
+        state: &Arc<AppState>,
+        method: &'static str,
+        request: &tonic::Request<T>,
+    ) -> Self {
+        let caller = request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(Caller::nobody);
+        Self::begin_with(state, method, request.metadata(), caller)
+    }
+
+    pub fn begin_with(
+        state: &Arc<AppState>,
+        method: &'static str,
+        metadata: &MetadataMap,
+        caller: Caller,
+    ) -> Self {
         let started = Instant::now();
         let request_id = metadata
             .get("x-request-id")
@@ -36,21 +72,75 @@ impl RpcContext {
             .map_or(state.limits.request_timeout, |t| {
                 t.min(state.limits.request_timeout)
             });
-        let span = tracing::info_span!("rpc", method, request_id = %request_id);
+        let span =
+            tracing::info_span!("rpc", method, request_id = %request_id, token = %caller.name);
         Self {
             method,
             request_id,
             span,
             deadline: started + timeout,
+            caller,
+            facts: Arc::default(),
             started,
             state: state.clone(),
         }
+    }
+
+    pub fn require(&self, right: Right) -> Result<(), ServiceError> {
+        self.caller.require(right)
+    }
+
+    /// The database `db_id` names, when the caller holds `right` and the database is in its
+    /// scope; one outside the scope is as unknown as one that does not exist.
+    pub async fn database(&self, right: Right, db_id: &str) -> Result<Database, ServiceError> {
+        self.require(right)?;
+        self.note_database(db_id);
+        self.caller.check_database(db_id)?;
+        self.state.database(db_id).await
+    }
+
+    pub fn note_database(&self, db_id: &str) {
+        self.facts().database = Some(bounded(db_id));
+    }
+
+    pub fn note_question(&self, question: &str) {
+        self.facts().question = Some(bounded(question));
+    }
+
+    /// The SQL the server executed for its answer and the rows it returned.
+    pub fn note_answer(&self, sql: &str, rows: Option<u64>) {
+        let mut facts = self.facts();
+        facts.sql = Some(bounded(sql));
+        facts.rows = rows;
+    }
+
+    fn facts(&self) -> std::sync::MutexGuard<'_, AuditFacts> {
+        self.facts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records the outcome; call exactly once per RPC.
     pub fn finish(&self, code: tonic::Code) {
         let elapsed = self.started.elapsed();
         self.state.metrics.record_rpc(self.method, code, elapsed);
+        if let Some(audit) = &self.state.audit {
+            let facts = std::mem::take(&mut *self.facts());
+            audit.write(&AuditRecord {
+                time: now_rfc3339(),
+                request_id: Some(self.request_id.clone()),
+                token: Some(self.caller.name.to_string()),
+                surface: self.caller.surface.name(),
+                peer: self.caller.peer.map(|p| p.to_string()),
+                method: self.method,
+                database: facts.database,
+                question: facts.question,
+                sql: facts.sql,
+                outcome: code_name(code).to_owned(),
+                rows: facts.rows,
+                latency_ms: elapsed.as_secs_f64() * 1e3,
+            });
+        }
         let _entered = self.span.enter();
         tracing::info!(code = ?code, elapsed_ms = elapsed.as_secs_f64() * 1e3, "rpc finished");
     }
@@ -83,6 +173,30 @@ impl RpcContext {
             response.metadata_mut().insert("x-request-id", value);
         }
         response
+    }
+}
+
+/// The status code as gRPC names it on the wire (`NOT_FOUND`), which log shippers match on.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match code {
+        C::Ok => "OK",
+        C::Cancelled => "CANCELLED",
+        C::Unknown => "UNKNOWN",
+        C::InvalidArgument => "INVALID_ARGUMENT",
+        C::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        C::NotFound => "NOT_FOUND",
+        C::AlreadyExists => "ALREADY_EXISTS",
+        C::PermissionDenied => "PERMISSION_DENIED",
+        C::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        C::FailedPrecondition => "FAILED_PRECONDITION",
+        C::Aborted => "ABORTED",
+        C::OutOfRange => "OUT_OF_RANGE",
+        C::Unimplemented => "UNIMPLEMENTED",
+        C::Internal => "INTERNAL",
+        C::Unavailable => "UNAVAILABLE",
+        C::DataLoss => "DATA_LOSS",
+        C::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 

@@ -16,7 +16,9 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::BearerAuth;
+use crate::audit::AuditLog;
+use crate::auth::Authenticator;
+use crate::auth::tokens_file::TokensFile;
 use crate::config::resolved::ServerConfig;
 use crate::databases::DatabaseRegistry;
 use crate::http;
@@ -78,14 +80,24 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         databases,
         config.pipeline.clone(),
         config.limits,
-        config
-            .auth_token
-            .is_some()
+        (config.auth_token.is_some() || config.tokens_file.is_some())
             .then(|| config.adapter_dir.clone()),
         reporter,
     );
     state.database_dir = config.database_dir.clone();
     state.open_without_token = config.open_without_token.clone();
+    state.audit = match &config.audit {
+        None => None,
+        Some(spec) => Some(Arc::new(match &spec.file {
+            None => AuditLog::stdout(),
+            Some(path) => AuditLog::file(path, spec.max_bytes, spec.keep)
+                .with_context(|| format!("opening the audit trail {}", path.display()))?,
+        })),
+    };
+    state.tokens = match &config.tokens_file {
+        None => None,
+        Some(path) => Some(Arc::new(TokensFile::open(path)?)),
+    };
     if let Some(note) = state.open_access_note() {
         tracing::warn!("{note}");
     }
@@ -106,7 +118,15 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
     let stop_transport = CancellationToken::new();
-    let auth = BearerAuth::new(config.auth_token.clone());
+    let auth = Authenticator::new(
+        config.auth_token.as_deref(),
+        state.tokens.clone(),
+        state.audit.clone(),
+    );
+    if let Some(tokens) = &state.tokens {
+        tracing::info!(tokens = tokens.current().len(), "tokens file");
+        tokio::spawn(tokens.clone().watch(stop_transport.clone()));
+    }
     let metrics_addr = match config.metrics_listen {
         Some(a) => {
             let l = http::bind(a)

@@ -46,6 +46,10 @@ pub struct AppState {
     pub pipeline: PipelineSettings,
     pub limits: Limits,
     pub metrics: Metrics,
+    /// The audit trail, when configured.
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
+    /// The tokens file, when tokens are kept in one (its reload failures are a metric).
+    pub tokens: Option<Arc<crate::auth::tokens_file::TokensFile>>,
     /// The directory `Inference.LoadAdapter` reads from; `None` when the server has no auth
     /// token, which turns adapter administration off.
     pub adapter_admin: Option<std::path::PathBuf>,
@@ -126,6 +130,8 @@ impl AppState {
             limits,
             metrics: Metrics::default(),
             adapter_admin,
+            audit: None,
+            tokens: None,
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
             cancel_all: CancellationToken::new(),
@@ -299,6 +305,27 @@ impl AppState {
                 f64::from(u8::from(!self.open_without_token.is_empty())),
             )],
         );
+        if let Some(tokens) = &self.tokens {
+            crate::metrics::render_family(
+                &mut out,
+                "quorum_tokens_loaded",
+                "gauge",
+                "Tokens in force from the tokens file.",
+                &[(String::new(), tokens.current().len() as f64)],
+            );
+            crate::metrics::render_family(
+                &mut out,
+                "quorum_tokens_file_errors_total",
+                "counter",
+                "Reads of the tokens file that failed (the tokens read before stayed in force).",
+                &[(
+                    String::new(),
+                    tokens
+                        .failed_reloads
+                        .load(std::sync::atomic::Ordering::Relaxed) as f64,
+                )],
+            );
+        }
         crate::metrics::render_family(
             &mut out,
             "quorum_databases",

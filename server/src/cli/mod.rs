@@ -12,4 +12,5 @@ pub mod pg_load;
 pub mod reword;
 pub mod serve;
 pub mod subtask;
+pub mod token;
 pub mod train;

@@ -31,6 +31,13 @@ pub struct ServeArgs {
     /// Require `authorization: Bearer <token>` on the Quorum services.
     #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// Tokens with names, database scopes, rights and quotas (a TOML file of hashed tokens,
+    /// reloaded on change; `quorum token new` writes an entry).
+    #[arg(long, env = "QUORUM_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// Write the audit trail (one JSON line per request) to this file, or `-` for stdout.
+    #[arg(long, env = "QUORUM_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
     /// Serve without a token on an address other than loopback (refused otherwise): anyone
     /// who reaches the ports may ask of every database.
     #[arg(long, env = "QUORUM_ALLOW_UNAUTHENTICATED")]
@@ -94,6 +101,8 @@ pub fn serve(
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         auth_token: args.auth_token,
+        tokens_file: args.tokens_file,
+        audit_log: args.audit_log,
         allow_unauthenticated: args.allow_unauthenticated.then_some(true),
         device,
         database_dir: args.database_dir,

@@ -35,6 +35,9 @@ pub struct RawConfig {
     pub cpu_path: Option<CpuPath>,
 }
 
+/// The `audit_log` that means stdout.
+pub const AUDIT_TO_STDOUT: &str = "-";
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
@@ -43,6 +46,16 @@ pub struct RawServer {
     pub metrics_listen: Option<String>,
     /// Clients must send `authorization: Bearer <token>` when set.
     pub auth_token: Option<String>,
+    /// Several tokens, each with a name, the databases it reaches, its rights and quotas,
+    /// stored hashed (`quorum token new` writes an entry); reloaded when it changes.
+    pub tokens_file: Option<PathBuf>,
+    /// The audit trail: one JSON line per request, to this file (rotated by size) or to
+    /// stdout (`-`). Unset: no trail.
+    pub audit_log: Option<PathBuf>,
+    /// Size at which the audit file is rotated, in MiB (default 64).
+    pub audit_max_mib: Option<u64>,
+    /// Rotated audit files kept (default 4).
+    pub audit_keep: Option<u32>,
     /// Serve without a token on an address other than loopback, on purpose. Without it such a
     /// configuration is refused at start-up: it would serve every database to anyone who
     /// reaches the port.
@@ -276,6 +289,8 @@ pub struct Overrides {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
     pub auth_token: Option<String>,
+    pub tokens_file: Option<PathBuf>,
+    pub audit_log: Option<PathBuf>,
     pub allow_unauthenticated: Option<bool>,
     pub device: Option<DeviceSpec>,
     pub database_dir: Option<PathBuf>,
@@ -319,8 +334,13 @@ impl RawConfig {
             &mut server.tls_cert,
             &mut server.tls_key,
             &mut server.adapter_dir,
+            &mut server.tokens_file,
         ] {
             rebase_set(p);
+        }
+        // `-` is stdout, not a file next to the configuration.
+        if server.audit_log.as_deref() != Some(Path::new(AUDIT_TO_STDOUT)) {
+            rebase_set(&mut server.audit_log);
         }
         for model in &mut self.models {
             let local = base.join(&model.source);
@@ -354,6 +374,8 @@ impl RawConfig {
         server.listen = o.listen.or(server.listen.take());
         server.metrics_listen = o.metrics_listen.or(server.metrics_listen.take());
         server.auth_token = o.auth_token.or(server.auth_token.take());
+        server.tokens_file = o.tokens_file.or(server.tokens_file.take());
+        server.audit_log = o.audit_log.or(server.audit_log.take());
         server.allow_unauthenticated = o
             .allow_unauthenticated
             .or(server.allow_unauthenticated.take());

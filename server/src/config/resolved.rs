@@ -161,6 +161,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub auth_token: Option<String>,
+    /// The tokens file, when tokens are kept in one.
+    pub tokens_file: Option<PathBuf>,
+    pub audit: Option<AuditSpec>,
     /// Set when the server listens beyond loopback without a token because the configuration
     /// says so (`allow_unauthenticated`): the addresses that are open, for the log, `/ready`
     /// and the metrics.
@@ -181,6 +184,34 @@ pub struct ServerConfig {
     pub adapter_dir: PathBuf,
     /// The CPU kernel path every CPU model runs with.
     pub cpu_path: CpuPath,
+}
+
+/// Where the audit trail goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditSpec {
+    /// `None` is stdout.
+    pub file: Option<PathBuf>,
+    pub max_bytes: u64,
+    pub keep: u32,
+}
+
+fn resolve_audit(server: &super::file::RawServer) -> anyhow::Result<Option<AuditSpec>> {
+    let Some(path) = &server.audit_log else {
+        ensure!(
+            server.audit_max_mib.is_none() && server.audit_keep.is_none(),
+            "server.audit_max_mib and server.audit_keep need server.audit_log"
+        );
+        return Ok(None);
+    };
+    let max_mib = server.audit_max_mib.unwrap_or(64);
+    let keep = server.audit_keep.unwrap_or(4);
+    ensure!(max_mib >= 1, "server.audit_max_mib must be at least 1");
+    ensure!(keep >= 1, "server.audit_keep must be at least 1");
+    Ok(Some(AuditSpec {
+        file: (path.as_path() != Path::new(super::file::AUDIT_TO_STDOUT)).then(|| path.clone()),
+        max_bytes: max_mib << 20,
+        keep,
+    }))
 }
 
 /// The KV cache of a served model when the config names none, in MiB.
@@ -239,8 +270,9 @@ pub fn resolve(
         addr => Some(parse_addr(addr, "metrics_listen")?),
     };
     let auth_token = server.auth_token.clone().filter(|t| !t.is_empty());
+    let tokens_file = server.tokens_file.clone();
     let open_without_token = check_exposure(
-        auth_token.is_some(),
+        auth_token.is_some() || tokens_file.is_some(),
         server.allow_unauthenticated.unwrap_or(false),
         [Some(listen), metrics_listen].into_iter().flatten(),
     )?;
@@ -270,6 +302,8 @@ pub fn resolve(
         listen,
         metrics_listen,
         auth_token,
+        tokens_file,
+        audit: resolve_audit(server)?,
         open_without_token,
         tls: read_tls(server.tls_cert.as_deref(), server.tls_key.as_deref())?,
         grace_period: Duration::from_secs_f64(grace),
@@ -319,8 +353,9 @@ pub(crate) fn check_exposure(
     let list: Vec<String> = exposed.iter().map(ToString::to_string).collect();
     bail!(
         "refusing to serve {} without a token: anyone who reaches the port could read every \
-         database. Set a token (--auth-token, QUORUM_AUTH_TOKEN or server.auth_token; clients \
-         send `authorization: Bearer <token>`), listen on 127.0.0.1, or pass \
+         database. Set a token (--auth-token, QUORUM_AUTH_TOKEN or server.auth_token), or tokens \
+         with scopes (--tokens-file or server.tokens_file; `quorum token new` writes an entry); \
+         clients send `authorization: Bearer <token>`. Or listen on 127.0.0.1, or pass \
          --allow-unauthenticated (server.allow_unauthenticated = true) to serve openly on \
          purpose",
         list.join(" and ")

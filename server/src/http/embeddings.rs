@@ -6,14 +6,15 @@
 //! cut short without a word.
 
 use axum::Json;
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, Http};
+use crate::auth::{Caller, Right};
 use crate::rpc::RpcContext;
 use crate::status::ServiceError;
 
@@ -38,13 +39,17 @@ pub struct EmbeddingsRequest {
 
 pub async fn embeddings(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Json<EmbeddingsRequest>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Json(req) = body?;
     let metadata = tonic::metadata::MetadataMap::from_headers(headers);
-    let ctx = RpcContext::begin(&http.state, "Embeddings", &metadata);
-    let result = embed(&http, req).await;
+    let ctx = RpcContext::begin_with(&http.state, "Embeddings", &metadata, caller);
+    let result = match ctx.require(Right::Ask) {
+        Ok(()) => embed(&http, req).await,
+        Err(e) => Err(e),
+    };
     match result {
         Ok(value) => {
             ctx.finish(tonic::Code::Ok);

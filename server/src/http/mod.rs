@@ -5,8 +5,9 @@
 //!
 //! Every `/v1` handler translates its request into the gRPC message and calls the gRPC service
 //! in-process, so both faces share one implementation: the same validation, limits, queues,
-//! deadlines, status codes (mapped onto HTTP in `error.rs`) and RPC metrics. The bearer token,
-//! when the server has one, guards every `/v1` route as it guards the gRPC services.
+//! deadlines, status codes (mapped onto HTTP in `error.rs`) and RPC metrics. Every `/v1` route
+//! is authenticated as the gRPC services are, and the caller (its token's scope and rights)
+//! travels into the in-process gRPC request, so each face enforces the same rules in one place.
 
 mod embeddings;
 mod error;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -31,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::{ApiError, http_status};
 
-use crate::auth::BearerAuth;
+use crate::auth::authenticator::unauthenticated_status;
+use crate::auth::{Authenticator, Caller, Surface};
 use crate::services::databases::DatabasesService;
 use crate::services::inference::InferenceService;
 use crate::services::text2sql::Text2SqlService;
@@ -45,7 +47,7 @@ const MAX_BODY_BYTES: usize = 2 << 20;
 #[derive(Debug, Clone)]
 pub struct Http {
     pub state: Arc<AppState>,
-    pub auth: BearerAuth,
+    pub auth: Authenticator,
 }
 
 impl Http {
@@ -68,9 +70,11 @@ impl Http {
     }
 }
 
-/// A gRPC request carrying what the HTTP request says about itself: its request id.
-fn grpc_request<T>(headers: &HeaderMap, body: T) -> tonic::Request<T> {
+/// A gRPC request carrying what the HTTP request says about itself: its request id, and who
+/// made it.
+fn grpc_request<T>(headers: &HeaderMap, caller: &Caller, body: T) -> tonic::Request<T> {
     let mut request = tonic::Request::new(body);
+    request.extensions_mut().insert(caller.clone());
     if let Some(id) = headers
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
@@ -81,15 +85,43 @@ fn grpc_request<T>(headers: &HeaderMap, body: T) -> tonic::Request<T> {
     request
 }
 
-/// Refuses a `/v1` request without the server's bearer token (401, as gRPC's UNAUTHENTICATED).
-async fn authorize(State(http): State<Http>, request: Request, next: Next) -> Response {
+/// The surface a `/v1` request came through: the OpenAI routes, the playground (whose page
+/// says so in a header), or the plain API. Only the audit trail reads it.
+fn surface_of(request: &Request) -> Surface {
+    let from_playground = request
+        .headers()
+        .get("x-quorum-client")
+        .is_some_and(|v| v.as_bytes() == b"playground");
+    let path = request.uri().path();
+    if from_playground {
+        Surface::Playground
+    } else if path.starts_with("/v1/sql") || path.starts_with("/v1/databases") {
+        Surface::Http
+    } else {
+        Surface::OpenAi
+    }
+}
+
+/// Authenticates a `/v1` request and hands its caller to the handler; a missing or wrong
+/// token is refused (401, as gRPC's UNAUTHENTICATED).
+async fn authorize(State(http): State<Http>, mut request: Request, next: Next) -> Response {
     let presented = request
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match http.auth.check(presented) {
-        Ok(()) => next.run(request).await,
-        Err(status) => ApiError::from(status).into_response(),
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    match http
+        .auth
+        .authenticate(presented, peer, surface_of(&request))
+    {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => ApiError::from(unauthenticated_status(e)).into_response(),
     }
 }
 
@@ -138,7 +170,8 @@ pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves until `stop` is cancelled; in-flight responses (streams included) finish first, and
 /// the server's grace period bounds them by cancelling what is still running.
 pub async fn serve(listener: TcpListener, http: Http, stop: CancellationToken) {
-    let app = router(http);
+    // The peer's address feeds the limit on failed authentications.
+    let app = router(http).into_make_service_with_connect_info::<std::net::SocketAddr>();
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await

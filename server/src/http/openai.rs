@@ -14,8 +14,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
-use axum::extract::State;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use quorum_proto::v1 as pb;
@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::openai_stream::{self, Flavor};
 use super::{ApiError, Http, grpc_request};
+use crate::auth::Caller;
 use crate::config::file::Role;
 
 /// Seconds since the epoch, OpenAI's `created`.
@@ -345,6 +346,7 @@ fn chat_messages(messages: &[Message]) -> Result<pb::ChatMessages, ApiError> {
 
 pub async fn chat_completions(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
@@ -368,6 +370,7 @@ pub async fn chat_completions(
     generate(
         http,
         &headers,
+        &caller,
         grpc,
         Flavor::Chat,
         &req.model,
@@ -378,6 +381,7 @@ pub async fn chat_completions(
 
 pub async fn completions(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
@@ -417,6 +421,7 @@ pub async fn completions(
     generate(
         http,
         &headers,
+        &caller,
         grpc,
         Flavor::Text,
         &req.model,
@@ -430,6 +435,7 @@ pub async fn completions(
 async fn generate(
     http: Http,
     headers: &HeaderMap,
+    caller: &Caller,
     grpc: pb::InferenceRequest,
     flavor: Flavor,
     model_name: &str,
@@ -437,7 +443,7 @@ async fn generate(
 ) -> Result<Response, ApiError> {
     let stream = http
         .inference()
-        .generate(grpc_request(headers, grpc))
+        .generate(grpc_request(headers, caller, grpc))
         .await?
         .into_inner();
     let request_id = http.state.new_request_id();
@@ -459,11 +465,12 @@ async fn generate(
 /// its base) and the embedder.
 pub async fn list_models(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     let listed = http
         .inference()
-        .list_models(grpc_request(&headers, pb::ListModelsRequest {}))
+        .list_models(grpc_request(&headers, &caller, pb::ListModelsRequest {}))
         .await?
         .into_inner();
     let created = unix_now();

@@ -11,7 +11,7 @@
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use super::sse::Relay;
 use super::{ApiError, Http, grpc_request};
+use crate::auth::Caller;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct SqlQuery {
@@ -40,6 +41,7 @@ fn wants_stream(query: &SqlQuery, headers: &HeaderMap) -> bool {
 
 pub async fn generate(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<SqlQuery>,
     headers: HeaderMap,
     body: Result<Json<pb::Text2SqlRequest>, JsonRejection>,
@@ -48,13 +50,13 @@ pub async fn generate(
     let service = http.text2sql();
     if wants_stream(&query, &headers) {
         let stream = service
-            .generate_stream(grpc_request(&headers, req))
+            .generate_stream(grpc_request(&headers, &caller, req))
             .await?
             .into_inner();
         return Ok(super::sse::respond(stream, StageRelay).into_response());
     }
     let answer = service
-        .generate(grpc_request(&headers, req))
+        .generate(grpc_request(&headers, &caller, req))
         .await?
         .into_inner();
     Ok(Json(answer).into_response())
@@ -99,17 +101,19 @@ impl Relay for StageRelay {
 
 pub async fn list_databases(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Json<pb::ListDatabasesResponse>, ApiError> {
     let listed = http
         .databases()
-        .list(grpc_request(&headers, pb::ListDatabasesRequest {}))
+        .list(grpc_request(&headers, &caller, pb::ListDatabasesRequest {}))
         .await?;
     Ok(Json(listed.into_inner()))
 }
 
 pub async fn describe_database(
     State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
     Path(db_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<pb::DescribeDatabaseResponse>, ApiError> {
@@ -117,6 +121,7 @@ pub async fn describe_database(
         .databases()
         .describe(grpc_request(
             &headers,
+            &caller,
             pb::DescribeDatabaseRequest { db_id },
         ))
         .await?;

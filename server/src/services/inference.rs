@@ -12,6 +12,7 @@ use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
 use super::ResponseStream;
+use crate::auth::Right;
 use crate::config::file::Role;
 use crate::convert;
 use crate::models::LoadedDecoder;
@@ -309,12 +310,12 @@ impl Inference for InferenceService {
         &self,
         request: Request<pb::InferenceRequest>,
     ) -> Result<Response<Self::GenerateStream>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Inference/Generate", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Inference/Generate", &request);
         let started = Instant::now();
-        let result = {
+        let result = ctx.require(Right::Ask).and_then(|()| {
             let _entered = ctx.span.enter();
             self.start_generate(&ctx, request.into_inner())
-        };
+        });
         tracing::debug!(parent: &ctx.span, setup_ms = started.elapsed().as_secs_f64() * 1e3, "stream started");
         match result {
             Ok(stream) => Ok(ctx.respond(stream)),
@@ -326,23 +327,29 @@ impl Inference for InferenceService {
         &self,
         request: Request<pb::TokenizeRequest>,
     ) -> Result<Response<pb::TokenizeResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Inference/Tokenize", request.metadata());
-        ctx.complete(tokenize(&self.state, request.get_ref()))
+        let ctx = RpcContext::begin(&self.state, "Inference/Tokenize", &request);
+        ctx.complete(
+            ctx.require(Right::Ask)
+                .and_then(|()| tokenize(&self.state, request.get_ref())),
+        )
     }
 
     async fn list_models(
         &self,
         request: Request<pb::ListModelsRequest>,
     ) -> Result<Response<pb::ListModelsResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Inference/ListModels", request.metadata());
-        ctx.complete(Ok(list_models(&self.state)))
+        let ctx = RpcContext::begin(&self.state, "Inference/ListModels", &request);
+        ctx.complete(ctx.require(Right::Ask).map(|()| list_models(&self.state)))
     }
 
     async fn load_adapter(
         &self,
         request: Request<pb::LoadAdapterRequest>,
     ) -> Result<Response<pb::AdapterList>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Inference/LoadAdapter", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Inference/LoadAdapter", &request);
+        if let Err(e) = ctx.require(Right::Adapters) {
+            return Err(ctx.fail(e));
+        }
         ctx.complete(
             off_workers(
                 &self.state,
@@ -357,7 +364,10 @@ impl Inference for InferenceService {
         &self,
         request: Request<pb::UnloadAdapterRequest>,
     ) -> Result<Response<pb::AdapterList>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Inference/UnloadAdapter", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Inference/UnloadAdapter", &request);
+        if let Err(e) = ctx.require(Right::Adapters) {
+            return Err(ctx.fail(e));
+        }
         ctx.complete(
             off_workers(
                 &self.state,

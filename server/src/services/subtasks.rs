@@ -22,6 +22,8 @@ use tonic::{Code, Status};
 use tracing::Instrument;
 
 use super::{ResponseStream, join_run};
+use crate::auth::Right;
+use crate::auth::quota::RunSlot;
 use crate::convert;
 use crate::databases::Database;
 use crate::pipeline_models::{CallScope, EngineGenerator, EngineSelector};
@@ -58,6 +60,8 @@ struct Prepared {
     cancel: CancellationToken,
     admission: Admission,
     permit: OwnedSemaphorePermit,
+    /// The run counted against the caller's quota.
+    run_slot: RunSlot,
 }
 
 type Work<T> = Box<dyn FnOnce(&SubtaskContext) -> Result<T, SubtaskError> + Send>;
@@ -80,7 +84,8 @@ impl Subtasks {
         if db_id.is_empty() {
             return Err(ServiceError::invalid("db_id", "must not be empty"));
         }
-        let db = self.state.database(db_id).await?;
+        let db = ctx.database(Right::Ask, db_id).await?;
+        let run_slot = ctx.caller.start_run()?;
         let runtime = self.state.pipeline_runtime()?;
         let generator_name = runtime.subtask_generator(generator)?;
         let permit = self
@@ -116,6 +121,7 @@ impl Subtasks {
             cancel,
             admission,
             permit,
+            run_slot,
         })
     }
 
@@ -130,6 +136,7 @@ impl Subtasks {
             let _entered = span.enter();
             let _admission = prepared.admission;
             let _permit = prepared.permit;
+            let _run_slot = prepared.run_slot;
             work(&prepared.context)
         });
         (handle, cancel)

@@ -16,6 +16,8 @@ use tracing::Instrument;
 
 use super::subtasks::Subtasks;
 use super::{ResponseStream, join_run};
+use crate::auth::Right;
+use crate::auth::quota::RunSlot;
 use crate::convert;
 use crate::databases::Database;
 use crate::pipeline_models::CallScope;
@@ -37,6 +39,8 @@ struct Prepared {
     cancel: CancellationToken,
     admission: Admission,
     permit: OwnedSemaphorePermit,
+    /// The run counted against the caller's quota.
+    run_slot: RunSlot,
 }
 
 type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
@@ -79,7 +83,9 @@ impl Text2SqlService {
         if req.db_id.is_empty() {
             return Err(ServiceError::invalid("db_id", "must not be empty"));
         }
-        let db = self.state.database(&req.db_id).await?;
+        ctx.note_question(&req.question);
+        let db = ctx.database(Right::Ask, &req.db_id).await?;
+        let run_slot = ctx.caller.start_run()?;
         let runtime = self.state.pipeline_runtime()?;
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
         let permit = self
@@ -103,6 +109,7 @@ impl Text2SqlService {
             cancel,
             admission,
             permit,
+            run_slot,
         })
     }
 
@@ -119,6 +126,7 @@ impl Text2SqlService {
             // Held until the run really ends, so that shutdown waits for it.
             let _admission = prepared.admission;
             let _permit = prepared.permit;
+            let _run_slot = prepared.run_slot;
             let mut on_event = |e: PipelineEvent| {
                 if let Some(tx) = &events {
                     let _ = tx.send(e);
@@ -199,6 +207,7 @@ impl Text2SqlService {
         }
         let (message, code) = match result {
             Ok(answer) => {
+                note_answer(ctx, &answer);
                 let event = pb::text2_sql_event::Event::Answer(self.response(&answer));
                 (Ok(pb::Text2SqlEvent { event: Some(event) }), Code::Ok)
             }
@@ -214,6 +223,12 @@ impl Text2SqlService {
     }
 }
 
+/// The audit trail's view of an answer: the SQL that ran and the rows it returned.
+fn note_answer(ctx: &RpcContext, answer: &PipelineAnswer) {
+    let rows = answer.preview.as_ref().map(|p| p.total_rows as u64);
+    ctx.note_answer(&answer.sql, rows);
+}
+
 #[tonic::async_trait]
 impl Text2Sql for Text2SqlService {
     type GenerateStreamStream = ResponseStream<pb::Text2SqlEvent>;
@@ -224,7 +239,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::LinkSchemaRequest>,
     ) -> Result<Response<pb::LinkSchemaResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/LinkSchema", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/LinkSchema", &request);
         let result = self
             .subtasks()
             .link_schema(&ctx, request.into_inner())
@@ -237,7 +252,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::DebugRequest>,
     ) -> Result<Response<pb::DebugResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/Debug", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Debug", &request);
         let result = self
             .subtasks()
             .debug(&ctx, request.into_inner())
@@ -250,7 +265,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::DebugRequest>,
     ) -> Result<Response<Self::DebugStreamStream>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/DebugStream", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/DebugStream", &request);
         let span = ctx.span.clone();
         let stream = self
             .subtasks()
@@ -267,7 +282,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::OptimizeRequest>,
     ) -> Result<Response<pb::OptimizeResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/Optimize", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Optimize", &request);
         let result = self
             .subtasks()
             .optimize(&ctx, request.into_inner())
@@ -280,7 +295,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::OptimizeRequest>,
     ) -> Result<Response<Self::OptimizeStreamStream>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/OptimizeStream", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/OptimizeStream", &request);
         let span = ctx.span.clone();
         let stream = self
             .subtasks()
@@ -297,7 +312,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::ExplainRequest>,
     ) -> Result<Response<pb::ExplainResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/Explain", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Explain", &request);
         let result = self
             .subtasks()
             .explain(&ctx, request.into_inner())
@@ -310,7 +325,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::Text2SqlRequest>,
     ) -> Result<Response<pb::Text2SqlResponse>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/Generate", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/Generate", &request);
         let result = async {
             let prepared = self.prepare(&ctx, request.into_inner()).await?;
             let (handle, cancel) = Self::spawn(prepared, None, &ctx);
@@ -320,6 +335,9 @@ impl Text2Sql for Text2SqlService {
         }
         .instrument(ctx.span.clone())
         .await;
+        if let Ok(answer) = &result {
+            note_answer(&ctx, answer);
+        }
         ctx.complete(result.map(|answer| self.response(&answer)))
     }
 
@@ -327,7 +345,7 @@ impl Text2Sql for Text2SqlService {
         &self,
         request: Request<pb::Text2SqlRequest>,
     ) -> Result<Response<Self::GenerateStreamStream>, Status> {
-        let ctx = RpcContext::begin(&self.state, "Text2Sql/GenerateStream", request.metadata());
+        let ctx = RpcContext::begin(&self.state, "Text2Sql/GenerateStream", &request);
         let prepared = self
             .prepare(&ctx, request.into_inner())
             .instrument(ctx.span.clone())

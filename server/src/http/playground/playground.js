@@ -6,7 +6,8 @@ const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "quorum.token";
 
 function headers(extra) {
-  const h = Object.assign({}, extra || {});
+  // Names this page in the server's audit trail.
+  const h = Object.assign({ "X-Quorum-Client": "playground" }, extra || {});
   const token = $("token").value.trim();
   if (token) h["Authorization"] = "Bearer " + token;
   return h;
