@@ -40,6 +40,10 @@ pub struct TestConfig {
     /// An adapter of the model loaded at start-up (name, PEFT directory), which a second
     /// pipeline generator, `smol-tuned`, runs with.
     pub startup_adapter: Option<(String, PathBuf)>,
+    /// Tokens with scopes, rights and quotas (`server.tokens_file`).
+    pub tokens_file: Option<PathBuf>,
+    /// The audit trail (`server.audit_log`).
+    pub audit_log: Option<PathBuf>,
 }
 
 impl Default for TestConfig {
@@ -58,6 +62,8 @@ impl Default for TestConfig {
             tls_ca: None,
             adapter_dir: None,
             startup_adapter: None,
+            tokens_file: None,
+            audit_log: None,
         }
     }
 }
@@ -66,11 +72,19 @@ impl TestConfig {
     pub fn toml(&self) -> String {
         let model = model_path(SMOLLM2);
         let db = |id: &str| spider_dir().join(format!("database/{id}/{id}.sqlite"));
-        let auth = if self.auth {
-            format!("auth_token = \"{TOKEN}\"")
+        let mut auth = if self.auth {
+            format!("auth_token = \"{TOKEN}\"\n")
         } else {
             String::new()
         };
+        for (key, path) in [
+            ("tokens_file", &self.tokens_file),
+            ("audit_log", &self.audit_log),
+        ] {
+            if let Some(p) = path {
+                auth.push_str(&format!("{key} = {:?}\n", p.display().to_string()));
+            }
+        }
         let tls = self
             .tls
             .as_ref()
