@@ -18,6 +18,7 @@ mod error;
 mod guard;
 mod introspect;
 pub mod load;
+mod schema_fence;
 mod session;
 mod source;
 mod tls;

@@ -5,7 +5,8 @@
 //!    `idle_in_transaction_session_timeout` set for this transaction only, `search_path` pinned
 //!    to the database's schema, ISO dates;
 //! 3. the statement prepared (the extended protocol refuses more than one statement) for its
-//!    column names and types;
+//!    column names and types, and its verbose plan checked to read only the database's schema
+//!    ([`crate::schema_fence`]);
 //! 4. a `NO SCROLL` cursor declared over it (PostgreSQL only declares cursors for queries, so
 //!    `COPY`, DDL and `SELECT INTO` fail here), read in batches until the row or byte cap, with
 //!    the deadline checked between batches;
@@ -23,6 +24,7 @@ use r2d2_postgres::PostgresConnectionManager;
 
 use crate::error::exec_error;
 use crate::guard::check_functions;
+use crate::schema_fence::{check_plan, explain_statement};
 use crate::values::value;
 
 type Connection =
@@ -99,6 +101,17 @@ fn run(
     )
     .map_err(err)?;
     let statement = tx.prepare(sql).map_err(err)?;
+    // The simple protocol answers in text, which is all the plan's JSON needs.
+    let plan: String = tx
+        .simple_query(&explain_statement(sql))
+        .map_err(err)?
+        .into_iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .unwrap_or_default();
+    check_plan(&plan, schema)?;
     let columns: Vec<String> = statement
         .columns()
         .iter()

@@ -280,3 +280,54 @@ fn bad_connections_fail_clearly_without_the_password() {
     let source = PgSource::new(server.url.clone(), "pets_1");
     assert!(!format!("{source:?}").contains(secret));
 }
+
+/// Two databases in one PostgreSQL database, as two schemas: with a role that may read both,
+/// a query of one still cannot read the other's tables, nor the catalogs that describe or
+/// sample them, however the name is written; its own tables, functions and set-returning
+/// functions still run.
+#[test]
+fn a_query_reads_only_its_own_schema() {
+    let server = PgServer::start();
+    server.load_spider("pets_1");
+    server.load_spider("concert_singer");
+    let db = PgDatabase::connect(PgSource::new(server.url.clone(), "pets_1")).expect("connects");
+    let mut session = db.open_session(Limits::default()).expect("session");
+    for sql in [
+        "SELECT count(*) FROM concert_singer.singer",
+        "SELECT * FROM \"concert_singer\".\"singer\"",
+        "SELECT * FROM CONCERT_SINGER.SINGER",
+        "SELECT p.petid FROM pets p JOIN concert_singer.singer s ON s.singer_id = p.petid",
+        "SELECT * FROM pets WHERE petid IN (SELECT singer_id FROM concert_singer.singer)",
+        "WITH s AS (SELECT * FROM concert_singer.singer) SELECT count(*) FROM s",
+        "SELECT table_name FROM information_schema.tables",
+        "SELECT * FROM pg_catalog.pg_stats",
+        "SELECT * FROM pg_stats",
+        "SELECT relname FROM pg_class",
+        "SELECT * FROM postgres.concert_singer.singer",
+    ] {
+        match session.execute(sql) {
+            Err(ExecError::Denied { what }) => {
+                assert!(
+                    what.contains("outside this database's schema"),
+                    "{sql}: {what}"
+                )
+            }
+            Err(other) => {
+                // A name PostgreSQL refuses on its own (a cross-database reference) is fine too.
+                assert!(sql.contains("postgres."), "{sql}: {other}");
+            }
+            Ok(r) => panic!("{sql} ran: {:?}", r.rows.first()),
+        }
+    }
+    for sql in [
+        "SELECT count(*) FROM pets",
+        "SELECT count(*) FROM pets_1.pets",
+        "SELECT * FROM generate_series(1, 3)",
+        "SELECT upper(pettype), now() - interval '1 day' FROM pets LIMIT 1",
+        "SELECT 1",
+    ] {
+        session
+            .execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}

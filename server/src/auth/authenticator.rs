@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
-use super::caller::{Caller, Surface};
+use super::caller::{ANONYMOUS, Caller, Surface};
 use super::failures::FailedAttempts;
 use super::grant::Grant;
 use super::tokens_file::{TokensFile, digest_of};
@@ -19,8 +19,6 @@ use crate::status::ServiceError;
 
 /// The name `server.auth_token` is known by in the audit trail.
 pub const SINGLE_TOKEN_NAME: &str = "default";
-/// The name of every caller of a server without tokens.
-pub const ANONYMOUS: &str = "anonymous";
 
 #[derive(Debug, Clone)]
 pub struct Authenticator {

@@ -32,6 +32,9 @@ impl Surface {
     }
 }
 
+/// The name of every caller of a server without tokens.
+pub const ANONYMOUS: &str = "anonymous";
+
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The token's name (`default` for `server.auth_token`, `anonymous` without tokens).
@@ -61,6 +64,15 @@ impl Caller {
     pub fn require(&self, right: Right) -> Result<(), ServiceError> {
         if self.grant.rights.has(right) {
             return Ok(());
+        }
+        if &*self.name == ANONYMOUS {
+            return Err(ServiceError::PermissionDenied {
+                reason: format!(
+                    "the `{}` right needs a server with an auth token (server.auth_token or \
+                     server.tokens_file): without one, anyone could use it",
+                    right.name()
+                ),
+            });
         }
         Err(ServiceError::PermissionDenied {
             reason: format!(
