@@ -21,6 +21,7 @@ mod server_lifecycle;
 mod server_postgres;
 mod server_profiles;
 mod server_registrations;
+mod server_scope_probe;
 mod server_scopes;
 mod server_smoke;
 mod server_subtasks;
