@@ -13,6 +13,7 @@ use quorum_proto::v1::inference_server::InferenceServer;
 use quorum_proto::v1::text2_sql_server::Text2SqlServer;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
@@ -176,8 +177,18 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             },
             auth,
         ));
+    // Replies go out as written: with Nagle's algorithm a small response waits for the
+    // client's delayed ACK (40 ms on Linux) whenever its headers and body leave apart.
+    let incoming = TcpListenerStream::new(listener).map(|accepted| {
+        if let Ok(stream) = &accepted
+            && let Err(e) = stream.set_nodelay(true)
+        {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+        accepted
+    });
     let serve = tokio::spawn(router.serve_with_incoming_shutdown(
-        TcpListenerStream::new(listener),
+        incoming,
         stop_transport.clone().cancelled_owned(),
     ));
     tracing::info!(%addr, metrics = ?metrics_addr, "listening; loading models");

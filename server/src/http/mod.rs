@@ -172,6 +172,12 @@ pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 pub async fn serve(listener: TcpListener, http: Http, stop: CancellationToken) {
     // The peer's address feeds the limit on failed authentications.
     let app = router(http).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    // As on the gRPC port: a small reply must not wait for the client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY");
+        }
+    });
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
