@@ -45,6 +45,21 @@ assert token and "secretKeyRef" in token[0].get("valueFrom", {}), "the token com
 assert not token[0]["valueFrom"]["secretKeyRef"].get("optional", False), "the token Secret is required"
 assert not config["server"].get("allow_unauthenticated", False), "no overlay serves without a token"
 assert not any(e["name"] == "QUORUM_ALLOW_UNAUTHENTICATED" for e in main["env"]), "nor by environment"
+# Scrapers reach metrics without the API: the scrape port serves only metrics and probes, and
+# what Prometheus is pointed at (ServiceMonitor, annotation) is that port.
+scrape = int(config["server"]["scrape_listen"].rsplit(":", 1)[1])
+http = int(config["server"]["metrics_listen"].rsplit(":", 1)[1])
+assert scrape != http
+ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+assert ports["metrics"] == scrape, "the port named metrics is the scrape port"
+monitor = by_kind["ServiceMonitor"][0]["spec"]["endpoints"]
+assert all(e["port"] == "metrics" for e in monitor), "Prometheus scrapes the scrape port"
+template = by_kind["Deployment"][0]["spec"]["template"]["metadata"]
+assert template["annotations"]["prometheus.io/port"] == str(scrape)
+policy = by_kind["NetworkPolicy"][0]["spec"]["ingress"]
+monitoring = [r for r in policy if any("namespaceSelector" in f and f["namespaceSelector"].get("matchLabels") for f in r["from"])]
+assert monitoring and all(p["port"] == "metrics" for r in monitoring for p in r["ports"]), \
+    "the monitoring namespace reaches only the scrape port"
 if overlay == "gpu":
     assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert all(m.get("device", "").startswith("cuda") for m in config["models"]), "GPU models on CUDA"

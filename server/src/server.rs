@@ -38,6 +38,8 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 pub struct RunningServer {
     pub addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
+    /// The port that serves only metrics and probes, when configured.
+    pub scrape_addr: Option<SocketAddr>,
     pub state: Arc<AppState>,
     drain: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
@@ -143,6 +145,21 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         }
         None => None,
     };
+    let scrape_addr = match config.scrape_listen {
+        Some(a) => {
+            let l = http::bind(a)
+                .await
+                .with_context(|| format!("binding the scrape port {a}"))?;
+            let bound = l.local_addr()?;
+            let face = http::Http {
+                state: state.clone(),
+                auth: auth.clone(),
+            };
+            tokio::spawn(http::serve_scrape(l, face, stop_transport.clone()));
+            Some(bound)
+        }
+        None => None,
+    };
     state.publish_health().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(quorum_proto::FILE_DESCRIPTOR_SET)
@@ -187,11 +204,10 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         }
         accepted
     });
-    let serve = tokio::spawn(router.serve_with_incoming_shutdown(
-        incoming,
-        stop_transport.clone().cancelled_owned(),
-    ));
-    tracing::info!(%addr, metrics = ?metrics_addr, "listening; loading models");
+    let serve = tokio::spawn(
+        router.serve_with_incoming_shutdown(incoming, stop_transport.clone().cancelled_owned()),
+    );
+    tracing::info!(%addr, http = ?metrics_addr, scrape = ?scrape_addr, "listening; loading models");
     let drain = CancellationToken::new();
     let lifecycle = Lifecycle {
         state: state.clone(),
@@ -203,6 +219,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     Ok(RunningServer {
         addr,
         metrics_addr,
+        scrape_addr,
         state,
         drain,
         task,

@@ -80,6 +80,16 @@ async fn http(
     body: &str,
 ) -> (u16, String) {
     let addr = server.server.metrics_addr.expect("HTTP port");
+    http_at(addr, method, path, headers, body).await
+}
+
+async fn http_at(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
@@ -438,6 +448,17 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
         Some(4),
         "the minute's allowance ran out where expected"
     );
+
+    // The scrape port serves metrics and probes, and no API even to a good token.
+    let scrape = server.server.scrape_addr.expect("scrape port");
+    let (status, body) = http_at(scrape, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200);
+    assert!(body.contains("quorum_tokens_loaded{} 4"), "{body}");
+    assert_eq!(http_at(scrape, "GET", "/ready", &[], "").await.0, 200);
+    for path in ["/v1/databases", "/v1/models", "/"] {
+        let (status, _) = http_at(scrape, "GET", path, &[("Authorization", &auth)], "").await;
+        assert_eq!(status, 404, "{path} on the scrape port");
+    }
 
     // Revoking: the concert token stops working once its entry leaves the file.
     std::fs::write(&tokens, tokens_file(false)).expect("rewrite");

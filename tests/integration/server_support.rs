@@ -132,6 +132,7 @@ impl TestConfig {
 [server]
 listen = "127.0.0.1:0"
 metrics_listen = "127.0.0.1:0"
+scrape_listen = "127.0.0.1:0"
 grace_period_secs = {grace}
 {auth}
 {tls}

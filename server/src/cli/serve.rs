@@ -28,6 +28,9 @@ pub struct ServeArgs {
     /// Prometheus metrics address (default 127.0.0.1:9464; empty disables).
     #[arg(long, env = "QUORUM_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
+    /// An address serving only /metrics, /live and /ready (for Prometheus, without the API).
+    #[arg(long, env = "QUORUM_SCRAPE_LISTEN")]
+    pub scrape_listen: Option<String>,
     /// Require `authorization: Bearer <token>` on the Quorum services.
     #[arg(long, env = "QUORUM_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
@@ -100,6 +103,7 @@ pub fn serve(
     raw.apply(Overrides {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
+        scrape_listen: args.scrape_listen,
         auth_token: args.auth_token,
         tokens_file: args.tokens_file,
         audit_log: args.audit_log,

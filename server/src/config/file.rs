@@ -42,8 +42,12 @@ pub const AUDIT_TO_STDOUT: &str = "-";
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
     pub listen: Option<String>,
-    /// Address of the Prometheus endpoint; an empty string disables it.
+    /// Address of the HTTP face (the OpenAI-compatible API, `/v1/sql`, the playground) and of
+    /// `/metrics`; an empty string disables it.
     pub metrics_listen: Option<String>,
+    /// An address that serves only `/metrics`, `/live` and `/ready`: for Prometheus and probes,
+    /// without the API (unset: none).
+    pub scrape_listen: Option<String>,
     /// Clients must send `authorization: Bearer <token>` when set.
     pub auth_token: Option<String>,
     /// Several tokens, each with a name, the databases it reaches, its rights and quotas,
@@ -288,6 +292,7 @@ impl Role {
 pub struct Overrides {
     pub listen: Option<String>,
     pub metrics_listen: Option<String>,
+    pub scrape_listen: Option<String>,
     pub auth_token: Option<String>,
     pub tokens_file: Option<PathBuf>,
     pub audit_log: Option<PathBuf>,
@@ -373,6 +378,7 @@ impl RawConfig {
         let server = &mut self.server;
         server.listen = o.listen.or(server.listen.take());
         server.metrics_listen = o.metrics_listen.or(server.metrics_listen.take());
+        server.scrape_listen = o.scrape_listen.or(server.scrape_listen.take());
         server.auth_token = o.auth_token.or(server.auth_token.take());
         server.tokens_file = o.tokens_file.or(server.tokens_file.take());
         server.audit_log = o.audit_log.or(server.audit_log.take());

@@ -160,6 +160,8 @@ fn read_tls(cert: Option<&Path>, key: Option<&Path>) -> anyhow::Result<Option<Tl
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
+    /// `/metrics`, `/live` and `/ready` alone, for scrapers and probes.
+    pub scrape_listen: Option<SocketAddr>,
     pub auth_token: Option<String>,
     /// The tokens file, when tokens are kept in one.
     pub tokens_file: Option<PathBuf>,
@@ -274,6 +276,7 @@ pub fn resolve(
     let open_without_token = check_exposure(
         auth_token.is_some() || tokens_file.is_some(),
         server.allow_unauthenticated.unwrap_or(false),
+        // The scrape port serves no API: it may face the network without a token.
         [Some(listen), metrics_listen].into_iter().flatten(),
     )?;
     let grace = server.grace_period_secs.unwrap_or(30.0);
@@ -301,6 +304,10 @@ pub fn resolve(
     Ok(ServerConfig {
         listen,
         metrics_listen,
+        scrape_listen: match server.scrape_listen.as_deref() {
+            None | Some("") => None,
+            Some(addr) => Some(parse_addr(addr, "scrape_listen")?),
+        },
         auth_token,
         tokens_file,
         audit: resolve_audit(server)?,

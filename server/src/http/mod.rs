@@ -162,6 +162,20 @@ pub fn router(http: Http) -> Router {
         .with_state(http)
 }
 
+/// The scrape port's routes: metrics and probes, no API. Prometheus and the kubelet reach it
+/// where the API port stays closed to them.
+pub fn scrape_router(http: Http) -> Router {
+    Router::new()
+        .route("/metrics", get(probes::metrics))
+        .route("/live", get(probes::live))
+        .route("/ready", get(probes::ready))
+        .fallback(|| async {
+            ApiError::not_found("this port serves /metrics, /live and /ready only")
+        })
+        .layer(middleware::from_fn_with_state(http.clone(), record))
+        .with_state(http)
+}
+
 /// Binds the HTTP port.
 pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
@@ -170,8 +184,17 @@ pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 /// Serves until `stop` is cancelled; in-flight responses (streams included) finish first, and
 /// the server's grace period bounds them by cancelling what is still running.
 pub async fn serve(listener: TcpListener, http: Http, stop: CancellationToken) {
+    serve_routes(listener, router(http), stop).await;
+}
+
+/// Serves the scrape port until `stop` is cancelled.
+pub async fn serve_scrape(listener: TcpListener, http: Http, stop: CancellationToken) {
+    serve_routes(listener, scrape_router(http), stop).await;
+}
+
+async fn serve_routes(listener: TcpListener, routes: Router, stop: CancellationToken) {
     // The peer's address feeds the limit on failed authentications.
-    let app = router(http).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let app = routes.into_make_service_with_connect_info::<std::net::SocketAddr>();
     // As on the gRPC port: a small reply must not wait for the client's delayed ACK.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
