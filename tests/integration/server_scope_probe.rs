@@ -87,7 +87,10 @@ impl Table {
         if succeeded {
             self.leaks.push(format!("{surface}: {attempt}: {outcome}"));
         }
-        let outcome = outcome.replace('|', "\\|").replace('\n', " ");
+        let outcome = outcome
+            .replace('|', "\\|")
+            .replace('\n', " ")
+            .replace('\0', "\\0");
         let outcome: String = outcome.chars().take(150).collect();
         self.rows
             .push((surface.into(), attempt.replace('|', "\\|"), outcome));
