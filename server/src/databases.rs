@@ -14,6 +14,7 @@ use quorum_sql::schema::IntrospectOptions;
 
 use crate::config::resolved::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
 use crate::db_id::validate_db_id;
+use crate::notes::NoteBook;
 use crate::registration_log::{Registration, RegistrationLog};
 use crate::status::ServiceError;
 
@@ -43,6 +44,8 @@ pub struct DatabaseRegistry {
     postgres: PostgresPolicy,
     /// The registrations file shared with other replicas, when configured.
     log: Option<RegistrationLog>,
+    /// Every database's notes.
+    pub notes: NoteBook,
 }
 
 /// A PostgreSQL database a client asks to register.
@@ -111,6 +114,7 @@ impl DatabaseRegistry {
             }),
             postgres,
             log,
+            notes: NoteBook::default(),
         };
         registry.sync();
         tracing::info!(count = registry.read().len(), "databases ready");
@@ -168,6 +172,10 @@ impl DatabaseRegistry {
 
     fn apply(&self, registrations: Vec<Registration>) {
         for registration in registrations {
+            if registration.is_note() {
+                self.notes.apply(&registration);
+                continue;
+            }
             if self.read().contains_key(registration.db_id()) {
                 continue;
             }
@@ -197,6 +205,28 @@ impl DatabaseRegistry {
 
     pub fn list(&self) -> Vec<Database> {
         self.read().values().cloned().collect()
+    }
+
+    /// Changes a database's notes by the line `make` builds from them as they stand, and
+    /// records it: with a shared file, under its lock after the lines other replicas wrote
+    /// (so two replicas cannot give one id twice). Blocking.
+    pub fn change_notes(
+        &self,
+        make: impl FnOnce(&NoteBook) -> Result<Registration, ServiceError>,
+    ) -> Result<Registration, ServiceError> {
+        match &self.log {
+            None => {
+                let line = make(&self.notes)?;
+                self.notes.apply(&line);
+                Ok(line)
+            }
+            Some(log) => log.append_with(|others: Vec<Registration>| {
+                self.apply(others);
+                let line = make(&self.notes)?;
+                self.notes.apply(&line);
+                Ok((line.clone(), line))
+            }),
+        }
     }
 
     /// Registers `path` (relative to the allowed directory, or absolute inside it) as `db_id`.
@@ -287,6 +317,9 @@ impl DatabaseRegistry {
                 schema,
                 password_name,
             } => self.prepare_postgres(db_id, url, schema, password_name),
+            Registration::Note { .. } | Registration::NoteRemoved { .. } => Err(
+                ServiceError::internal("a note line is not a database to open"),
+            ),
         }
     }
 

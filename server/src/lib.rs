@@ -15,6 +15,8 @@ pub mod http;
 pub mod metrics;
 pub mod model_source;
 pub mod models;
+pub mod note_retrieval;
+pub mod notes;
 pub mod pipeline_models;
 pub mod pipeline_runtime;
 pub mod registration_log;

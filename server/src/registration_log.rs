@@ -1,5 +1,5 @@
 //! Registrations kept in a file that replicas share (`databases.registrations_file`): one JSON
-//! line per `Databases.Register`, appended under an exclusive file lock and read back by every
+//! line per `Databases.Register` (and per note added, edited or removed), appended under an exclusive file lock and read back by every
 //! replica, so a database registered through one replica is answered by all of them and
 //! survives restarts.
 //!
@@ -28,13 +28,29 @@ pub enum Registration {
         schema: String,
         password_name: String,
     },
+    /// A note on a database, new or with new text.
+    Note {
+        db_id: String,
+        id: u32,
+        text: String,
+    },
+    /// A note removed.
+    NoteRemoved { db_id: String, id: u32 },
 }
 
 impl Registration {
     pub fn db_id(&self) -> &str {
         match self {
-            Self::Sqlite { db_id, .. } | Self::Postgres { db_id, .. } => db_id,
+            Self::Sqlite { db_id, .. }
+            | Self::Postgres { db_id, .. }
+            | Self::Note { db_id, .. }
+            | Self::NoteRemoved { db_id, .. } => db_id,
         }
+    }
+
+    /// Whether the line is about a database's notes rather than the database itself.
+    pub fn is_note(&self) -> bool {
+        matches!(self, Self::Note { .. } | Self::NoteRemoved { .. })
     }
 }
 

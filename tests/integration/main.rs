@@ -18,6 +18,7 @@ mod random_decoder;
 mod relevance;
 mod server_inference;
 mod server_lifecycle;
+mod server_notes;
 mod server_postgres;
 mod server_profiles;
 mod server_registrations;

@@ -250,6 +250,21 @@ class Client:
         request = databases_pb2.RegisterDatabaseRequest(db_id=db_id, path=path)
         return self._unary(self._databases.Register, request, timeout)
 
+    def notes(self, db_id: str, *, timeout: Optional[float] = None) -> databases_pb2.ListNotesResponse:
+        """The database's notes (definitions, units, rules every question over it is told)."""
+        return self._unary(self._databases.ListNotes, databases_pb2.ListNotesRequest(db_id=db_id), timeout)
+
+    def add_note(self, db_id: str, text: str, *, timeout: Optional[float] = None) -> databases_pb2.Note:
+        return self._unary(self._databases.AddNote, databases_pb2.AddNoteRequest(db_id=db_id, text=text), timeout)
+
+    def edit_note(self, db_id: str, note_id: int, text: str, *, timeout: Optional[float] = None) -> databases_pb2.Note:
+        request = databases_pb2.EditNoteRequest(db_id=db_id, id=note_id, text=text)
+        return self._unary(self._databases.EditNote, request, timeout)
+
+    def remove_note(self, db_id: str, note_id: int, *, timeout: Optional[float] = None) -> databases_pb2.ListNotesResponse:
+        request = databases_pb2.RemoveNoteRequest(db_id=db_id, id=note_id)
+        return self._unary(self._databases.RemoveNote, request, timeout)
+
     # Health.
 
     def health(self, service: str = "", *, timeout: float = 5.0) -> str:

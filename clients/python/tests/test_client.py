@@ -119,6 +119,21 @@ def test_subtasks_link_and_explain(quorum: Client) -> None:
     assert explained.explanation.strip()
 
 
+def test_notes_are_added_edited_told_and_removed(quorum: Client) -> None:
+    note = quorum.add_note("concert_singer", "A singer's age is in years.")
+    assert note.id >= 1
+    edited = quorum.edit_note("concert_singer", note.id, "A singer's age is in whole years.")
+    assert edited.text == "A singer's age is in whole years."
+    assert [n.id for n in quorum.notes("concert_singer").notes].count(note.id) == 1
+    answer = quorum.ask("concert_singer", "How many singers are older than 40?")
+    assert any(n.id == note.id for n in answer.notes_used)
+    left = quorum.remove_note("concert_singer", note.id)
+    assert all(n.id != note.id for n in left.notes)
+    with pytest.raises(QuorumError) as empty:
+        quorum.add_note("concert_singer", "   ")
+    assert empty.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_unknown_database_is_not_found(quorum: Client) -> None:
     with pytest.raises(QuorumError) as missing:
         quorum.ask("no_such_db", "How many?")

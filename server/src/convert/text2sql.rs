@@ -241,6 +241,7 @@ fn preview(p: &ResultPreview) -> pb::ResultPreview {
 pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
     let t = &a.timings;
     pb::Text2SqlResponse {
+        notes_used: Vec::new(),
         sql: a.sql.clone(),
         chosen_candidate: a.chosen as u32,
         preview: a.preview.as_ref().map(preview),

@@ -149,6 +149,14 @@ pub fn router(http: Http) -> Router {
         .route("/v1/sql", post(sql::generate))
         .route("/v1/databases", get(sql::list_databases))
         .route("/v1/databases/{db_id}", get(sql::describe_database))
+        .route(
+            "/v1/databases/{db_id}/notes",
+            get(sql::list_notes).post(sql::add_note),
+        )
+        .route(
+            "/v1/databases/{db_id}/notes/{id}",
+            axum::routing::put(sql::edit_note).delete(sql::remove_note),
+        )
         .route_layer(middleware::from_fn_with_state(http.clone(), authorize));
     Router::new()
         .route("/metrics", get(probes::metrics))

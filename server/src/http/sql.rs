@@ -8,6 +8,9 @@
 //!   body a plain request would have got.
 //! - `GET /v1/databases` lists the databases (`ListDatabasesResponse`), `GET
 //!   /v1/databases/{db_id}` describes one (`DescribeDatabaseResponse`).
+//! - `GET`/`POST /v1/databases/{db_id}/notes` list and add a database's notes, `PUT`/`DELETE
+//!   /v1/databases/{db_id}/notes/{id}` edit and remove one (`{"text": ...}` bodies; `Note` and
+//!   `ListNotesResponse` answers).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -126,4 +129,94 @@ pub async fn describe_database(
         ))
         .await?;
     Ok(Json(described.into_inner()))
+}
+
+/// The body of a note written over HTTP.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoteBody {
+    text: String,
+}
+
+/// `GET /v1/databases/{db_id}/notes`.
+pub async fn list_notes(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path(db_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<pb::ListNotesResponse>, ApiError> {
+    let listed = http
+        .databases()
+        .list_notes(grpc_request(
+            &headers,
+            &caller,
+            pb::ListNotesRequest { db_id },
+        ))
+        .await?;
+    Ok(Json(listed.into_inner()))
+}
+
+/// `POST /v1/databases/{db_id}/notes` with `{"text": ...}`.
+pub async fn add_note(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path(db_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<NoteBody>, JsonRejection>,
+) -> Result<Json<pb::Note>, ApiError> {
+    let Json(body) = body?;
+    let added = http
+        .databases()
+        .add_note(grpc_request(
+            &headers,
+            &caller,
+            pb::AddNoteRequest {
+                db_id,
+                text: body.text,
+            },
+        ))
+        .await?;
+    Ok(Json(added.into_inner()))
+}
+
+/// `PUT /v1/databases/{db_id}/notes/{id}` with `{"text": ...}`.
+pub async fn edit_note(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path((db_id, id)): Path<(String, u32)>,
+    headers: HeaderMap,
+    body: Result<Json<NoteBody>, JsonRejection>,
+) -> Result<Json<pb::Note>, ApiError> {
+    let Json(body) = body?;
+    let edited = http
+        .databases()
+        .edit_note(grpc_request(
+            &headers,
+            &caller,
+            pb::EditNoteRequest {
+                db_id,
+                id,
+                text: body.text,
+            },
+        ))
+        .await?;
+    Ok(Json(edited.into_inner()))
+}
+
+/// `DELETE /v1/databases/{db_id}/notes/{id}`: answers the notes left.
+pub async fn remove_note(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path((db_id, id)): Path<(String, u32)>,
+    headers: HeaderMap,
+) -> Result<Json<pb::ListNotesResponse>, ApiError> {
+    let left = http
+        .databases()
+        .remove_note(grpc_request(
+            &headers,
+            &caller,
+            pb::RemoveNoteRequest { db_id, id },
+        ))
+        .await?;
+    Ok(Json(left.into_inner()))
 }

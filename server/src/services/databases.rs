@@ -9,6 +9,8 @@ use tonic::{Request, Response, Status};
 use crate::auth::Right;
 use crate::convert;
 use crate::databases::PostgresRegistration;
+use crate::notes::{Note, NoteBook};
+use crate::registration_log::Registration;
 use crate::rpc::RpcContext;
 use crate::state::AppState;
 use crate::status::ServiceError;
@@ -18,7 +20,50 @@ pub struct DatabasesService {
     pub state: Arc<AppState>,
 }
 
+/// A note as the API shows it.
+fn note_message(note: &Note) -> pb::Note {
+    pb::Note {
+        id: note.id,
+        text: note.text.clone(),
+    }
+}
+
+fn notes_message(notes: &[Note]) -> pb::ListNotesResponse {
+    pb::ListNotesResponse {
+        notes: notes.iter().map(note_message).collect(),
+    }
+}
+
 impl DatabasesService {
+    /// Resolves the database whose notes a request reads (`ask` or `register`) or changes
+    /// (`register`), within the caller's scope, with other replicas' lines read first.
+    async fn notes_database(
+        &self,
+        ctx: &RpcContext,
+        db_id: &str,
+        change: bool,
+    ) -> Result<(), ServiceError> {
+        let right = if !change && ctx.caller.grant.rights.has(Right::Ask) {
+            Right::Ask
+        } else {
+            Right::Register
+        };
+        ctx.database(right, db_id).await?;
+        self.state.sync_databases().await;
+        Ok(())
+    }
+
+    /// Builds and records a note line off the async workers (the file lock may wait).
+    async fn change_note(
+        &self,
+        make: impl FnOnce(&NoteBook) -> Result<Registration, ServiceError> + Send + 'static,
+    ) -> Result<Registration, ServiceError> {
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || state.databases.change_notes(make))
+            .await
+            .unwrap_or_else(|e| Err(ServiceError::internal(e)))
+    }
+
     /// A registration needs the `register` right and an id in the caller's scope (the
     /// registry also refuses a second name for what a database outside the scope serves).
     fn may_register(
@@ -122,5 +167,82 @@ impl Databases for DatabasesService {
         });
         self.state.publish_health().await;
         ctx.complete(result)
+    }
+
+    async fn list_notes(
+        &self,
+        request: Request<pb::ListNotesRequest>,
+    ) -> Result<Response<pb::ListNotesResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Databases/ListNotes", &request);
+        let db_id = &request.get_ref().db_id;
+        let result = self
+            .notes_database(&ctx, db_id, false)
+            .await
+            .map(|()| notes_message(&self.state.databases.notes.list(db_id)));
+        ctx.complete(result)
+    }
+
+    async fn add_note(
+        &self,
+        request: Request<pb::AddNoteRequest>,
+    ) -> Result<Response<pb::Note>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Databases/AddNote", &request);
+        let body = request.into_inner();
+        let result = async {
+            self.notes_database(&ctx, &body.db_id, true).await?;
+            let line = self
+                .change_note(move |book| book.add_line(&body.db_id, &body.text))
+                .await?;
+            note_of(&line)
+        }
+        .await;
+        ctx.complete(result)
+    }
+
+    async fn edit_note(
+        &self,
+        request: Request<pb::EditNoteRequest>,
+    ) -> Result<Response<pb::Note>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Databases/EditNote", &request);
+        let body = request.into_inner();
+        let result = async {
+            self.notes_database(&ctx, &body.db_id, true).await?;
+            let line = self
+                .change_note(move |book| book.edit_line(&body.db_id, body.id, &body.text))
+                .await?;
+            note_of(&line)
+        }
+        .await;
+        ctx.complete(result)
+    }
+
+    async fn remove_note(
+        &self,
+        request: Request<pb::RemoveNoteRequest>,
+    ) -> Result<Response<pb::ListNotesResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Databases/RemoveNote", &request);
+        let body = request.into_inner();
+        let result = async {
+            self.notes_database(&ctx, &body.db_id, true).await?;
+            let db_id = body.db_id.clone();
+            self.change_note(move |book| book.remove_line(&body.db_id, body.id))
+                .await?;
+            Ok(notes_message(&self.state.databases.notes.list(&db_id)))
+        }
+        .await;
+        ctx.complete(result)
+    }
+}
+
+/// The note a recorded add or edit line holds.
+fn note_of(line: &Registration) -> Result<pb::Note, ServiceError> {
+    match line {
+        Registration::Note { id, text, .. } => Ok(pb::Note {
+            id: *id,
+            text: text.clone(),
+        }),
+        other => Err(ServiceError::internal(format!(
+            "a note change recorded {other:?}"
+        ))),
     }
 }

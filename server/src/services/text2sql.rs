@@ -20,6 +20,8 @@ use crate::auth::Right;
 use crate::auth::quota::RunSlot;
 use crate::convert;
 use crate::databases::Database;
+use crate::note_retrieval::{notes_for, with_notes};
+use crate::notes::Note;
 use crate::pipeline_models::CallScope;
 use crate::rpc::RpcContext;
 use crate::state::{Admission, AppState};
@@ -35,7 +37,9 @@ struct Prepared {
     pipeline: Pipeline,
     db: Database,
     question: String,
+    /// The database's notes told to this question, then the request's own evidence.
     evidence: Option<String>,
+    notes: Vec<Note>,
     cancel: CancellationToken,
     admission: Admission,
     permit: OwnedSemaphorePermit,
@@ -48,9 +52,16 @@ type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
 impl Text2SqlService {
     /// The answer as sent: its evidence, and among its settings the generators' and the
     /// selector's models and adapters.
-    fn response(&self, answer: &PipelineAnswer) -> pb::Text2SqlResponse {
+    fn response(&self, answer: &PipelineAnswer, notes: &[Note]) -> pb::Text2SqlResponse {
         self.state.metrics.record_answer(answer);
         let mut response = convert::answer_response(answer);
+        response.notes_used = notes
+            .iter()
+            .map(|n| pb::Note {
+                id: n.id,
+                text: n.text.clone(),
+            })
+            .collect();
         if let (Ok(runtime), Some(models)) =
             (self.state.pipeline_runtime(), self.state.loaded_models())
         {
@@ -86,6 +97,10 @@ impl Text2SqlService {
         ctx.note_question(&req.question);
         let db = ctx.database(Right::Ask, &req.db_id).await?;
         let run_slot = ctx.caller.start_run()?;
+        // Notes another replica added since are read first.
+        self.state.sync_databases().await;
+        let notes = notes_for(&req.question, &self.state.databases.notes.list(&req.db_id));
+        let evidence = with_notes(&notes, req.evidence.as_deref());
         let runtime = self.state.pipeline_runtime()?;
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
         let permit = self
@@ -105,7 +120,8 @@ impl Text2SqlService {
             pipeline,
             db,
             question: req.question,
-            evidence: req.evidence.filter(|e| !e.is_empty()),
+            evidence,
+            notes,
             cancel,
             admission,
             permit,
@@ -165,11 +181,11 @@ impl Text2SqlService {
         handle: RunHandle,
         mut events: mpsc::UnboundedReceiver<PipelineEvent>,
         tx: mpsc::Sender<Result<pb::Text2SqlEvent, Status>>,
-        cancel: CancellationToken,
+        (cancel, notes): (CancellationToken, Vec<Note>),
     ) {
         // Dropping the guard on any exit (client gone included) stops the run's model calls.
         let _guard = cancel.drop_guard();
-        let code = self.pump(&ctx, handle, &mut events, &tx).await;
+        let code = self.pump(&ctx, handle, &mut events, &tx, &notes).await;
         ctx.finish(code);
     }
 
@@ -180,6 +196,7 @@ impl Text2SqlService {
         handle: RunHandle,
         events: &mut mpsc::UnboundedReceiver<PipelineEvent>,
         tx: &mpsc::Sender<Result<pb::Text2SqlEvent, Status>>,
+        notes: &[Note],
     ) -> Code {
         let finish = self.finish(ctx, handle);
         tokio::pin!(finish);
@@ -208,7 +225,7 @@ impl Text2SqlService {
         let (message, code) = match result {
             Ok(answer) => {
                 note_answer(ctx, &answer);
-                let event = pb::text2_sql_event::Event::Answer(self.response(&answer));
+                let event = pb::text2_sql_event::Event::Answer(self.response(&answer, notes));
                 (Ok(pb::Text2SqlEvent { event: Some(event) }), Code::Ok)
             }
             Err(e) => {
@@ -328,17 +345,18 @@ impl Text2Sql for Text2SqlService {
         let ctx = RpcContext::begin(&self.state, "Text2Sql/Generate", &request);
         let result = async {
             let prepared = self.prepare(&ctx, request.into_inner()).await?;
+            let notes = prepared.notes.clone();
             let (handle, cancel) = Self::spawn(prepared, None, &ctx);
             // If the client goes away, tonic drops this future and the guard cancels the run.
             let _guard = cancel.drop_guard();
-            self.finish(&ctx, handle).await
+            self.finish(&ctx, handle).await.map(|a| (a, notes))
         }
         .instrument(ctx.span.clone())
         .await;
-        if let Ok(answer) = &result {
+        if let Ok((answer, _)) = &result {
             note_answer(&ctx, answer);
         }
-        ctx.complete(result.map(|answer| self.response(&answer)))
+        ctx.complete(result.map(|(answer, notes)| self.response(&answer, &notes)))
     }
 
     async fn generate_stream(
@@ -351,13 +369,14 @@ impl Text2Sql for Text2SqlService {
             .instrument(ctx.span.clone())
             .await;
         let prepared = prepared.map_err(|e| ctx.fail(e))?;
+        let notes = prepared.notes.clone();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (handle, cancel) = Self::spawn(prepared, Some(events_tx), &ctx);
         // Events are few (one per stage and candidate): a small buffer suffices.
         let (tx, rx) = mpsc::channel(16);
         let task = self
             .clone()
-            .stream(ctx.clone(), handle, events_rx, tx, cancel);
+            .stream(ctx.clone(), handle, events_rx, tx, (cancel, notes));
         tokio::spawn(task.instrument(ctx.span.clone()));
         Ok(ctx.respond(Box::pin(ReceiverStream::new(rx)) as Self::GenerateStreamStream))
     }

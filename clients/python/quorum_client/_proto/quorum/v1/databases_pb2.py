@@ -25,37 +25,49 @@ _sym_db = _symbol_database.Default()
 from quorum_client._proto.quorum.v1 import common_pb2 as quorum_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19quorum/v1/databases.proto\x12\tquorum.v1\x1a\x16quorum/v1/common.proto\"\x16\n\x14ListDatabasesRequest\"\x83\x01\n\x0f\x44\x61tabaseSummary\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\x13\n\x0btable_count\x18\x02 \x01(\r\x12)\n\x06origin\x18\x03 \x01(\x0e\x32\x19.quorum.v1.DatabaseOrigin\x12\x0f\n\x07\x64ialect\x18\x04 \x01(\t\x12\x10\n\x08location\x18\x05 \x01(\t\"T\n\x15ListDatabasesResponse\x12-\n\tdatabases\x18\x01 \x03(\x0b\x32\x1a.quorum.v1.DatabaseSummary\x12\x0c\n\x04note\x18\x02 \x01(\t\"(\n\x17\x44\x65scribeDatabaseRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\"f\n\x06\x43olumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rdeclared_type\x18\x02 \x01(\t\x12\x13\n\x0bprimary_key\x18\x03 \x01(\x08\x12\"\n\x08\x65xamples\x18\x04 \x03(\x0b\x32\x10.quorum.v1.Value\"s\n\x05Table\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x07\x63olumns\x18\x02 \x03(\x0b\x32\x11.quorum.v1.Column\x12\x13\n\x0bprimary_key\x18\x03 \x03(\t\x12#\n\x0bsample_rows\x18\x04 \x03(\x0b\x32\x0e.quorum.v1.Row\"Z\n\nForeignKey\x12\x12\n\nfrom_table\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_column\x18\x02 \x01(\t\x12\x10\n\x08to_table\x18\x03 \x01(\t\x12\x11\n\tto_column\x18\x04 \x01(\t\"\xa3\x01\n\x18\x44\x65scribeDatabaseResponse\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12 \n\x06tables\x18\x02 \x03(\x0b\x32\x10.quorum.v1.Table\x12+\n\x0c\x66oreign_keys\x18\x03 \x03(\x0b\x32\x15.quorum.v1.ForeignKey\x12)\n\x06origin\x18\x04 \x01(\x0e\x32\x19.quorum.v1.DatabaseOrigin\"y\n\x17RegisterDatabaseRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x34\n\x08postgres\x18\x03 \x01(\x0b\x32\x1d.quorum.v1.PostgresConnectionH\x00\x88\x01\x01\x42\x0b\n\t_postgres\"H\n\x12PostgresConnection\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06schema\x18\x02 \x01(\t\x12\x15\n\rpassword_name\x18\x03 \x01(\t\"H\n\x18RegisterDatabaseResponse\x12,\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32\x1a.quorum.v1.DatabaseSummary*\x87\x01\n\x0e\x44\x61tabaseOrigin\x12\x1f\n\x1b\x44\x41TABASE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x41TABASE_ORIGIN_CONFIG\x10\x01\x12\x18\n\x14\x44\x41TABASE_ORIGIN_SCAN\x10\x02\x12\x1e\n\x1a\x44\x41TABASE_ORIGIN_REGISTERED\x10\x03\x32\x80\x02\n\tDatabases\x12I\n\x04List\x12\x1f.quorum.v1.ListDatabasesRequest\x1a .quorum.v1.ListDatabasesResponse\x12S\n\x08\x44\x65scribe\x12\".quorum.v1.DescribeDatabaseRequest\x1a#.quorum.v1.DescribeDatabaseResponse\x12S\n\x08Register\x12\".quorum.v1.RegisterDatabaseRequest\x1a#.quorum.v1.RegisterDatabaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19quorum/v1/databases.proto\x12\tquorum.v1\x1a\x16quorum/v1/common.proto\" \n\x04Note\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0c\n\x04text\x18\x02 \x01(\t\"!\n\x10ListNotesRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\"3\n\x11ListNotesResponse\x12\x1e\n\x05notes\x18\x01 \x03(\x0b\x32\x0f.quorum.v1.Note\"-\n\x0e\x41\x64\x64NoteRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\":\n\x0f\x45\x64itNoteRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\r\x12\x0c\n\x04text\x18\x03 \x01(\t\".\n\x11RemoveNoteRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\r\"\x16\n\x14ListDatabasesRequest\"\x83\x01\n\x0f\x44\x61tabaseSummary\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\x13\n\x0btable_count\x18\x02 \x01(\r\x12)\n\x06origin\x18\x03 \x01(\x0e\x32\x19.quorum.v1.DatabaseOrigin\x12\x0f\n\x07\x64ialect\x18\x04 \x01(\t\x12\x10\n\x08location\x18\x05 \x01(\t\"T\n\x15ListDatabasesResponse\x12-\n\tdatabases\x18\x01 \x03(\x0b\x32\x1a.quorum.v1.DatabaseSummary\x12\x0c\n\x04note\x18\x02 \x01(\t\"(\n\x17\x44\x65scribeDatabaseRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\"f\n\x06\x43olumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rdeclared_type\x18\x02 \x01(\t\x12\x13\n\x0bprimary_key\x18\x03 \x01(\x08\x12\"\n\x08\x65xamples\x18\x04 \x03(\x0b\x32\x10.quorum.v1.Value\"s\n\x05Table\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\"\n\x07\x63olumns\x18\x02 \x03(\x0b\x32\x11.quorum.v1.Column\x12\x13\n\x0bprimary_key\x18\x03 \x03(\t\x12#\n\x0bsample_rows\x18\x04 \x03(\x0b\x32\x0e.quorum.v1.Row\"Z\n\nForeignKey\x12\x12\n\nfrom_table\x18\x01 \x01(\t\x12\x13\n\x0b\x66rom_column\x18\x02 \x01(\t\x12\x10\n\x08to_table\x18\x03 \x01(\t\x12\x11\n\tto_column\x18\x04 \x01(\t\"\xa3\x01\n\x18\x44\x65scribeDatabaseResponse\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12 \n\x06tables\x18\x02 \x03(\x0b\x32\x10.quorum.v1.Table\x12+\n\x0c\x66oreign_keys\x18\x03 \x03(\x0b\x32\x15.quorum.v1.ForeignKey\x12)\n\x06origin\x18\x04 \x01(\x0e\x32\x19.quorum.v1.DatabaseOrigin\"y\n\x17RegisterDatabaseRequest\x12\r\n\x05\x64\x62_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x34\n\x08postgres\x18\x03 \x01(\x0b\x32\x1d.quorum.v1.PostgresConnectionH\x00\x88\x01\x01\x42\x0b\n\t_postgres\"H\n\x12PostgresConnection\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x0e\n\x06schema\x18\x02 \x01(\t\x12\x15\n\rpassword_name\x18\x03 \x01(\t\"H\n\x18RegisterDatabaseResponse\x12,\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32\x1a.quorum.v1.DatabaseSummary*\x87\x01\n\x0e\x44\x61tabaseOrigin\x12\x1f\n\x1b\x44\x41TABASE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x44\x41TABASE_ORIGIN_CONFIG\x10\x01\x12\x18\n\x14\x44\x41TABASE_ORIGIN_SCAN\x10\x02\x12\x1e\n\x1a\x44\x41TABASE_ORIGIN_REGISTERED\x10\x03\x32\x82\x04\n\tDatabases\x12I\n\x04List\x12\x1f.quorum.v1.ListDatabasesRequest\x1a .quorum.v1.ListDatabasesResponse\x12S\n\x08\x44\x65scribe\x12\".quorum.v1.DescribeDatabaseRequest\x1a#.quorum.v1.DescribeDatabaseResponse\x12S\n\x08Register\x12\".quorum.v1.RegisterDatabaseRequest\x1a#.quorum.v1.RegisterDatabaseResponse\x12\x46\n\tListNotes\x12\x1b.quorum.v1.ListNotesRequest\x1a\x1c.quorum.v1.ListNotesResponse\x12\x35\n\x07\x41\x64\x64Note\x12\x19.quorum.v1.AddNoteRequest\x1a\x0f.quorum.v1.Note\x12\x37\n\x08\x45\x64itNote\x12\x1a.quorum.v1.EditNoteRequest\x1a\x0f.quorum.v1.Note\x12H\n\nRemoveNote\x12\x1c.quorum.v1.RemoveNoteRequest\x1a\x1c.quorum.v1.ListNotesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quorum.v1.databases_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DATABASEORIGIN']._serialized_start=1101
-  _globals['_DATABASEORIGIN']._serialized_end=1236
-  _globals['_LISTDATABASESREQUEST']._serialized_start=64
-  _globals['_LISTDATABASESREQUEST']._serialized_end=86
-  _globals['_DATABASESUMMARY']._serialized_start=89
-  _globals['_DATABASESUMMARY']._serialized_end=220
-  _globals['_LISTDATABASESRESPONSE']._serialized_start=222
-  _globals['_LISTDATABASESRESPONSE']._serialized_end=306
-  _globals['_DESCRIBEDATABASEREQUEST']._serialized_start=308
-  _globals['_DESCRIBEDATABASEREQUEST']._serialized_end=348
-  _globals['_COLUMN']._serialized_start=350
-  _globals['_COLUMN']._serialized_end=452
-  _globals['_TABLE']._serialized_start=454
-  _globals['_TABLE']._serialized_end=569
-  _globals['_FOREIGNKEY']._serialized_start=571
-  _globals['_FOREIGNKEY']._serialized_end=661
-  _globals['_DESCRIBEDATABASERESPONSE']._serialized_start=664
-  _globals['_DESCRIBEDATABASERESPONSE']._serialized_end=827
-  _globals['_REGISTERDATABASEREQUEST']._serialized_start=829
-  _globals['_REGISTERDATABASEREQUEST']._serialized_end=950
-  _globals['_POSTGRESCONNECTION']._serialized_start=952
-  _globals['_POSTGRESCONNECTION']._serialized_end=1024
-  _globals['_REGISTERDATABASERESPONSE']._serialized_start=1026
-  _globals['_REGISTERDATABASERESPONSE']._serialized_end=1098
-  _globals['_DATABASES']._serialized_start=1239
-  _globals['_DATABASES']._serialized_end=1495
+  _globals['_DATABASEORIGIN']._serialized_start=1378
+  _globals['_DATABASEORIGIN']._serialized_end=1513
+  _globals['_NOTE']._serialized_start=64
+  _globals['_NOTE']._serialized_end=96
+  _globals['_LISTNOTESREQUEST']._serialized_start=98
+  _globals['_LISTNOTESREQUEST']._serialized_end=131
+  _globals['_LISTNOTESRESPONSE']._serialized_start=133
+  _globals['_LISTNOTESRESPONSE']._serialized_end=184
+  _globals['_ADDNOTEREQUEST']._serialized_start=186
+  _globals['_ADDNOTEREQUEST']._serialized_end=231
+  _globals['_EDITNOTEREQUEST']._serialized_start=233
+  _globals['_EDITNOTEREQUEST']._serialized_end=291
+  _globals['_REMOVENOTEREQUEST']._serialized_start=293
+  _globals['_REMOVENOTEREQUEST']._serialized_end=339
+  _globals['_LISTDATABASESREQUEST']._serialized_start=341
+  _globals['_LISTDATABASESREQUEST']._serialized_end=363
+  _globals['_DATABASESUMMARY']._serialized_start=366
+  _globals['_DATABASESUMMARY']._serialized_end=497
+  _globals['_LISTDATABASESRESPONSE']._serialized_start=499
+  _globals['_LISTDATABASESRESPONSE']._serialized_end=583
+  _globals['_DESCRIBEDATABASEREQUEST']._serialized_start=585
+  _globals['_DESCRIBEDATABASEREQUEST']._serialized_end=625
+  _globals['_COLUMN']._serialized_start=627
+  _globals['_COLUMN']._serialized_end=729
+  _globals['_TABLE']._serialized_start=731
+  _globals['_TABLE']._serialized_end=846
+  _globals['_FOREIGNKEY']._serialized_start=848
+  _globals['_FOREIGNKEY']._serialized_end=938
+  _globals['_DESCRIBEDATABASERESPONSE']._serialized_start=941
+  _globals['_DESCRIBEDATABASERESPONSE']._serialized_end=1104
+  _globals['_REGISTERDATABASEREQUEST']._serialized_start=1106
+  _globals['_REGISTERDATABASEREQUEST']._serialized_end=1227
+  _globals['_POSTGRESCONNECTION']._serialized_start=1229
+  _globals['_POSTGRESCONNECTION']._serialized_end=1301
+  _globals['_REGISTERDATABASERESPONSE']._serialized_start=1303
+  _globals['_REGISTERDATABASERESPONSE']._serialized_end=1375
+  _globals['_DATABASES']._serialized_start=1516
+  _globals['_DATABASES']._serialized_end=2030
 # @@protoc_insertion_point(module_scope)

@@ -19,6 +19,52 @@ DATABASE_ORIGIN_CONFIG: DatabaseOrigin
 DATABASE_ORIGIN_SCAN: DatabaseOrigin
 DATABASE_ORIGIN_REGISTERED: DatabaseOrigin
 
+class Note(_message.Message):
+    __slots__ = ("id", "text")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    text: str
+    def __init__(self, id: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ListNotesRequest(_message.Message):
+    __slots__ = ("db_id",)
+    DB_ID_FIELD_NUMBER: _ClassVar[int]
+    db_id: str
+    def __init__(self, db_id: _Optional[str] = ...) -> None: ...
+
+class ListNotesResponse(_message.Message):
+    __slots__ = ("notes",)
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    notes: _containers.RepeatedCompositeFieldContainer[Note]
+    def __init__(self, notes: _Optional[_Iterable[_Union[Note, _Mapping]]] = ...) -> None: ...
+
+class AddNoteRequest(_message.Message):
+    __slots__ = ("db_id", "text")
+    DB_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    db_id: str
+    text: str
+    def __init__(self, db_id: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class EditNoteRequest(_message.Message):
+    __slots__ = ("db_id", "id", "text")
+    DB_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    db_id: str
+    id: int
+    text: str
+    def __init__(self, db_id: _Optional[str] = ..., id: _Optional[int] = ..., text: _Optional[str] = ...) -> None: ...
+
+class RemoveNoteRequest(_message.Message):
+    __slots__ = ("db_id", "id")
+    DB_ID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    db_id: str
+    id: int
+    def __init__(self, db_id: _Optional[str] = ..., id: _Optional[int] = ...) -> None: ...
+
 class ListDatabasesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

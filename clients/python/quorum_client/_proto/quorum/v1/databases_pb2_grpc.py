@@ -50,6 +50,26 @@ class DatabasesStub:
                 request_serializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.SerializeToString,
                 response_deserializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.FromString,
                 _registered_method=True)
+        self.ListNotes = channel.unary_unary(
+                '/quorum.v1.Databases/ListNotes',
+                request_serializer=quorum_dot_v1_dot_databases__pb2.ListNotesRequest.SerializeToString,
+                response_deserializer=quorum_dot_v1_dot_databases__pb2.ListNotesResponse.FromString,
+                _registered_method=True)
+        self.AddNote = channel.unary_unary(
+                '/quorum.v1.Databases/AddNote',
+                request_serializer=quorum_dot_v1_dot_databases__pb2.AddNoteRequest.SerializeToString,
+                response_deserializer=quorum_dot_v1_dot_databases__pb2.Note.FromString,
+                _registered_method=True)
+        self.EditNote = channel.unary_unary(
+                '/quorum.v1.Databases/EditNote',
+                request_serializer=quorum_dot_v1_dot_databases__pb2.EditNoteRequest.SerializeToString,
+                response_deserializer=quorum_dot_v1_dot_databases__pb2.Note.FromString,
+                _registered_method=True)
+        self.RemoveNote = channel.unary_unary(
+                '/quorum.v1.Databases/RemoveNote',
+                request_serializer=quorum_dot_v1_dot_databases__pb2.RemoveNoteRequest.SerializeToString,
+                response_deserializer=quorum_dot_v1_dot_databases__pb2.ListNotesResponse.FromString,
+                _registered_method=True)
 
 
 class DatabasesServicer:
@@ -80,6 +100,35 @@ class DatabasesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListNotes(self, request, context):
+        """A database's notes: what a team registers once (definitions, units, which column means
+        what, fiscal-year rules) and every question over the database is then told, as evidence.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddNote(self, request, context):
+        """Adds a note; INVALID_ARGUMENT when it is empty, too long, not text, or one too many.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EditNote(self, request, context):
+        """Replaces a note's text; NOT_FOUND when the database has no such note.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveNote(self, request, context):
+        """Removes a note; answers the notes left.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DatabasesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +146,26 @@ def add_DatabasesServicer_to_server(servicer, server):
                     servicer.Register,
                     request_deserializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.FromString,
                     response_serializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.SerializeToString,
+            ),
+            'ListNotes': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNotes,
+                    request_deserializer=quorum_dot_v1_dot_databases__pb2.ListNotesRequest.FromString,
+                    response_serializer=quorum_dot_v1_dot_databases__pb2.ListNotesResponse.SerializeToString,
+            ),
+            'AddNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddNote,
+                    request_deserializer=quorum_dot_v1_dot_databases__pb2.AddNoteRequest.FromString,
+                    response_serializer=quorum_dot_v1_dot_databases__pb2.Note.SerializeToString,
+            ),
+            'EditNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.EditNote,
+                    request_deserializer=quorum_dot_v1_dot_databases__pb2.EditNoteRequest.FromString,
+                    response_serializer=quorum_dot_v1_dot_databases__pb2.Note.SerializeToString,
+            ),
+            'RemoveNote': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveNote,
+                    request_deserializer=quorum_dot_v1_dot_databases__pb2.RemoveNoteRequest.FromString,
+                    response_serializer=quorum_dot_v1_dot_databases__pb2.ListNotesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +250,114 @@ class Databases:
             '/quorum.v1.Databases/Register',
             quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.SerializeToString,
             quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNotes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.v1.Databases/ListNotes',
+            quorum_dot_v1_dot_databases__pb2.ListNotesRequest.SerializeToString,
+            quorum_dot_v1_dot_databases__pb2.ListNotesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.v1.Databases/AddNote',
+            quorum_dot_v1_dot_databases__pb2.AddNoteRequest.SerializeToString,
+            quorum_dot_v1_dot_databases__pb2.Note.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EditNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.v1.Databases/EditNote',
+            quorum_dot_v1_dot_databases__pb2.EditNoteRequest.SerializeToString,
+            quorum_dot_v1_dot_databases__pb2.Note.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveNote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.v1.Databases/RemoveNote',
+            quorum_dot_v1_dot_databases__pb2.RemoveNoteRequest.SerializeToString,
+            quorum_dot_v1_dot_databases__pb2.ListNotesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
 from quorum_client._proto.quorum.v1 import common_pb2 as _common_pb2
+from quorum_client._proto.quorum.v1 import databases_pb2 as _databases_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -496,7 +497,7 @@ class StageTimings(_message.Message):
     def __init__(self, retrieval_ms: _Optional[float] = ..., round1_ms: _Optional[float] = ..., linking_ms: _Optional[float] = ..., round2_ms: _Optional[float] = ..., revision_ms: _Optional[float] = ..., execution_ms: _Optional[float] = ..., vote_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
 
 class Text2SqlResponse(_message.Message):
-    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter", "term_hints")
+    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter", "term_hints", "notes_used")
     SQL_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_FIELD_NUMBER: _ClassVar[int]
@@ -512,6 +513,7 @@ class Text2SqlResponse(_message.Message):
     MATCHED_VALUES_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FILTER_FIELD_NUMBER: _ClassVar[int]
     TERM_HINTS_FIELD_NUMBER: _ClassVar[int]
+    NOTES_USED_FIELD_NUMBER: _ClassVar[int]
     sql: str
     chosen_candidate: int
     preview: _common_pb2.ResultPreview
@@ -527,7 +529,8 @@ class Text2SqlResponse(_message.Message):
     matched_values: _containers.RepeatedCompositeFieldContainer[MatchedValue]
     schema_filter: SchemaFilter
     term_hints: _containers.RepeatedCompositeFieldContainer[TermHint]
-    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ..., term_hints: _Optional[_Iterable[_Union[TermHint, _Mapping]]] = ...) -> None: ...
+    notes_used: _containers.RepeatedCompositeFieldContainer[_databases_pb2.Note]
+    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ..., term_hints: _Optional[_Iterable[_Union[TermHint, _Mapping]]] = ..., notes_used: _Optional[_Iterable[_Union[_databases_pb2.Note, _Mapping]]] = ...) -> None: ...
 
 class TermHint(_message.Message):
     __slots__ = ("word", "target", "similarity")
