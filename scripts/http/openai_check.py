@@ -1,7 +1,8 @@
 """The OpenAI-compatible face checked with the official `openai` Python client against a live
 `quorum serve` (started by scripts/http_api_test.sh): the model list with the adapters as
 models, a chat completion through an adapter, a streamed completion, a JSON-schema completion,
-embeddings, and the errors the client maps from HTTP statuses.
+embeddings, the text-to-SQL pipeline as model `quorum-sql` (plain and streamed), and the errors
+the client maps from HTTP statuses.
 
 Usage: python openai_check.py BASE_URL TOKEN   (BASE_URL like http://127.0.0.1:9464/v1)
 """
@@ -84,6 +85,30 @@ floats = client.embeddings.create(model="all-minilm-l6-v2", input="hi", encoding
 assert len(floats.data[0].embedding) == 384
 print(f"embeddings: 3 x 384, paraphrase cosine {cos(vectors[0], vectors[1]):.3f} vs {cos(vectors[0], vectors[2]):.3f}")
 
+assert "quorum-sql" in models and models["quorum-sql"].model_extra["roles"] == ["text2sql"], models
+asked = client.chat.completions.create(
+    model="quorum-sql",
+    messages=[{"role": "system", "content": "database: concert_singer"},
+              {"role": "user", "content": "How many singers do we have?"}],
+)
+reply = asked.choices[0].message.content
+full = asked.model_extra["quorum"]
+assert reply.startswith("```sql\n") and full["sql"] in reply, reply
+assert "| 6 |" in reply, reply
+assert full["preview"]["totalRows"] == "1" or full["preview"]["totalRows"] == 1, full["preview"]
+print(f"pipeline model: {full['sql']!r} -> 6")
+pieces, extension = [], None
+for chunk in client.chat.completions.create(
+    model="quorum-sql", extra_body={"database": "concert_singer"},
+    messages=[{"role": "user", "content": "How many singers do we have?"}], stream=True,
+):
+    for choice in chunk.choices:
+        pieces.append(choice.delta.content or "")
+    extension = (chunk.model_extra or {}).get("quorum") or extension
+assert "| 6 |" in "".join(pieces) and extension and extension["sql"], (pieces, extension)
+print("pipeline model, streamed: the SQL, its table and the whole answer")
+
+
 def expect(error_type, status, call):
     try:
         call()
@@ -103,5 +128,10 @@ expect(openai.BadRequestError, 400, lambda: client.chat.completions.create(
     model="qwen2.5-coder-0.5b", messages=[{"role": "user", "content": "hi"}],
     response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nonsense"}}}))
 expect(openai.BadRequestError, 400, lambda: client.embeddings.create(model="all-minilm-l6-v2", input="word " * 600))
-print("errors: 401 wrong token, 404 unknown model, 400 bad temperature / schema / overlong input")
+expect(openai.NotFoundError, 404, lambda: client.chat.completions.create(
+    model="quorum-sql", extra_body={"database": "no_such_db"}, messages=[{"role": "user", "content": "hi"}]))
+expect(openai.BadRequestError, 400, lambda: client.chat.completions.create(
+    model="quorum-sql", messages=[{"role": "user", "content": "How many singers?"}]))
+print("errors: 401 wrong token, 404 unknown model or database, 400 bad temperature / schema / "
+      "overlong input / no database")
 print("openai client check: OK")

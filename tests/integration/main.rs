@@ -19,6 +19,7 @@ mod relevance;
 mod server_inference;
 mod server_lifecycle;
 mod server_notes;
+mod server_openai_pipeline;
 mod server_postgres;
 mod server_profiles;
 mod server_registrations;

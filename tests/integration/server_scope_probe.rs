@@ -480,6 +480,16 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         )
         .await,
     );
+    t.add(
+        "OpenAI",
+        "model `quorum-sql` with `database: pets_1`",
+        http(&server, "POST", "/v1/chat/completions", &auth, r#"{"model": "quorum-sql", "database": "pets_1", "messages": [{"role": "user", "content": "How many pets?"}]}"#).await,
+    );
+    t.add(
+        "OpenAI",
+        "model `quorum-sql`, `database: pg_pets` in a system message",
+        http(&server, "POST", "/v1/chat/completions", &auth, r#"{"model": "quorum-sql", "messages": [{"role": "system", "content": "database: pg_pets"}, {"role": "user", "content": "How many pets?"}]}"#).await,
+    );
     let registrar = format!("Bearer {REGISTRAR}");
     let reg_auth = [("Authorization", registrar.as_str())];
     let chat = r#"{"model": "smol", "messages": [{"role": "user", "content": "SELECT * FROM pets"}], "max_tokens": 2}"#;

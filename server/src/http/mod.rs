@@ -12,6 +12,7 @@
 mod embeddings;
 mod error;
 mod openai;
+mod openai_pipeline;
 mod openai_stream;
 mod playground;
 mod probes;

@@ -9,7 +9,8 @@
 //! extra sampling fields `top_k`, `repetition_penalty`, `ignore_eos`, `guided_regex`,
 //! `guided_json` and `guided_grammar` are accepted too. What Quorum does not do is refused
 //! with 400 and the field named, never ignored: tools, non-zero presence or frequency
-//! penalties, top log-probabilities, `echo`, `suffix`, `best_of`.
+//! penalties, top log-probabilities, `echo`, `suffix`, `best_of`. Model `quorum-sql` is the
+//! text-to-SQL pipeline rather than a model (`openai_pipeline.rs`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -23,6 +24,7 @@ use quorum_proto::v1::inference_server::Inference;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::openai_pipeline::{self, PIPELINE_MODEL, pipeline_ask};
 use super::openai_stream::{self, Flavor};
 use super::{ApiError, Http, grpc_request};
 use crate::auth::Caller;
@@ -225,6 +227,8 @@ pub struct ChatRequest {
     logprobs: Option<bool>,
     top_logprobs: Option<u32>,
     tools: Option<Vec<Value>>,
+    /// Quorum's extension: the database the pipeline model answers over.
+    database: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -353,6 +357,27 @@ pub async fn chat_completions(
     let Json(req) = body?;
     if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid("tools", "tool calls are not supported"));
+    }
+    if req.model == PIPELINE_MODEL {
+        if req.logprobs == Some(true) || req.sampling.n.is_some_and(|n| n > 1) {
+            return Err(ApiError::invalid(
+                "model",
+                format!("`{PIPELINE_MODEL}` answers once, without log-probabilities"),
+            ));
+        }
+        let messages: Vec<(String, String)> = chat_messages(&req.messages)?
+            .messages
+            .into_iter()
+            .map(|m| (m.role, m.content))
+            .collect();
+        let ask = pipeline_ask(req.database.as_deref(), &messages)?;
+        return openai_pipeline::answer(http, &headers, &caller, ask, req.sampling.streams()).await;
+    }
+    if req.database.is_some() {
+        return Err(ApiError::invalid(
+            "database",
+            format!("only model `{PIPELINE_MODEL}` answers over a database"),
+        ));
     }
     if req.top_logprobs.is_some_and(|k| k > 0) {
         return Err(ApiError::invalid("top_logprobs", "not supported"));
@@ -523,5 +548,15 @@ pub async fn list_models(
             }));
         }
     }
+    data.push(json!({
+        "id": PIPELINE_MODEL,
+        "object": "model",
+        "created": created,
+        "owned_by": "quorum",
+        "root": PIPELINE_MODEL,
+        "parent": null,
+        "max_model_len": null,
+        "roles": ["text2sql"],
+    }));
     Ok(Json(json!({ "object": "list", "data": data })))
 }
