@@ -12,6 +12,7 @@ pub mod databases;
 pub mod db_id;
 pub mod health;
 pub mod http;
+pub mod mcp;
 pub mod metrics;
 pub mod model_source;
 pub mod models;

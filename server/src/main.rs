@@ -13,8 +13,8 @@ use cli::local_model::{
 };
 use cli::serve::{HealthArgs, ServeArgs, health, serve};
 use cli::{
-    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, pg_load, reword, subtask,
-    token, train,
+    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, mcp, pg_load, reword,
+    subtask, token, train,
 };
 use quorum_server::model_source::ModelDirs;
 
@@ -63,6 +63,9 @@ enum Command {
     /// Lists, loads or unloads a running server's LoRA adapters (Inference.LoadAdapter /
     /// UnloadAdapter; needs the server's auth token).
     Adapter(adapter::AdapterArgs),
+    /// The MCP server over stdio, for desktop assistants: tools that answer through a running
+    /// server (`--server`, `--token`).
+    Mcp(mcp::McpArgs),
     /// Makes tokens for a tokens file (`token new --name N --databases 'a,b_*' --rights ask`).
     Token(token::TokenArgs),
     /// Checks a running server's gRPC health once: exits 0 when SERVING, 1 otherwise (the
@@ -323,6 +326,7 @@ fn run() -> Result<()> {
         Command::Explain(args) => client_runtime()?.block_on(subtask::explain(args)),
         Command::Health(args) => health(args),
         Command::Token(args) => token::token(args),
+        Command::Mcp(args) => client_runtime()?.block_on(mcp::mcp(args)),
     }
 }
 

@@ -18,6 +18,7 @@ mod random_decoder;
 mod relevance;
 mod server_inference;
 mod server_lifecycle;
+mod server_mcp;
 mod server_notes;
 mod server_openai_pipeline;
 mod server_postgres;

@@ -19,6 +19,8 @@ pub enum Surface {
     OpenAi,
     /// The playground page (its requests say so).
     Playground,
+    /// The Model Context Protocol at `/mcp`.
+    Mcp,
 }
 
 impl Surface {
@@ -28,6 +30,7 @@ impl Surface {
             Self::Http => "http",
             Self::OpenAi => "openai",
             Self::Playground => "playground",
+            Self::Mcp => "mcp",
         }
     }
 }

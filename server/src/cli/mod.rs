@@ -8,6 +8,7 @@ pub mod eval;
 pub mod grammar_coverage;
 pub mod kernel_check;
 pub mod local_model;
+pub mod mcp;
 pub mod pg_load;
 pub mod reword;
 pub mod serve;

@@ -12,4 +12,4 @@ pub use subtasks::{
     consistency, debug_response, debug_round, debug_strategy, link_method, link_response,
     optimize_method, optimize_response, rewrite,
 };
-pub use text2sql::{answer_response, event_message, knobs, options, pipeline_config};
+pub use text2sql::{answer_response, event_message, knobs, options, pipeline_config, preview};

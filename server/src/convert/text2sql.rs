@@ -223,7 +223,7 @@ fn vote(v: &VoteReport) -> pb::Vote {
     }
 }
 
-fn preview(p: &ResultPreview) -> pb::ResultPreview {
+pub fn preview(p: &ResultPreview) -> pb::ResultPreview {
     pb::ResultPreview {
         columns: p.columns.clone(),
         rows: p

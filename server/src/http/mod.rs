@@ -96,6 +96,8 @@ fn surface_of(request: &Request) -> Surface {
     let path = request.uri().path();
     if from_playground {
         Surface::Playground
+    } else if path.starts_with("/mcp") {
+        Surface::Mcp
     } else if path.starts_with("/v1/sql") || path.starts_with("/v1/databases") {
         Surface::Http
     } else {
@@ -140,6 +142,30 @@ async fn record(State(http): State<Http>, request: Request, next: Next) -> Respo
     response
 }
 
+/// The MCP server over streamable HTTP. A server with tokens accepts any `Host` (the bearer
+/// token is what protects it); an open one keeps the SDK's loopback-only `Host` check against
+/// DNS rebinding from a browser.
+fn mcp_service(
+    http: &Http,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    crate::mcp::QuorumMcp,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let mut config = StreamableHttpServerConfig::default();
+    if http.auth.closed() {
+        config = config.disable_allowed_hosts();
+    }
+    let state = http.state.clone();
+    StreamableHttpService::new(
+        move || Ok(crate::mcp::QuorumMcp::in_process(state.clone())),
+        Arc::default(),
+        config,
+    )
+}
+
 /// Every route of the HTTP port.
 pub fn router(http: Http) -> Router {
     let api = Router::new()
@@ -150,6 +176,8 @@ pub fn router(http: Http) -> Router {
         .route("/v1/sql", post(sql::generate))
         .route("/v1/databases", get(sql::list_databases))
         .route("/v1/databases/{db_id}", get(sql::describe_database))
+        .route("/v1/databases/{db_id}/query", post(sql::query))
+        .route_service("/mcp", mcp_service(&http))
         .route(
             "/v1/databases/{db_id}/notes",
             get(sql::list_notes).post(sql::add_note),

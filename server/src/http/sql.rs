@@ -8,6 +8,8 @@
 //!   body a plain request would have got.
 //! - `GET /v1/databases` lists the databases (`ListDatabasesResponse`), `GET
 //!   /v1/databases/{db_id}` describes one (`DescribeDatabaseResponse`).
+//! - `POST /v1/databases/{db_id}/query` runs one read-only query (`{"sql": ...}`;
+//!   `QueryResponse`).
 //! - `GET`/`POST /v1/databases/{db_id}/notes` list and add a database's notes, `PUT`/`DELETE
 //!   /v1/databases/{db_id}/notes/{id}` edit and remove one (`{"text": ...}` bodies; `Note` and
 //!   `ListNotesResponse` answers).
@@ -219,4 +221,34 @@ pub async fn remove_note(
         ))
         .await?;
     Ok(Json(left.into_inner()))
+}
+
+/// The body of `POST /v1/databases/{db_id}/query`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryBody {
+    sql: String,
+}
+
+/// `POST /v1/databases/{db_id}/query` with `{"sql": ...}`: one read-only query.
+pub async fn query(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path(db_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<QueryBody>, JsonRejection>,
+) -> Result<Json<pb::QueryResponse>, ApiError> {
+    let Json(body) = body?;
+    let ran = http
+        .databases()
+        .query(grpc_request(
+            &headers,
+            &caller,
+            pb::QueryRequest {
+                db_id,
+                sql: body.sql,
+            },
+        ))
+        .await?;
+    Ok(Json(ran.into_inner()))
 }

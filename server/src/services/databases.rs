@@ -169,6 +169,51 @@ impl Databases for DatabasesService {
         ctx.complete(result)
     }
 
+    async fn query(
+        &self,
+        request: Request<pb::QueryRequest>,
+    ) -> Result<Response<pb::QueryResponse>, Status> {
+        let ctx = RpcContext::begin(&self.state, "Databases/Query", &request);
+        let body = request.into_inner();
+        let result = async {
+            if body.sql.trim().is_empty() {
+                return Err(ServiceError::invalid("sql", "must not be empty"));
+            }
+            let db = ctx.database(Right::Ask, &body.db_id).await?;
+            let base = &self.state.pipeline_runtime()?.base;
+            let (limits, rows) = (base.limits, base.preview_rows);
+            let sql = body.sql.clone();
+            let executed = tokio::task::spawn_blocking(move || {
+                db.handle
+                    .backend
+                    .open_session(limits)
+                    .and_then(|mut session| session.execute(&sql))
+            })
+            .await
+            .map_err(ServiceError::internal)?;
+            match executed {
+                Ok(result) => {
+                    let preview = quorum_sql::pipeline::ResultPreview::of(&result, rows);
+                    ctx.note_answer(&body.sql, Some(preview.total_rows as u64));
+                    Ok(pb::QueryResponse {
+                        result: Some(convert::preview(&preview)),
+                    })
+                }
+                Err(e @ quorum_sql::sandbox::ExecError::Unavailable { .. }) => {
+                    Err(ServiceError::Unavailable {
+                        reason: format!("database {}: {e}", body.db_id),
+                    })
+                }
+                Err(e) => {
+                    ctx.note_answer(&body.sql, None);
+                    Err(ServiceError::invalid("sql", e.to_string()))
+                }
+            }
+        }
+        .await;
+        ctx.complete(result)
+    }
+
     async fn list_notes(
         &self,
         request: Request<pb::ListNotesRequest>,
