@@ -5,6 +5,8 @@
 #   - curl: 503 while the models load, 401/404/400/413/429 with OpenAI-style error bodies,
 #     /v1/sql answered and streamed as server-sent events;
 #   - the official `openai` Python client (scripts/http/openai_check.py);
+#   - the official MCP Python client over streamable HTTP and over stdio through `quorum mcp`
+#     (scripts/http/mcp_check.py);
 #   - the Python client package, installed into a fresh venv, and its test suite
 #     (clients/python/tests), after checking its generated stubs are current;
 #   - /metrics read by Prometheus' own text-format parser, and every metric the Grafana
@@ -37,7 +39,7 @@ fi
 # A fresh venv: the client package must install from the checkout alone.
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install --quiet "$repo/clients/python[test]" openai selenium prometheus-client grpcio-tools==1.85.1
+"$py" -m pip install --quiet "$repo/clients/python[test]" openai selenium prometheus-client grpcio-tools==1.85.1 mcp
 "$py" "$repo/clients/python/generate.py" --check
 
 (cd "$repo" && cargo build --quiet -p quorum-server)
@@ -160,6 +162,8 @@ grep -q '^event: answer' "$work/holder" || fail "the holding run did not answer"
 echo "429 with Retry-After while the run slot is taken: $(cat "$work/body")"
 
 "$py" "$repo/scripts/http/openai_check.py" "$base/v1" "$token"
+"$py" "$repo/scripts/http/mcp_check.py" "$base" "127.0.0.1:$grpc_port" "$token" "$target/debug/quorum" \
+    "$spider/database/concert_singer/concert_singer.sqlite"
 QUORUM_TARGET="127.0.0.1:$grpc_port" QUORUM_TOKEN="$token" "$py" -m pytest -q "$repo/clients/python/tests"
 "$py" "$repo/scripts/http/metrics_check.py" "$base/metrics" "$repo/deploy/grafana/quorum-dashboard.json"
 "$py" "$repo/scripts/http/playground_check.py" "$base/" "$token" "$artifacts/playground.png"

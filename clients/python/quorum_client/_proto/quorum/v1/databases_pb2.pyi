@@ -19,6 +19,20 @@ DATABASE_ORIGIN_CONFIG: DatabaseOrigin
 DATABASE_ORIGIN_SCAN: DatabaseOrigin
 DATABASE_ORIGIN_REGISTERED: DatabaseOrigin
 
+class QueryRequest(_message.Message):
+    __slots__ = ("db_id", "sql")
+    DB_ID_FIELD_NUMBER: _ClassVar[int]
+    SQL_FIELD_NUMBER: _ClassVar[int]
+    db_id: str
+    sql: str
+    def __init__(self, db_id: _Optional[str] = ..., sql: _Optional[str] = ...) -> None: ...
+
+class QueryResponse(_message.Message):
+    __slots__ = ("result",)
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: _common_pb2.ResultPreview
+    def __init__(self, result: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ...) -> None: ...
+
 class Note(_message.Message):
     __slots__ = ("id", "text")
     ID_FIELD_NUMBER: _ClassVar[int]

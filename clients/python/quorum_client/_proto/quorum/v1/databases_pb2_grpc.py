@@ -50,6 +50,11 @@ class DatabasesStub:
                 request_serializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.SerializeToString,
                 response_deserializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.FromString,
                 _registered_method=True)
+        self.Query = channel.unary_unary(
+                '/quorum.v1.Databases/Query',
+                request_serializer=quorum_dot_v1_dot_databases__pb2.QueryRequest.SerializeToString,
+                response_deserializer=quorum_dot_v1_dot_databases__pb2.QueryResponse.FromString,
+                _registered_method=True)
         self.ListNotes = channel.unary_unary(
                 '/quorum.v1.Databases/ListNotes',
                 request_serializer=quorum_dot_v1_dot_databases__pb2.ListNotesRequest.SerializeToString,
@@ -95,6 +100,15 @@ class DatabasesServicer:
         database on a host the server allows. Fails with ALREADY_EXISTS when the id is taken,
         PERMISSION_DENIED outside the allowed directory or hosts, UNAVAILABLE when the PostgreSQL
         server cannot be reached and INVALID_ARGUMENT when it refuses the credentials.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Query(self, request, context):
+        """Runs one read-only query, with the guards and limits every answer runs under (nothing that
+        writes, attaches or outlasts its time limit runs). A query the database or the guard
+        refuses is INVALID_ARGUMENT with the reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,6 +160,11 @@ def add_DatabasesServicer_to_server(servicer, server):
                     servicer.Register,
                     request_deserializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.FromString,
                     response_serializer=quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.SerializeToString,
+            ),
+            'Query': grpc.unary_unary_rpc_method_handler(
+                    servicer.Query,
+                    request_deserializer=quorum_dot_v1_dot_databases__pb2.QueryRequest.FromString,
+                    response_serializer=quorum_dot_v1_dot_databases__pb2.QueryResponse.SerializeToString,
             ),
             'ListNotes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNotes,
@@ -250,6 +269,33 @@ class Databases:
             '/quorum.v1.Databases/Register',
             quorum_dot_v1_dot_databases__pb2.RegisterDatabaseRequest.SerializeToString,
             quorum_dot_v1_dot_databases__pb2.RegisterDatabaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Query(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quorum.v1.Databases/Query',
+            quorum_dot_v1_dot_databases__pb2.QueryRequest.SerializeToString,
+            quorum_dot_v1_dot_databases__pb2.QueryResponse.FromString,
             options,
             channel_credentials,
             insecure,

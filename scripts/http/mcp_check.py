@@ -1,0 +1,72 @@
+"""The MCP server checked with the official Python MCP client (`mcp` on PyPI) against a live
+`quorum serve` (started by scripts/http_api_test.sh), over both transports: streamable HTTP at
+/mcp with the bearer token, and stdio through `quorum mcp` talking to the server's gRPC port.
+On each: the tools are listed, "How many singers do we have?" on concert_singer answers 6, a
+write through run_query is refused and changes nothing, and (over HTTP) a call without the
+token is refused.
+
+Usage: python mcp_check.py HTTP_BASE GRPC_TARGET TOKEN QUORUM_BINARY DATABASE_FILE
+"""
+
+import asyncio
+import hashlib
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+http_base, grpc_target, token, binary, database = sys.argv[1:6]
+TOOLS = ["ask", "describe_database", "explain_query", "list_databases", "run_query"]
+
+
+def digest(path: str) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+async def check(session: ClientSession, transport: str) -> None:
+    await session.initialize()
+    tools = sorted(t.name for t in (await session.list_tools()).tools)
+    assert tools == TOOLS, tools
+    listed = await session.call_tool("list_databases", {})
+    assert not listed.isError and listed.structuredContent["databases"][0]["db_id"] == "concert_singer", listed
+    asked = await session.call_tool("ask", {"db_id": "concert_singer", "question": "How many singers do we have?"})
+    assert not asked.isError, asked
+    answer = asked.structuredContent
+    assert answer["result"]["rows"] == [[6]], answer
+    before = digest(database)
+    refused = await session.call_tool("run_query", {"db_id": "concert_singer", "sql": "DELETE FROM singer"})
+    assert refused.isError and "INVALID_ARGUMENT" in refused.content[0].text, refused
+    assert digest(database) == before, "the database changed"
+    print(f"mcp over {transport}: {len(tools)} tools; ask: {answer['sql']!r} -> 6; a DELETE refused, nothing changed")
+
+
+async def main() -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with create_mcp_http_client(headers=headers) as client:
+        async with streamable_http_client(f"{http_base}/mcp", http_client=client) as (read, write):
+            async with ClientSession(read, write) as session:
+                await check(session, "streamable HTTP")
+    try:
+        async with create_mcp_http_client() as client:
+            async with streamable_http_client(f"{http_base}/mcp", http_client=client) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await asyncio.wait_for(session.initialize(), timeout=30)
+        raise AssertionError("an MCP session without the token was accepted")
+    except AssertionError:
+        raise
+    except BaseException as e:  # the client raises its transport's error for the 401
+        text = repr(e)
+        assert "401" in text or "Unauthorized" in text or "unauthorized" in text.lower(), text
+        print("mcp over streamable HTTP without the token: refused (401)")
+    params = StdioServerParameters(
+        command=binary, args=["mcp", "--server", f"http://{grpc_target}"],
+        env={"QUORUM_AUTH_TOKEN": token},
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await check(session, "stdio (quorum mcp)")
+    print("mcp client check: OK")
+
+
+asyncio.run(main())
