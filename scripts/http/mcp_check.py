@@ -20,6 +20,17 @@ http_base, grpc_target, token, binary, database = sys.argv[1:6]
 TOOLS = ["ask", "describe_database", "explain_query", "list_databases", "run_query"]
 
 
+def failed(result) -> bool:
+    """Whether a tool call failed (the client names the field `is_error`, 1.x `isError`)."""
+    value = getattr(result, "is_error", None)
+    return bool(getattr(result, "isError", False) if value is None else value)
+
+
+def structured(result) -> dict:
+    value = getattr(result, "structured_content", None)
+    return getattr(result, "structuredContent", None) if value is None else value
+
+
 def digest(path: str) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
@@ -29,14 +40,14 @@ async def check(session: ClientSession, transport: str) -> None:
     tools = sorted(t.name for t in (await session.list_tools()).tools)
     assert tools == TOOLS, tools
     listed = await session.call_tool("list_databases", {})
-    assert not listed.isError and listed.structuredContent["databases"][0]["db_id"] == "concert_singer", listed
+    assert not failed(listed) and structured(listed)["databases"][0]["db_id"] == "concert_singer", listed
     asked = await session.call_tool("ask", {"db_id": "concert_singer", "question": "How many singers do we have?"})
-    assert not asked.isError, asked
-    answer = asked.structuredContent
+    assert not failed(asked), asked
+    answer = structured(asked)
     assert answer["result"]["rows"] == [[6]], answer
     before = digest(database)
     refused = await session.call_tool("run_query", {"db_id": "concert_singer", "sql": "DELETE FROM singer"})
-    assert refused.isError and "INVALID_ARGUMENT" in refused.content[0].text, refused
+    assert failed(refused) and "INVALID_ARGUMENT" in refused.content[0].text, refused
     assert digest(database) == before, "the database changed"
     print(f"mcp over {transport}: {len(tools)} tools; ask: {answer['sql']!r} -> 6; a DELETE refused, nothing changed")
 

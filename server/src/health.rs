@@ -3,7 +3,9 @@
 //! separate entry, `liveness`, SERVING for as long as the process answers: a busy or loading
 //! server must not fail liveness, or orchestrators restart it in a loop. `quorum.v1.Text2Sql`
 //! is also NOT_SERVING while the server has no database to answer over (its other services,
-//! and the server as a whole, still serve).
+//! and the server as a whole, still serve). A server open to the network without a token on
+//! purpose (`allow_unauthenticated`) says so in the entry `unauthenticated`, SERVING while it
+//! is open (unknown otherwise), so that a health check can alert on it.
 
 use quorum_proto::v1::{databases_server, inference_server, text2_sql_server};
 use tonic_health::ServingStatus;
@@ -11,6 +13,8 @@ use tonic_health::server::HealthReporter;
 
 /// The health entry that reports liveness only.
 pub const LIVENESS: &str = "liveness";
+/// The health entry present only while the server serves beyond loopback without a token.
+pub const UNAUTHENTICATED: &str = "unauthenticated";
 
 /// Entries that follow readiness alone: the whole server and the services that need no
 /// database.
@@ -32,10 +36,15 @@ fn status(serving: bool) -> ServingStatus {
 
 /// Publishes readiness (every entry follows `ready`, and Text2Sql also needs a database) and
 /// liveness, which is SERVING whenever the process can say so.
-pub async fn publish(reporter: &HealthReporter, ready: bool, has_databases: bool) {
+pub async fn publish(reporter: &HealthReporter, ready: bool, has_databases: bool, open: bool) {
     reporter
         .set_service_status(LIVENESS, ServingStatus::Serving)
         .await;
+    if open {
+        reporter
+            .set_service_status(UNAUTHENTICATED, ServingStatus::Serving)
+            .await;
+    }
     for name in readiness_names() {
         reporter.set_service_status(name, status(ready)).await;
     }

@@ -185,7 +185,8 @@ impl AppState {
     /// Brings the health entries in step with the phase and the databases.
     pub async fn publish_health(&self) {
         let has_databases = !self.databases.list().is_empty();
-        crate::health::publish(&self.health, self.is_ready(), has_databases).await;
+        let open = !self.open_without_token.is_empty();
+        crate::health::publish(&self.health, self.is_ready(), has_databases, open).await;
     }
 
     /// Why text-to-SQL has nothing to answer over, when the server has no database; `None`

@@ -57,9 +57,10 @@ fn serve(config: &Path, listen: &str, metrics: &str, extra: &[&str]) -> Command 
     cmd
 }
 
-/// A server on every interface, its HTTP port at `http`, running until dropped.
-fn start_on_all_interfaces(config: &Path, http: u16, extra: &[&str]) -> Server {
-    let listen = format!("0.0.0.0:{}", free_port());
+/// A server on every interface, gRPC at `grpc` and its HTTP port at `http`, running until
+/// dropped.
+fn start_on_all_interfaces(config: &Path, grpc: u16, http: u16, extra: &[&str]) -> Server {
+    let listen = format!("0.0.0.0:{grpc}");
     let child = serve(config, &listen, &format!("0.0.0.0:{http}"), extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -111,21 +112,39 @@ fn no_token_beyond_loopback_is_a_start_up_error() {
 fn allowing_it_opens_the_server_and_says_so_and_a_token_needs_no_allowance() {
     let dir = tempfile::tempdir().unwrap();
     let open = config(dir.path(), None);
-    let http = free_port();
-    let _server = start_on_all_interfaces(&open, http, &["--allow-unauthenticated"]);
+    let (grpc, http) = (free_port(), free_port());
+    let _server = start_on_all_interfaces(&open, grpc, http, &["--allow-unauthenticated"]);
     let text = metrics(http);
     assert!(
         text.contains("\nquorum_unauthenticated_open{} 1\n"),
         "{text}"
     );
+    // gRPC health has an entry that says so, for checks that speak only gRPC.
+    let health = |grpc: u16| {
+        Command::new(env!("CARGO_BIN_EXE_quorum"))
+            .args(["health", "--server", &format!("http://127.0.0.1:{grpc}")])
+            .args(["--service", "unauthenticated"])
+            .output()
+            .unwrap()
+    };
+    let open_health = health(grpc);
+    assert!(open_health.status.success(), "{open_health:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&open_health.stdout).trim(),
+        "SERVING"
+    );
 
     let closed_dir = tempfile::tempdir().unwrap();
     let closed = config(closed_dir.path(), Some("s3cret"));
-    let http = free_port();
-    let _closed = start_on_all_interfaces(&closed, http, &[]);
+    let (grpc, http) = (free_port(), free_port());
+    let _closed = start_on_all_interfaces(&closed, grpc, http, &[]);
     let text = metrics(http);
     assert!(
         text.contains("\nquorum_unauthenticated_open{} 0\n"),
         "{text}"
+    );
+    assert!(
+        !health(grpc).status.success(),
+        "no such entry on a closed server"
     );
 }
