@@ -5,9 +5,8 @@
 
 use quorum_server::auth::tokens_file::{digest_of, hex};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::server_support::{TestConfig, TestServer};
+use crate::server_support::{TestConfig, TestServer, http_request};
 
 const TOKEN: &str = "mcp-concert-secret";
 
@@ -25,32 +24,22 @@ async fn post(
     body: &Value,
 ) -> Reply {
     let addr = server.server.metrics_addr.expect("HTTP port");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let body = body.to_string();
-    let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a));
     }
     if let Some(s) = session {
-        head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+        headers.push(("Mcp-Session-Id", s));
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body.as_bytes()).await.expect("write");
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let (headers, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let session = headers
+    let reply = http_request(addr, "POST", "/mcp", &headers, body.to_string().as_bytes()).await;
+    let status = reply.status;
+    let rest = reply.body.as_str();
+    let session = reply
+        .headers
         .lines()
         .find_map(|l| {
             l.split_once(':')

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use quorum_proto::v1 as pb;
 use quorum_server::auth::tokens_file::{digest_of, hex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
-use crate::server_support::{TestConfig, TestServer};
+use crate::server_support::{TestConfig, TestServer, http_request};
 
 const WRITER: &str = "notes-writer-secret";
 const PETS_READER: &str = "notes-pets-reader-secret";
@@ -33,25 +32,9 @@ async fn http(
     body: &[u8],
 ) -> (u16, String) {
     let addr = server.server.metrics_addr.expect("HTTP port");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.expect("write");
-    stream.write_all(body).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_owned());
-    (status, body)
+    let auth = format!("Bearer {token}");
+    let reply = http_request(addr, method, path, &[("Authorization", &auth)], body).await;
+    (reply.status, reply.body)
 }
 
 fn config(dir: &std::path::Path) -> TestConfig {

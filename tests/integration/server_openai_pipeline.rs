@@ -3,30 +3,13 @@
 //! with the SQL and a result table (the whole answer in `quorum`), streams as chat chunks, and
 //! refuses a request without a database, a `database` for another model and an unknown one.
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-use crate::server_support::{TestConfig, TestServer};
+use crate::server_support::{TestConfig, TestServer, http_request};
 
 async fn post(server: &TestServer, path: &str, body: &str) -> (u16, String) {
     let addr = server.server.metrics_addr.expect("HTTP port");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!(
-        "{} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        if body.is_empty() { "GET" } else { "POST" },
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_owned());
-    (status, body)
+    let method = if body.is_empty() { "GET" } else { "POST" };
+    let reply = http_request(addr, method, path, &[], body.as_bytes()).await;
+    (reply.status, reply.body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -12,10 +12,9 @@ use std::fmt::Write as _;
 use quorum_proto::v1 as pb;
 use quorum_server::auth::tokens_file::{digest_of, hex};
 use quorum_server::config::file::RawConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::postgres_support::PgServer;
-use crate::server_support::{TestConfig, TestServer};
+use crate::server_support::{TestConfig, TestServer, http_request};
 
 const ASKER: &str = "probe-asker-secret-1";
 const REGISTRAR: &str = "probe-registrar-secret-2";
@@ -45,25 +44,8 @@ async fn http(
     body: &str,
 ) -> (bool, String) {
     let addr = server.server.metrics_addr.expect("HTTP port");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status: u16 = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let reply = http_request(addr, method, path, headers, body.as_bytes()).await;
+    let (status, body) = (reply.status, reply.body.as_str());
     let message = serde_json::from_str::<serde_json::Value>(body.trim())
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))

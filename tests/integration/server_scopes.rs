@@ -9,10 +9,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use quorum_proto::v1 as pb;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
-use crate::server_support::{TestConfig, TestServer};
+use crate::server_support::{TestConfig, TestServer, http_request};
 
 const CONCERT: &str = "secret-concert-7f3a";
 const REGISTRAR: &str = "secret-registrar-91c2";
@@ -71,7 +70,7 @@ fn question(db_id: &str) -> pb::Text2SqlRequest {
     }
 }
 
-/// One HTTP/1.1 request over a fresh connection: the status code and the body.
+/// One HTTP/1.1 request to the server's HTTP port: the status code and the body.
 async fn http(
     server: &TestServer,
     method: &str,
@@ -90,28 +89,8 @@ async fn http_at(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        request.push_str(&format!("{k}: {v}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status line");
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_owned());
-    (status, body)
+    let reply = http_request(addr, method, path, headers, body.as_bytes()).await;
+    (reply.status, reply.body)
 }
 
 fn bearer(token: &str) -> String {
