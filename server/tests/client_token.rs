@@ -1,6 +1,7 @@
 //! The command-line clients against a server that requires a bearer token, end to end through
 //! the binary: `quorum ask` without the token is refused as unauthenticated, with `--token` (or
-//! `QUORUM_AUTH_TOKEN`) it gets its answer. SmolLM2-135M writes the SQL, so the run is short.
+//! `QUORUM_AUTH_TOKEN`) it gets its answer; a secret made by `quorum token new`, its entry in a
+//! tokens file, is accepted the same way. SmolLM2-135M writes the SQL, so the run is short.
 
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
@@ -35,6 +36,11 @@ impl Drop for Server {
 }
 
 fn start_server(dir: &Path, addr: &str) -> Server {
+    start_server_with(dir, addr, &format!("auth_token = \"{TOKEN}\""))
+}
+
+/// A server whose `[server]` table holds `auth` (a token or a tokens file).
+fn start_server_with(dir: &Path, addr: &str, auth: &str) -> Server {
     let db_dir = dir.join("databases/concert_singer");
     std::fs::create_dir_all(&db_dir).unwrap();
     std::fs::copy(
@@ -47,7 +53,7 @@ fn start_server(dir: &Path, addr: &str) -> Server {
 [server]
 listen = "{addr}"
 metrics_listen = ""
-auth_token = "{TOKEN}"
+{auth}
 
 [[models]]
 source = "smollm2-135m"
@@ -136,5 +142,59 @@ fn quorum_ask_sends_the_token_a_server_requires() {
         flagged.status.success(),
         "{}",
         String::from_utf8_lossy(&flagged.stderr)
+    );
+}
+
+#[test]
+fn a_secret_from_quorum_token_new_opens_its_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .args([
+            "token",
+            "new",
+            "--name",
+            "cli",
+            "--databases",
+            "concert_*",
+            "--rights",
+            "ask",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let entry = String::from_utf8(made.stdout).unwrap();
+    let stderr = String::from_utf8(made.stderr).unwrap();
+    let secret = stderr.lines().last().unwrap().trim().to_owned();
+    assert!(
+        !entry.contains(&secret),
+        "the secret stays out of the entry"
+    );
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(&tokens, &entry).unwrap();
+    let addr = free_addr();
+    let _server = start_server_with(
+        dir.path(),
+        &addr,
+        &format!("tokens_file = {:?}", tokens.display().to_string()),
+    );
+    let answered = ask(&addr, Some(&secret));
+    assert!(
+        answered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
+    let digest = entry
+        .lines()
+        .find_map(|l| l.strip_prefix("sha256 = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_owned();
+    assert!(
+        !ask(&addr, Some(&digest)).status.success(),
+        "the stored digest is no secret"
     );
 }
