@@ -106,6 +106,10 @@ pub struct EvalArgs {
     /// as business-pg): run them unchanged instead of translating Spider's SQLite gold.
     #[arg(long)]
     pub gold_as_written: bool,
+    /// Register each database's distinct question evidence as its notes (Databases.AddNote)
+    /// and ask without evidence: what a team's notes do where users no longer repeat them.
+    #[arg(long)]
+    pub notes_from_evidence: bool,
     /// Timing pairs per correct question for VES.
     #[arg(long)]
     pub ves_iterations: Option<usize>,
@@ -238,15 +242,26 @@ pub fn eval(
     let db_ids: std::collections::BTreeSet<String> =
         chosen.iter().map(|(_, e)| e.db_id.clone()).collect();
     let (channel, embedded) = runtime.block_on(connect(dirs, device, cpu_path, &args, &db_ids))?;
+    if args.notes_from_evidence {
+        let added = runtime.block_on(notes_from_evidence(&channel, &chosen))?;
+        eprintln!(
+            "quorum eval: {added} notes registered from the questions' evidence; questions go without it"
+        );
+    }
     let client = pb::text2_sql_client::Text2SqlClient::new(channel);
     let timeout = Duration::from_secs(args.question_timeout_secs);
     let handle = runtime.handle().clone();
     let predictor = |_: usize, example: &Example| {
         let mut client = client.clone();
+        let evidence = if args.notes_from_evidence {
+            None
+        } else {
+            example.evidence().map(str::to_owned)
+        };
         let mut request = tonic::Request::new(pb::Text2SqlRequest {
             question: example.question.clone(),
             db_id: example.db_id.clone(),
-            evidence: example.evidence().map(str::to_owned),
+            evidence,
             options: Some(request_options.clone()),
         });
         request.set_timeout(timeout);
@@ -289,6 +304,30 @@ pub fn eval(
         runtime.block_on(server.wait())?;
     }
     Ok(())
+}
+
+/// Registers each database's distinct evidence as its notes; returns how many were added.
+async fn notes_from_evidence(
+    channel: &tonic::transport::Channel,
+    chosen: &[(usize, Example)],
+) -> Result<usize> {
+    let mut client = pb::databases_client::DatabasesClient::new(channel.clone());
+    let mut seen = std::collections::BTreeSet::new();
+    for (_, example) in chosen {
+        let Some(evidence) = example.evidence().filter(|e| !e.trim().is_empty()) else {
+            continue;
+        };
+        if seen.insert((example.db_id.clone(), evidence.trim().to_owned())) {
+            client
+                .add_note(pb::AddNoteRequest {
+                    db_id: example.db_id.clone(),
+                    text: evidence.to_owned(),
+                })
+                .await
+                .with_context(|| format!("adding a note to {}", example.db_id))?;
+        }
+    }
+    Ok(seen.len())
 }
 
 /// A channel to the server named by --server, or to one started here.
