@@ -166,6 +166,18 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     // gRPC: the concert token lists, describes and asks of concert_singer only; pets_1 is as
     // unknown as a database that does not exist, and so is a differently written name.
     assert_eq!(listed(&server, CONCERT).await, ["concert_singer"]);
+    // Where a database lives is for admins: a team's token sees no path.
+    let summaries = server
+        .databases()
+        .list(as_token(CONCERT, pb::ListDatabasesRequest {}))
+        .await
+        .expect("listed")
+        .into_inner()
+        .databases;
+    assert!(
+        summaries.iter().all(|d| d.location.is_empty()),
+        "{summaries:?}"
+    );
     let unknown = server
         .databases()
         .describe(as_token(

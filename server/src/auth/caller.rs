@@ -108,6 +108,12 @@ impl Caller {
         }
     }
 
+    /// Whether the caller may see where databases live (file paths, PostgreSQL hosts and
+    /// users): an admin token, or anyone on a server without tokens (the operator's own).
+    pub fn sees_locations(&self) -> bool {
+        &*self.name == ANONYMOUS || self.grant.rights.has(Right::Admin)
+    }
+
     /// Counts one text-to-SQL run against the token's quota until the slot drops.
     pub fn start_run(&self) -> Result<RunSlot, ServiceError> {
         self.grant.usage.start_run(&self.name, self.grant.limits)

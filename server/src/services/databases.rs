@@ -20,6 +20,16 @@ pub struct DatabasesService {
     pub state: Arc<AppState>,
 }
 
+/// A database's summary as the caller may see it: where it lives only for an admin (or on a
+/// server without tokens), since paths and hosts say more about the server than a team needs.
+fn summary(ctx: &RpcContext, db: &crate::databases::Database) -> pb::DatabaseSummary {
+    let mut summary = convert::database_summary(db);
+    if !ctx.caller.sees_locations() {
+        summary.location.clear();
+    }
+    summary
+}
+
 /// A note as the API shows it.
 fn note_message(note: &Note) -> pb::Note {
     pb::Note {
@@ -108,7 +118,7 @@ impl Databases for DatabasesService {
             .list()
             .iter()
             .filter(|db| ctx.caller.may_see(&db.handle.db_id))
-            .map(convert::database_summary)
+            .map(|db| summary(&ctx, db))
             .collect();
         let note = self.state.no_databases_note().unwrap_or_default();
         ctx.complete(Ok(pb::ListDatabasesResponse { databases, note }))
@@ -163,7 +173,7 @@ impl Databases for DatabasesService {
         .await
         .unwrap_or_else(|e| Err(crate::status::ServiceError::internal(e)))
         .map(|db| pb::RegisterDatabaseResponse {
-            database: Some(convert::database_summary(&db)),
+            database: Some(summary(&ctx, &db)),
         });
         self.state.publish_health().await;
         ctx.complete(result)
