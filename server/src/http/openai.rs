@@ -12,8 +12,6 @@
 //! penalties, top log-probabilities, `echo`, `suffix`, `best_of`. Model `quorum-sql` is the
 //! text-to-SQL pipeline rather than a model (`openai_pipeline.rs`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Extension, State};
@@ -25,17 +23,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::openai_pipeline::{self, PIPELINE_MODEL, pipeline_ask};
-use super::openai_stream::{self, Flavor};
+use super::openai_stream::{self, Flavor, unix_now};
 use super::{ApiError, Http, grpc_request};
 use crate::auth::Caller;
 use crate::config::file::Role;
-
-/// Seconds since the epoch, OpenAI's `created`.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 /// `stop`: one string or several.
 #[derive(Debug, Deserialize)]

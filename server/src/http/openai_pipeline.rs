@@ -15,7 +15,7 @@ use quorum_proto::v1 as pb;
 use quorum_proto::v1::text2_sql_server::Text2Sql;
 use serde_json::{Value, json};
 
-use super::openai::unix_now;
+use super::openai_stream::unix_now;
 use super::sse::Relay;
 use super::{ApiError, Http, grpc_request};
 use crate::auth::Caller;

@@ -8,6 +8,13 @@ use quorum_proto::v1 as pb;
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 
+/// Seconds since the epoch, OpenAI's `created`.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 use super::ApiError;
 use super::sse::Relay;
 use crate::services::ResponseStream;
