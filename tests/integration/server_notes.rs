@@ -10,19 +10,10 @@ use quorum_proto::v1 as pb;
 use quorum_server::auth::tokens_file::{digest_of, hex};
 use tonic::Code;
 
-use crate::server_support::{TestConfig, TestServer, http_request};
+use crate::server_support::{TestConfig, TestServer, http_request, with_token};
 
 const WRITER: &str = "notes-writer-secret";
 const PETS_READER: &str = "notes-pets-reader-secret";
-
-fn authed<T>(token: &str, body: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(body);
-    r.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("ascii"),
-    );
-    r
-}
 
 async fn http(
     server: &TestServer,
@@ -59,7 +50,7 @@ fn config(dir: &std::path::Path) -> TestConfig {
 async fn notes(server: &TestServer, db_id: &str) -> Vec<(u32, String)> {
     server
         .databases()
-        .list_notes(authed(
+        .list_notes(with_token(
             WRITER,
             pb::ListNotesRequest {
                 db_id: db_id.into(),
@@ -91,7 +82,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     // Added over gRPC on one replica, listed on the other; edited over HTTP there.
     let added = a
         .databases()
-        .add_note(authed(
+        .add_note(with_token(
             WRITER,
             pb::AddNoteRequest {
                 db_id: "concert_singer".into(),
@@ -149,7 +140,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     ] {
         let e = a
             .databases()
-            .add_note(authed(
+            .add_note(with_token(
                 WRITER,
                 pb::AddNoteRequest {
                     db_id: "concert_singer".into(),
@@ -199,7 +190,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     // Scope and rights: the pets token neither reads nor writes concert_singer's notes.
     let e = a
         .databases()
-        .list_notes(authed(
+        .list_notes(with_token(
             PETS_READER,
             pb::ListNotesRequest {
                 db_id: "concert_singer".into(),
@@ -210,7 +201,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     assert_eq!(e.code(), Code::NotFound);
     let e = a
         .databases()
-        .add_note(authed(
+        .add_note(with_token(
             PETS_READER,
             pb::AddNoteRequest {
                 db_id: "pets_1".into(),
@@ -224,7 +215,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     // Told to questions over their database only, and named in the answer.
     let answer = b
         .text2sql()
-        .generate(authed(
+        .generate(with_token(
             WRITER,
             ask("concert_singer", "How many singers are older than 40?"),
         ))
@@ -239,7 +230,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     );
     let answer = b
         .text2sql()
-        .generate(authed(
+        .generate(with_token(
             PETS_READER,
             ask("pets_1", "How many singers are older than 40?"),
         ))
@@ -255,7 +246,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     let file = quorum_tests::spider_dir().join("database/concert_singer/concert_singer.sqlite");
     let before = std::fs::read(&file).expect("database file");
     a.databases()
-        .add_note(authed(
+        .add_note(with_token(
             WRITER,
             pb::AddNoteRequest {
                 db_id: "concert_singer".into(),
@@ -266,7 +257,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
         .expect("a note is text, whatever it says");
     let answer = a
         .text2sql()
-        .generate(authed(
+        .generate(with_token(
             WRITER,
             ask(
                 "concert_singer",
@@ -315,7 +306,7 @@ async fn notes_are_shared_kept_told_to_their_database_only_and_checked() {
     );
     let next = c
         .databases()
-        .add_note(authed(
+        .add_note(with_token(
             WRITER,
             pb::AddNoteRequest {
                 db_id: "concert_singer".into(),

@@ -14,19 +14,10 @@ use quorum_server::auth::tokens_file::{digest_of, hex};
 use quorum_server::config::file::RawConfig;
 
 use crate::postgres_support::PgServer;
-use crate::server_support::{TestConfig, TestServer, http_request};
+use crate::server_support::{TestConfig, TestServer, http_request, with_token};
 
 const ASKER: &str = "probe-asker-secret-1";
 const REGISTRAR: &str = "probe-registrar-secret-2";
-
-fn authed<T>(token: &str, body: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(body);
-    r.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("ascii"),
-    );
-    r
-}
 
 /// `OK`, or the status code and message.
 fn outcome<T>(r: Result<tonic::Response<T>, tonic::Status>) -> (bool, String) {
@@ -161,7 +152,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
     ] {
         let r = server
             .databases()
-            .describe(authed(
+            .describe(with_token(
                 ASKER,
                 pb::DescribeDatabaseRequest {
                     db_id: db_id.into(),
@@ -178,7 +169,12 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
     t.add(
         "gRPC",
         "Text2Sql.Generate on `pets_1`",
-        outcome(server.text2sql().generate(authed(ASKER, q("pets_1"))).await),
+        outcome(
+            server
+                .text2sql()
+                .generate(with_token(ASKER, q("pets_1")))
+                .await,
+        ),
     );
     t.add(
         "gRPC",
@@ -186,7 +182,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .text2sql()
-                .generate_stream(authed(ASKER, q("pg_pets")))
+                .generate_stream(with_token(ASKER, q("pg_pets")))
                 .await,
         ),
     );
@@ -196,7 +192,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .text2sql()
-                .link_schema(authed(
+                .link_schema(with_token(
                     ASKER,
                     pb::LinkSchemaRequest {
                         db_id: "pets_1".into(),
@@ -213,7 +209,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .text2sql()
-                .explain(authed(
+                .explain(with_token(
                     ASKER,
                     pb::ExplainRequest {
                         db_id: "pets_1".into(),
@@ -230,7 +226,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .text2sql()
-                .debug(authed(
+                .debug(with_token(
                     ASKER,
                     pb::DebugRequest {
                         db_id: "pets_1".into(),
@@ -248,7 +244,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .text2sql()
-                .optimize(authed(ASKER, optimize("pets_1", "SELECT 1")))
+                .optimize(with_token(ASKER, optimize("pets_1", "SELECT 1")))
                 .await,
         ),
     );
@@ -283,7 +279,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
             outcome(
                 server
                     .text2sql()
-                    .optimize(authed(ASKER, optimize("concert_singer", &sql)))
+                    .optimize(with_token(ASKER, optimize("concert_singer", &sql)))
                     .await,
             ),
         );
@@ -340,7 +336,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
             outcome(
                 server
                     .text2sql()
-                    .optimize(authed(ASKER, optimize("pg_concert", sql)))
+                    .optimize(with_token(ASKER, optimize("pg_concert", sql)))
                     .await,
             ),
         );
@@ -557,7 +553,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
             outcome(
                 server
                     .databases()
-                    .register(authed(REGISTRAR, request))
+                    .register(with_token(REGISTRAR, request))
                     .await,
             ),
         );
@@ -568,7 +564,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .databases()
-                .register(authed(
+                .register(with_token(
                     ASKER,
                     register("concert_copy", "world_1/world_1.sqlite"),
                 ))
@@ -581,7 +577,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
         outcome(
             server
                 .inference()
-                .load_adapter(authed(
+                .load_adapter(with_token(
                     ASKER,
                     pb::LoadAdapterRequest {
                         model: "smol".into(),
@@ -596,7 +592,7 @@ async fn forty_attempts_to_get_around_the_scopes_are_all_refused() {
     // Lists show only the scope.
     let listed: Vec<String> = server
         .databases()
-        .list(authed(ASKER, pb::ListDatabasesRequest {}))
+        .list(with_token(ASKER, pb::ListDatabasesRequest {}))
         .await
         .expect("list")
         .into_inner()

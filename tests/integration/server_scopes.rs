@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use quorum_proto::v1 as pb;
 use tonic::Code;
 
-use crate::server_support::{TestConfig, TestServer, http_request};
+use crate::server_support::{TestConfig, TestServer, http_request, with_token};
 
 const CONCERT: &str = "secret-concert-7f3a";
 const REGISTRAR: &str = "secret-registrar-91c2";
@@ -53,15 +53,6 @@ fn tokens_file(with_concert: bool) -> String {
     text
 }
 
-fn as_token<T>(token: &str, body: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(body);
-    r.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("ascii"),
-    );
-    r
-}
-
 fn question(db_id: &str) -> pb::Text2SqlRequest {
     pb::Text2SqlRequest {
         db_id: db_id.into(),
@@ -101,7 +92,7 @@ fn bearer(token: &str) -> String {
 async fn listed(server: &TestServer, token: &str) -> Vec<String> {
     let mut names: Vec<String> = server
         .databases()
-        .list(as_token(token, pb::ListDatabasesRequest {}))
+        .list(with_token(token, pb::ListDatabasesRequest {}))
         .await
         .expect("listed")
         .into_inner()
@@ -169,7 +160,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     // Where a database lives is for admins: a team's token sees no path.
     let summaries = server
         .databases()
-        .list(as_token(CONCERT, pb::ListDatabasesRequest {}))
+        .list(with_token(CONCERT, pb::ListDatabasesRequest {}))
         .await
         .expect("listed")
         .into_inner()
@@ -180,7 +171,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     );
     let unknown = server
         .databases()
-        .describe(as_token(
+        .describe(with_token(
             CONCERT,
             pb::DescribeDatabaseRequest {
                 db_id: "no_such_db".into(),
@@ -196,7 +187,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     ] {
         let e = server
             .databases()
-            .describe(as_token(
+            .describe(with_token(
                 CONCERT,
                 pb::DescribeDatabaseRequest {
                     db_id: db_id.into(),
@@ -213,7 +204,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     }
     server
         .databases()
-        .describe(as_token(
+        .describe(with_token(
             CONCERT,
             pb::DescribeDatabaseRequest {
                 db_id: "concert_singer".into(),
@@ -223,13 +214,13 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
         .expect("in scope");
     let e = server
         .text2sql()
-        .generate(as_token(CONCERT, question("pets_1")))
+        .generate(with_token(CONCERT, question("pets_1")))
         .await
         .expect_err("out of scope");
     assert_eq!(e.code(), Code::NotFound, "{}", e.message());
     let e = server
         .text2sql()
-        .explain(as_token(
+        .explain(with_token(
             CONCERT,
             pb::ExplainRequest {
                 db_id: "pets_1".into(),
@@ -242,7 +233,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     assert_eq!(e.code(), Code::NotFound, "{}", e.message());
     let answer = server
         .text2sql()
-        .generate(as_token(CONCERT, question("concert_singer")))
+        .generate(with_token(CONCERT, question("concert_singer")))
         .await
         .expect("in scope")
         .into_inner();
@@ -251,7 +242,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     // Rights: the concert token registers nothing and loads no adapter.
     let e = server
         .databases()
-        .register(as_token(
+        .register(with_token(
             CONCERT,
             pb::RegisterDatabaseRequest {
                 db_id: "concert_copy".into(),
@@ -265,7 +256,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     assert!(e.message().contains("`register`"), "{}", e.message());
     let e = server
         .inference()
-        .load_adapter(as_token(
+        .load_adapter(with_token(
             CONCERT,
             pb::LoadAdapterRequest {
                 model: "smol".into(),
@@ -279,7 +270,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     // The ops token may load adapters but asks nothing.
     let e = server
         .text2sql()
-        .generate(as_token(OPS, question("concert_singer")))
+        .generate(with_token(OPS, question("concert_singer")))
         .await
         .expect_err("no ask right");
     assert_eq!(e.code(), Code::PermissionDenied);
@@ -361,7 +352,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
 
     // Registration: only ids in scope, and never a second name for another team's file.
     let register = |db_id: &str, path: &str| {
-        as_token(
+        with_token(
             REGISTRAR,
             pb::RegisterDatabaseRequest {
                 db_id: db_id.into(),
@@ -403,14 +394,14 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     // Quotas: one run at a time, six requests a minute.
     let mut first = server
         .text2sql()
-        .generate_stream(as_token(LIMITED, question("concert_singer")))
+        .generate_stream(with_token(LIMITED, question("concert_singer")))
         .await
         .expect("first run")
         .into_inner();
     next_message(&mut first).await.expect("the run has started");
     let e = server
         .text2sql()
-        .generate(as_token(LIMITED, question("concert_singer")))
+        .generate(with_token(LIMITED, question("concert_singer")))
         .await
         .expect_err("a second run at once");
     assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
@@ -457,7 +448,7 @@ async fn a_token_reaches_only_its_databases_and_rights_on_every_surface() {
     loop {
         let r = server
             .databases()
-            .list(as_token(CONCERT, pb::ListDatabasesRequest {}))
+            .list(with_token(CONCERT, pb::ListDatabasesRequest {}))
             .await;
         match r {
             Err(e) if e.code() == Code::Unauthenticated => break,

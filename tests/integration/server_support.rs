@@ -482,3 +482,13 @@ pub async fn http_request(
         body: body.to_owned(),
     }
 }
+
+/// A gRPC request carrying `token` as its bearer token.
+pub fn with_token<T>(token: &str, body: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(body);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("ascii"),
+    );
+    r
+}

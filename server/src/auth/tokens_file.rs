@@ -261,7 +261,9 @@ impl TokensFile {
                 _ = stop.cancelled() => return,
             }
             let file = self.clone();
-            let _ = tokio::task::spawn_blocking(move || file.reload()).await;
+            if let Err(e) = tokio::task::spawn_blocking(move || file.reload()).await {
+                tracing::error!(error = %e, "reading the tokens file panicked; the tokens read before stay in force");
+            }
         }
     }
 }
