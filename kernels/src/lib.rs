@@ -12,6 +12,9 @@
 //!   AVX-512 VNNI, an AVX-VNNI and an AVX2 path, [`CpuPath`]) whose results are bit-identical
 //!   to candle's `QMatMul::forward` on the CPU, so greedy decoding stays token-identical with
 //!   candle's reference models; a scalar version of candle's arithmetic is its reference.
+//! - [`PackedKQuant`]: a Q4_K / Q6_K × f32 matmul reading the file's blocks as stored (about
+//!   half the bytes of a Q8_0 copy, which is what a decode step pays for), with its own integer
+//!   arithmetic, the same on every path and for every row count, and a scalar reference.
 //!
 //! - [`cuda`]: Quorum's CUDA kernels (fused norm, activation, rotary with the KV write, paged
 //!   attention, batched multi-LoRA, greedy sampling), their references and checks; the tests
@@ -23,13 +26,18 @@
 pub mod attention;
 mod cpu_path;
 pub mod cuda;
+mod gemm_split;
+mod kquant_gemm;
 mod paged_attention;
 mod paged_kv;
 mod q8_gemm;
 pub mod reference;
+#[cfg(test)]
+mod test_rng;
 
 pub use attention::{AttentionDims, causal_attention_rows};
 pub use cpu_path::{CpuPath, UnknownCpuPath};
+pub use kquant_gemm::{KQ_BLOCK, KQuant, KQuantGemmError, PackedKQuant};
 pub use paged_attention::PagedChunk;
 pub use paged_kv::{KvLayout, PagedKvError, PagedKvStore};
 pub use q8_gemm::{PackedQ8_0, Q8_0_BLOCK, Q8GemmError};

@@ -465,8 +465,9 @@ fn quantize_q8_0(xs: &[f32], qs: &mut [i8]) -> f32 {
     f16::from_f32(d).to_f32()
 }
 
-/// candle's final reduction of the eight lanes (`hsum_float_8`).
-fn hsum8(l: [f32; 8]) -> f32 {
+/// candle's final reduction of the eight lanes (`hsum_float_8`); the K-quant GEMM ends the
+/// same way.
+pub(crate) fn hsum8(l: [f32; 8]) -> f32 {
     ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
 }
 
@@ -534,7 +535,6 @@ impl Q8kRows {
 mod avx256;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-mod split;
 
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@ mod device;
 mod dtype;
 mod error;
 mod greedy;
+mod int8_weight;
 mod linear;
 mod lora;
 mod lora_stack;

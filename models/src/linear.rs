@@ -4,8 +4,10 @@ use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Result, Tensor};
-use quorum_kernels::{CpuPath, PackedQ8_0};
+use quorum_kernels::CpuPath;
 use quorum_weights::{StoredTensor, TensorStore, WeightsResult};
+
+use crate::int8_weight::Int8Weight;
 
 /// Which kernel runs a quantized layer.
 ///
@@ -28,9 +30,13 @@ pub enum MatmulPolicy {
     Int8Prefill { min_rows: usize, path: CpuPath },
     /// `Int8Prefill`, and a row's result never depends on how many rows share the call: candle
     /// runs Q6_K weights through a different kernel (other activation quantization) for one row
-    /// than for several, so a single row is padded to two there. The engine uses this so that a
-    /// request's tokens do not change with what else is batched; single-stream loops that must
-    /// match candle's own models bit for bit use `Int8Prefill`.
+    /// than for several, so a single row is padded to two there. With `min_rows` at most 1,
+    /// Q4_K and Q6_K weights run on Quorum's K-quant GEMM instead ([`PackedKQuant`], the
+    /// file's blocks as stored, every row count), which is not candle's arithmetic. The engine
+    /// uses this so that a request's tokens do not change with what else is batched;
+    /// single-stream loops that must match candle's own models bit for bit use `Int8Prefill`.
+    ///
+    /// [`PackedKQuant`]: quorum_kernels::PackedKQuant
     BatchInvariant { min_rows: usize, path: CpuPath },
 }
 
@@ -60,6 +66,12 @@ impl MatmulPolicy {
         self.int8_min_rows().is_some_and(|m| m <= 1)
     }
 
+    /// Whether Q4_K and Q6_K weights run on the K-quant GEMM: only where every row count goes
+    /// to the int8 GEMMs and the arithmetic need not be candle's.
+    fn reads_kquants(self) -> bool {
+        matches!(self, Self::BatchInvariant { .. }) && self.int8_takes_every_row()
+    }
+
     /// The int8 GEMM's kernel path, if this policy uses one.
     pub fn int8_path(self) -> Option<CpuPath> {
         match self {
@@ -77,7 +89,7 @@ enum Weight {
         /// candle's product; `None` once the int8 GEMM runs every row count (see
         /// [`MatmulPolicy::int8_takes_every_row`]), which frees the tensor's bytes.
         qmatmul: Option<QMatMul>,
-        int8: Option<Box<PackedQ8_0>>,
+        int8: Option<Box<Int8Weight>>,
         dtype: GgmlDType,
     },
     /// `[out, in]`.
@@ -149,15 +161,9 @@ impl Linear {
     }
 
     fn quantized_weight(q: &Arc<QTensor>, policy: MatmulPolicy) -> Result<Weight> {
-        let int8 = match (policy.int8_path(), q.shape().dims()) {
-            (Some(path), &[n, k])
-                if q.dtype() == GgmlDType::Q8_0 && q.device().is_cpu() && k > 0 && n > 0 =>
-            {
-                Some(Box::new(
-                    PackedQ8_0::from_qtensor(q, path).map_err(candle_core::Error::wrap)?,
-                ))
-            }
-            _ => None,
+        let int8 = match policy.int8_path() {
+            Some(path) => Int8Weight::pack(q, path, policy.reads_kquants())?.map(Box::new),
+            None => None,
         };
         let qmatmul = if int8.is_some() && policy.int8_takes_every_row() {
             None
@@ -214,7 +220,7 @@ impl Linear {
                 .int8_min_rows()
                 .is_some_and(|m| rows >= m || rows == 0) =>
             {
-                packed.matmul(x, rows).map_err(candle_core::Error::wrap)?
+                packed.matmul(x, rows)?
             }
             _ => {
                 let t = Tensor::from_slice(x, (rows, self.in_features), &candle_core::Device::Cpu)?;
@@ -243,7 +249,7 @@ impl Linear {
                         && x.dtype() == DType::F32
                         && x.device().is_cpu() =>
                 {
-                    packed.forward(x).map_err(candle_core::Error::wrap)?
+                    packed.forward(x)?
                 }
                 (_, _, None) => candle_core::bail!(
                     "this layer runs only the int8 GEMM (f32 rows on the CPU), not {:?} rows on {:?}",

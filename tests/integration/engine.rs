@@ -99,7 +99,8 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         .map(|p| run_all(&base, std::slice::from_ref(p), max_new).remove(0))
         .collect();
 
-    // Paged attention in the engine equals the dense-cache greedy loop.
+    // Paged attention in the engine equals the dense-cache greedy loop (on the engine's
+    // kernels: the K-quant GEMM's arithmetic is not candle's).
     let ckpt = load_checkpoint_with(
         &model_path(model),
         &Device::Cpu,
@@ -107,8 +108,12 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         &GgufLoadOptions { reencode },
     )
     .expect("load");
-    let dense =
-        DecoderModel::load(&ckpt, &Device::Cpu, MatmulPolicy::QuantizedOnly).expect("model");
+    let dense = DecoderModel::load(
+        &ckpt,
+        &Device::Cpu,
+        MatmulPolicy::engine(quorum_tests::cpu_path()),
+    )
+    .expect("model");
     for (p, a) in prompts.iter().zip(&alone).take(3) {
         let cache = DenseKvCache::with_rowwise_attention();
         let g = greedy_generate_with_cache(
@@ -294,10 +299,17 @@ fn qwen_batching_invariance() {
     check_invariance(QWEN_05B, 16, Reencode::Slow);
 }
 
-/// The server's default for GGUF models: every matrix Q8_0, so the int8 GEMM runs every layer.
+/// Every matrix Q8_0, so the Q8_0 GEMM runs every layer.
 #[test]
 fn qwen_batching_invariance_all_q8_0() {
     check_invariance(QWEN_05B, 16, Reencode::All);
+}
+
+/// The server's default for GGUF models on the CPU: Q4_K and Q6_K read as stored by the
+/// K-quant GEMM (the 0.5B's down projections), the rest re-encoded to Q8_0.
+#[test]
+fn qwen_batching_invariance_kernels() {
+    check_invariance(QWEN_05B, 16, Reencode::Kernels);
 }
 
 /// A step whose rows mix plain greedy sequences with sampled ones: the greedy rows' arg-max is

@@ -33,33 +33,41 @@ pub enum Reencode {
     /// at load and ~1.6x their memory, buys ~10x prefill speed.
     #[default]
     Slow,
-    /// Every quantized matrix (K-quants too). Q8_0 is the one format the int8 GEMM
-    /// (`quorum_kernels::PackedQ8_0`) runs, so prefill and batched decode use it in every layer;
-    /// one-row decode reads about twice the bytes of Q4_K.
+    /// Every quantized matrix (K-quants too), so the Q8_0 GEMM (`quorum_kernels::PackedQ8_0`,
+    /// candle's arithmetic) runs every layer; a decode step then reads about 1.8 times the
+    /// bytes of Q4_K.
     All,
+    /// Every quantization that neither of Quorum's int8 GEMMs reads as stored: all but Q8_0,
+    /// Q4_K and Q6_K (which `quorum_kernels::PackedKQuant` reads from the file's blocks).
+    Kernels,
 }
 
 impl std::str::FromStr for Reencode {
     type Err = String;
 
-    /// The setting's spelling in configuration files and flags: `all`, `slow` or `none`.
+    /// The setting's spelling in configuration files and flags: `kernels`, `all`, `slow` or
+    /// `none`.
     fn from_str(value: &str) -> Result<Self, Self::Err> {
         match value {
+            "kernels" => Ok(Self::Kernels),
             "all" => Ok(Self::All),
             "slow" => Ok(Self::Slow),
             "none" => Ok(Self::None),
-            other => Err(format!("reencode must be all, slow or none, not `{other}`")),
+            other => Err(format!(
+                "reencode must be kernels, all, slow or none, not `{other}`"
+            )),
         }
     }
 }
 
 impl Reencode {
-    /// A model's setting when its configuration gives none: `All` where Quorum's int8 GEMM
-    /// runs the model's matmuls (Q8_0 is its one format), `Slow` elsewhere (on CUDA, or where
-    /// candle's kernels run every matmul, `All` would only cost memory).
+    /// A model's setting when its configuration gives none: `Kernels` where Quorum's int8
+    /// GEMMs run the model's matmuls (Q8_0, Q4_K and Q6_K as stored, everything else re-encoded
+    /// to Q8_0), `Slow` elsewhere (on CUDA, or where candle's kernels run every matmul,
+    /// re-encoding more would only cost memory).
     pub fn default_for(int8_gemm_runs: bool) -> Self {
         if int8_gemm_runs {
-            Self::All
+            Self::Kernels
         } else {
             Self::Slow
         }
@@ -72,6 +80,15 @@ impl Reencode {
             Self::All => !matches!(
                 dtype,
                 GgmlDType::Q8_0 | GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+            ),
+            Self::Kernels => !matches!(
+                dtype,
+                GgmlDType::Q8_0
+                    | GgmlDType::Q4K
+                    | GgmlDType::Q6K
+                    | GgmlDType::F32
+                    | GgmlDType::F16
+                    | GgmlDType::BF16
             ),
         }
     }

@@ -10,8 +10,8 @@
 //! against ones (AVX2, signed weights: the operations candle runs, which cannot saturate for
 //! Q8_0 operands).
 
-use super::split::{Split, tile_rows};
 use super::*;
+use crate::gemm_split::{Split, tile_rows};
 use std::arch::x86_64::*;
 
 /// Activation rows quantized to Q8_0 for the lanes kernels, all `[m][..]`.

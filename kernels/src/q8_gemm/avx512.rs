@@ -1,7 +1,7 @@
 //! The AVX-512 VNNI microkernels: the lanes arithmetic on column pairs, and candle's tiles.
 
-use super::split::{OutRows, Split, tile_rows};
 use super::*;
+use crate::gemm_split::{OutRows, Split, tile_rows};
 use std::arch::x86_64::*;
 
 /// One quantized activation block laid out for the microkernel: the 32 bytes with each

@@ -377,7 +377,7 @@ fn reencode_defaults_by_device_and_rejects_unknown_values() {
     let avx2 = CpuPath::Avx2;
     assert_eq!(
         parse_reencode(None, DeviceSpec::Cpu, avx2).unwrap(),
-        Reencode::All
+        Reencode::Kernels
     );
     assert_eq!(
         parse_reencode(None, DeviceSpec::Cpu, CpuPath::Candle).unwrap(),
@@ -394,6 +394,14 @@ fn reencode_defaults_by_device_and_rejects_unknown_values() {
     assert_eq!(
         parse_reencode(Some("slow"), DeviceSpec::Cpu, avx2).unwrap(),
         Reencode::Slow
+    );
+    assert_eq!(
+        parse_reencode(Some("all"), DeviceSpec::Cpu, avx2).unwrap(),
+        Reencode::All
+    );
+    assert_eq!(
+        parse_reencode(Some("kernels"), DeviceSpec::Cpu, avx2).unwrap(),
+        Reencode::Kernels
     );
     let err = parse_reencode(Some("q4"), DeviceSpec::Cpu, avx2)
         .unwrap_err()

@@ -6,13 +6,13 @@ use rayon::prelude::*;
 
 /// Rows per task: enough quantized activations to fill about half of a 1 MiB L2, so that
 /// each weight column unit is read from memory once per row tile.
-pub(super) fn tile_rows(row_bytes: usize, mr: usize) -> usize {
+pub(crate) fn tile_rows(row_bytes: usize, mr: usize) -> usize {
     ((512 * 1024) / row_bytes.max(1)).clamp(mr, 256) / mr * mr
 }
 
 /// Row tiles when there are enough of them for the threads, otherwise column chunks, each
 /// task writing its part of the output in place.
-pub(super) struct Split {
+pub(crate) struct Split {
     pub m: usize,
     pub n: usize,
     /// Output columns per column unit (the last unit may be partial).
@@ -28,7 +28,7 @@ pub(super) struct Split {
 /// `c` is the first column of unit `units.start` plus `c`. Column chunks of the same rows are
 /// interleaved in memory, so a task holds a pointer rather than a slice; [`OutRows::row`]
 /// hands out one row's columns at a time.
-pub(super) struct OutRows<'a> {
+pub(crate) struct OutRows<'a> {
     first: *mut f32,
     rows: usize,
     cols: usize,
