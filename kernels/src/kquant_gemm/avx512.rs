@@ -9,7 +9,7 @@ use super::{ActRows, KQ_BLOCK, KQuant, PackedKQuant, TILE, TileOffsets};
 use crate::gemm_split::{Split, tile_rows};
 
 /// Activation rows per kernel call: each weight value is unpacked once for them.
-const MR: usize = 4;
+const MR: usize = 6;
 
 pub(super) fn gemm(w: &PackedKQuant, acts: &ActRows, out: &mut [f32]) {
     let (n, k) = (w.n, w.k);
@@ -61,10 +61,14 @@ pub(super) fn gemm(w: &PackedKQuant, acts: &ActRows, out: &mut [f32]) {
                 // checked this CPU supports; rows `r..r + mr` exist.
                 unsafe {
                     match (w.kind, mr) {
+                        (KQuant::Q4K, 6) => tile_rows_dot::<6, false>(&job, values, &mut res),
+                        (KQuant::Q4K, 5) => tile_rows_dot::<5, false>(&job, values, &mut res),
                         (KQuant::Q4K, 4) => tile_rows_dot::<4, false>(&job, values, &mut res),
                         (KQuant::Q4K, 3) => tile_rows_dot::<3, false>(&job, values, &mut res),
                         (KQuant::Q4K, 2) => tile_rows_dot::<2, false>(&job, values, &mut res),
                         (KQuant::Q4K, _) => tile_rows_dot::<1, false>(&job, values, &mut res),
+                        (KQuant::Q6K, 6) => tile_rows_dot::<6, true>(&job, values, &mut res),
+                        (KQuant::Q6K, 5) => tile_rows_dot::<5, true>(&job, values, &mut res),
                         (KQuant::Q6K, 4) => tile_rows_dot::<4, true>(&job, values, &mut res),
                         (KQuant::Q6K, 3) => tile_rows_dot::<3, true>(&job, values, &mut res),
                         (KQuant::Q6K, 2) => tile_rows_dot::<2, true>(&job, values, &mut res),
