@@ -41,8 +41,9 @@ struct Args {
     /// as llama.cpp decodes by default.
     #[arg(long)]
     no_drafts: bool,
-    /// Which quantized matrices the engine re-encodes to Q8_0 at load (`all`, `slow` or
-    /// `none`, as a model's `reencode` setting); default: as the server decides for this path.
+    /// Which quantized matrices the engine re-encodes to Q8_0 at load (`kernels`, `all`,
+    /// `slow` or `none`, as a model's `reencode` setting); default: as the server decides for
+    /// this path.
     #[arg(long)]
     reencode: Option<String>,
 }
