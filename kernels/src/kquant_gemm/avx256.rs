@@ -250,12 +250,13 @@ unsafe fn half_rows<const R: usize, const Q6: bool, const VNNI: bool>(
                 let ds = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s));
                 let w = sub_block_values::<Q6>(base, o, j, val_off);
                 for i in 0..R {
-                    let mut sub = [_mm256_setzero_si256(); 2];
+                    // One chain a row: two (as on AVX-512) left too few of the 16 registers.
+                    let mut sub = _mm256_setzero_si256();
                     for (t, &wt) in w.iter().enumerate().take(groups) {
                         let av = broadcast4(a[i].add(4 * (groups * j + t)));
-                        sub[t % 2] = dot4::<VNNI>(sub[t % 2], wt, av);
+                        sub = dot4::<VNNI>(sub, wt, av);
                     }
-                    let sum = _mm256_cvtepi32_ps(_mm256_add_epi32(sub[0], sub[1]));
+                    let sum = _mm256_cvtepi32_ps(sub);
                     sb_acc[i] = _mm256_fmadd_ps(sum, ds, sb_acc[i]);
                 }
             }
