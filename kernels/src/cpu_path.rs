@@ -61,6 +61,14 @@ impl CpuPath {
         Self::ALL.into_iter().filter(|p| p.supported()).collect()
     }
 
+    /// The paths this CPU supports that have the int8 GEMMs, fastest first.
+    pub fn int8_paths() -> Vec<Self> {
+        Self::supported_paths()
+            .into_iter()
+            .filter(|p| p.has_int8_gemm())
+            .collect()
+    }
+
     /// Whether the int8 GEMM runs on this path (else candle's kernels do).
     pub fn has_int8_gemm(self) -> bool {
         self != Self::Candle

@@ -15,16 +15,9 @@ fn quantized(rng: &mut Rng, n: usize, k: usize, dtype: GgmlDType) -> QTensor {
     QTensor::quantize(&w, dtype).expect("quantize")
 }
 
-fn int8_paths() -> Vec<CpuPath> {
-    CpuPath::supported_paths()
-        .into_iter()
-        .filter(|p| p.has_int8_gemm())
-        .collect()
-}
-
 #[test]
 fn every_path_equals_the_reference_bit_for_bit() {
-    let paths = int8_paths();
+    let paths = CpuPath::int8_paths();
     let mut rng = Rng(0x4B51);
     for dtype in FORMATS {
         // Odd row counts and columns exercise the partial row blocks; 300 rows the row tiles.
@@ -54,7 +47,7 @@ fn every_path_equals_the_reference_bit_for_bit() {
 
 #[test]
 fn every_path_computes_the_same_numbers() {
-    let paths = int8_paths();
+    let paths = CpuPath::int8_paths();
     let mut rng = Rng(0xA11);
     for dtype in FORMATS {
         let (m, k, n) = (6, 1024, 33);
@@ -84,7 +77,7 @@ fn a_rows_result_does_not_depend_on_the_rows_beside_it() {
         let (m, k, n) = (11, 512, 24);
         let q = quantized(&mut rng, n, k, dtype);
         let x = rng.mixed(m * k);
-        for path in int8_paths() {
+        for path in CpuPath::int8_paths() {
             let w = PackedKQuant::from_qtensor(&q, path).expect("pack");
             let all = w.matmul(&x, m).expect("batch");
             for r in 0..m {
@@ -112,7 +105,7 @@ fn the_arithmetic_is_close_to_the_dequantized_weights() {
             .expect("rows");
         // Smooth activations (no outliers), as a model's normalized hidden states are.
         let x: Vec<f32> = (0..m * k).map(|_| rng.unit()).collect();
-        for path in int8_paths() {
+        for path in CpuPath::int8_paths() {
             let w = PackedKQuant::from_qtensor(&q, path).expect("pack");
             let got = w.matmul(&x, m).expect("matmul");
             for r in 0..m {
@@ -149,7 +142,7 @@ fn superblocks_decode_to_candles_weights() {
             .expect("dequantize")
             .to_vec2::<f32>()
             .expect("rows");
-        for path in int8_paths() {
+        for path in CpuPath::int8_paths() {
             let w = PackedKQuant::from_qtensor(&q, path).expect("pack");
             for (col, wrow) in dense.iter().enumerate() {
                 for sb in 0..k / KQ_BLOCK {
@@ -175,7 +168,7 @@ fn superblocks_decode_to_candles_weights() {
 #[test]
 fn bad_shapes_and_paths_are_errors() {
     let mut rng = Rng(3);
-    let path = *int8_paths()
+    let path = *CpuPath::int8_paths()
         .first()
         .expect("an x86_64 host with AVX2 (every CI host has it)");
     let q = quantized(&mut rng, 4, 256, GgmlDType::Q4K);

@@ -79,16 +79,9 @@ fn shapes() -> Vec<(usize, usize, usize)> {
         .collect()
 }
 
-fn int8_paths() -> Vec<CpuPath> {
-    CpuPath::supported_paths()
-        .into_iter()
-        .filter(|p| p.has_int8_gemm())
-        .collect()
-}
-
 #[test]
 fn every_supported_path_equals_the_scalar_reference_bit_for_bit() {
-    let paths = int8_paths();
+    let paths = CpuPath::int8_paths();
     eprintln!("int8 paths on this CPU: {paths:?}");
     let mut rng = Rng(0x5EED);
     let mut cases = 0;
@@ -111,7 +104,7 @@ fn every_supported_path_is_bit_identical_to_candle_where_candle_computes_alike()
     // reproduces the same arithmetic for a shape (all of them do for shapes candle does not
     // repack) must give candle's numbers exactly.
     let detected = CpuPath::detect();
-    let paths = int8_paths();
+    let paths = CpuPath::int8_paths();
     let mut rng = Rng(42);
     let mut compared = 0;
     for (m, k, n) in shapes() {
@@ -152,7 +145,7 @@ fn the_reference_is_candle_on_the_detected_path() {
 
 #[test]
 fn batched_input_keeps_leading_dims() {
-    let Some(&path) = int8_paths().first() else {
+    let Some(&path) = CpuPath::int8_paths().first() else {
         return;
     };
     let mut rng = Rng(3);
@@ -235,7 +228,7 @@ fn weights_with_minus_128_are_exact_on_every_path() {
         }
     }
     let x = rng.mixed(m * k);
-    for path in int8_paths() {
+    for path in CpuPath::int8_paths() {
         let packed = PackedQ8_0::from_blocks(&raw, n, k, path).expect("pack");
         let got = packed.matmul(&x, m).expect("matmul");
         assert_bits_eq(
