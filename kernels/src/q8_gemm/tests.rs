@@ -145,9 +145,9 @@ fn the_reference_is_candle_on_the_detected_path() {
 
 #[test]
 fn batched_input_keeps_leading_dims() {
-    let Some(&path) = CpuPath::int8_paths().first() else {
-        return;
-    };
+    let path = *CpuPath::int8_paths()
+        .first()
+        .expect("an x86_64 host with AVX2 (every CI host has it)");
     let mut rng = Rng(3);
     let c = case(&mut rng, 6, 64, 16);
     let packed = PackedQ8_0::from_qtensor(&c.q, path).expect("pack");
