@@ -67,6 +67,10 @@ pub struct Record {
     /// opaque to the harness; absent when there were none.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub term_hints: serde_json::Value,
+    /// The statements of the evidence and notes the prompts were not told (`evidence_filter`);
+    /// absent when none was set aside.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_set_aside: Vec<String>,
     /// The tables the prompts showed when the schema filter cut the schema down; absent when
     /// it was shown whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]

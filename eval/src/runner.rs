@@ -41,6 +41,8 @@ pub struct Prediction {
     pub matched_values: serde_json::Value,
     /// The term hints the prompts were told, kept verbatim in the record.
     pub term_hints: serde_json::Value,
+    /// The evidence's statements the prompts were not told, kept verbatim in the record.
+    pub evidence_set_aside: Vec<String>,
     /// The tables the schema filter showed; `None` when the schema was shown whole.
     pub filtered_tables: Option<Vec<String>>,
     pub latency_ms: f64,
@@ -196,6 +198,7 @@ fn score_question(
         stage_ms: prediction.stage_ms,
         matched_values: prediction.matched_values,
         term_hints: prediction.term_hints,
+        evidence_set_aside: prediction.evidence_set_aside,
         filtered_tables: prediction.filtered_tables,
         latency_ms: prediction.latency_ms,
         tokens_generated: prediction.tokens,

@@ -2,6 +2,10 @@
 //! team's notes are usually few, and a definition matters most when the question does not use
 //! its words); past it, the notes sharing the most words with the question first. The chosen
 //! notes lead the evidence every stage of the pipeline reads, so they reach every prompt format.
+//! With the evidence filter on, a note that would tell the question nothing (only definitions
+//! of terms it does not use) is left out before the budget is spent.
+
+use quorum_sql::evidence_filter::tells_anything;
 
 use crate::notes::Note;
 
@@ -22,12 +26,17 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The notes to tell `question`, most relevant first.
-pub fn notes_for(question: &str, notes: &[Note]) -> Vec<Note> {
+/// The notes to tell `question`, most relevant first; with `evidence_filter`, only those that
+/// tell it something ([`quorum_sql::evidence_filter`]).
+pub fn notes_for(question: &str, notes: &[Note], evidence_filter: bool) -> Vec<Note> {
+    let notes: Vec<&Note> = notes
+        .iter()
+        .filter(|n| !evidence_filter || tells_anything(question, &n.text))
+        .collect();
     let total: usize = notes.iter().map(|n| n.text.chars().count() + 1).sum();
     let asked = words(question);
     let mut scored: Vec<(usize, &Note)> = notes
-        .iter()
+        .into_iter()
         .map(|n| {
             let shared = words(&n.text).iter().filter(|w| asked.contains(w)).count();
             (shared, n)
@@ -77,7 +86,7 @@ mod tests {
             note(1, "Fiscal years start in April."),
             note(2, "TAC means total active customers."),
         ];
-        let told = notes_for("How many active customers joined?", &notes);
+        let told = notes_for("How many active customers joined?", &notes, false);
         assert_eq!(told.iter().map(|n| n.id).collect::<Vec<_>>(), [2, 1]);
         assert_eq!(
             with_notes(&told, Some("joined = signup date")).as_deref(),
@@ -100,7 +109,7 @@ mod tests {
             })
             .collect();
         notes.push(note(41, "Revenue is price times quantity, in cents."));
-        let told = notes_for("What was the total revenue last month?", &notes);
+        let told = notes_for("What was the total revenue last month?", &notes, false);
         assert_eq!(told.first().map(|n| n.id), Some(41));
         let chars: usize = told.iter().map(|n| n.text.len() + 1).sum();
         assert!(chars <= NOTES_BUDGET_CHARS);

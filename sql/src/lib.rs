@@ -15,6 +15,7 @@ pub mod demo_index;
 pub mod dialect;
 pub mod distinct;
 pub mod error_hint;
+pub mod evidence_filter;
 #[cfg(test)]
 mod fakes;
 mod fingerprint;

@@ -30,6 +30,7 @@ pub(crate) fn sample(index: usize, hardness: Hardness, ex: bool) -> Record {
         stage_ms: serde_json::Value::Null,
         matched_values: serde_json::Value::Null,
         term_hints: serde_json::Value::Null,
+        evidence_set_aside: Vec::new(),
         filtered_tables: None,
         latency_ms: 10.0,
         tokens_generated: 5,

@@ -439,6 +439,7 @@ fn prediction(result: Result<pb::Text2SqlResponse, tonic::Status>, started: Inst
         stage_ms,
         matched_values: matched_values(&response.matched_values),
         term_hints: term_hints(&response.term_hints),
+        evidence_set_aside: response.evidence_set_aside.clone(),
         filtered_tables: response.schema_filter.as_ref().map(|f| f.tables.clone()),
         latency_ms,
         tokens: u64::from(response.tokens_generated),

@@ -91,6 +91,7 @@ pub fn knobs(o: &pb::PipelineOptions) -> Result<PipelineKnobs, ServiceError> {
         drop_unused_joins: o.drop_unused_joins,
         group_by_key: o.group_by_key,
         term_hints: o.term_hints,
+        evidence_filter: o.evidence_filter,
         preview_rows: count(o.preview_rows),
         rep_optimization_rule: o.rep_optimization_rule,
         rep_cell_values: o.rep_cell_values,
@@ -133,6 +134,7 @@ pub fn options(knobs: &PipelineKnobs) -> pb::PipelineOptions {
         drop_unused_joins: knobs.drop_unused_joins,
         group_by_key: knobs.group_by_key,
         term_hints: knobs.term_hints,
+        evidence_filter: knobs.evidence_filter,
         preview_rows: count(knobs.preview_rows),
         rep_optimization_rule: knobs.rep_optimization_rule,
         rep_cell_values: knobs.rep_cell_values,
@@ -296,6 +298,7 @@ pub fn answer_response(a: &PipelineAnswer) -> pb::Text2SqlResponse {
                 similarity: h.similarity,
             })
             .collect(),
+        evidence_set_aside: a.evidence_set_aside.clone(),
         schema_filter: a.schema_filter.as_ref().map(|f| pb::SchemaFilter {
             tables: f.tables.clone(),
             schema_tables: u32::try_from(f.schema_tables).unwrap_or(u32::MAX),

@@ -77,6 +77,7 @@ pub fn answer(a: &pb::Text2SqlResponse) -> Value {
             "chosen_candidate": a.chosen_candidate,
             "vote_split": a.vote.as_ref().is_some_and(|v| v.split),
             "notes_used": a.notes_used.iter().map(|n| n.id).collect::<Vec<_>>(),
+            "evidence_set_aside": a.evidence_set_aside,
         },
         "tokens_generated": a.tokens_generated,
     })

@@ -99,10 +99,14 @@ impl Text2SqlService {
         let run_slot = ctx.caller.start_run()?;
         // Notes another replica added since are read first.
         self.state.sync_databases().await;
-        let notes = notes_for(&req.question, &self.state.databases.notes.list(&req.db_id));
-        let evidence = with_notes(&notes, req.evidence.as_deref());
         let runtime = self.state.pipeline_runtime()?;
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
+        let notes = notes_for(
+            &req.question,
+            &self.state.databases.notes.list(&req.db_id),
+            config.evidence_filter,
+        );
+        let evidence = with_notes(&notes, req.evidence.as_deref());
         let permit = self
             .state
             .text2sql_queue

@@ -178,6 +178,10 @@ pub struct PipelineAnswer {
     /// The question's words the prompts were told mean a table or column (`term_hints`).
     #[serde(default)]
     pub term_hints: Vec<TermHint>,
+    /// The statements of the evidence and notes the prompts were not told, because the
+    /// question does not call for them (`evidence_filter`).
+    #[serde(default)]
+    pub evidence_set_aside: Vec<String>,
     /// The tables the prompts showed when the schema was filtered; `None` when it was shown
     /// whole.
     #[serde(default)]

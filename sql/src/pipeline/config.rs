@@ -230,6 +230,10 @@ pub struct PipelineConfig {
     /// prompts as evidence ([`crate::term_hints`]).
     #[serde(default)]
     pub term_hints: bool,
+    /// Only the statements of the evidence (and notes) the question calls for are told: a
+    /// definition when the question uses its term ([`crate::evidence_filter`]).
+    #[serde(default)]
+    pub evidence_filter: bool,
     /// The semantic consistency check of the final answer.
     #[serde(default)]
     pub consistency: ConsistencyConfig,

@@ -353,6 +353,14 @@ knobs! {
     term_hints: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.term_hints,
         write |c, v| c.term_hints = v;
+    /// Evidence filter: of the evidence and notes, a definition ("TAC = total active
+    /// customers") is told only to a question that uses its term, a recipe ("To get X, ...")
+    /// only to one that shares half of X's words, every other statement always
+    /// ([`crate::evidence_filter`]). Evidence with nothing to set aside is told unchanged, so
+    /// Spider's prompts are the same either way (docs/RESULTS.md has business-pg's figures).
+    evidence_filter: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.evidence_filter,
+        write |c, v| c.evidence_filter = v;
     /// Schemas with more tables than this are cut down before the first prompt to the tables
     /// the question is about (by meaning, by words, and by stored values when value retrieval
     /// is on) and the tables that join them; 0 shows every schema whole. Spider's databases
@@ -441,6 +449,7 @@ impl PipelineConfig {
             drop_unused_joins: Default::default(),
             group_by_key: Default::default(),
             term_hints: Default::default(),
+            evidence_filter: Default::default(),
             consistency: ConsistencyConfig::default(),
         };
         PipelineKnobs::defaults()

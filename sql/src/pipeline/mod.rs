@@ -24,6 +24,7 @@ pub(crate) mod tests;
 use std::sync::Arc;
 
 use crate::database::DatabaseHandle;
+use crate::evidence_filter::{FilteredEvidence, filter_evidence};
 use crate::model::{Embedder, Generator, Selector};
 use crate::term_hints::{TermHint, hints_as_evidence, term_hints};
 pub use answer::{
@@ -169,6 +170,22 @@ impl Pipeline {
         })
     }
 
+    /// The evidence the prompts are told: the statements the question calls for when
+    /// `evidence_filter` is on ([`crate::evidence_filter`]), all of it otherwise.
+    fn filtered_evidence(&self, question: &str, evidence: Option<&str>) -> FilteredEvidence {
+        let Some(evidence) = evidence.filter(|e| !e.trim().is_empty()) else {
+            return FilteredEvidence::default();
+        };
+        if self.config.evidence_filter {
+            filter_evidence(question, evidence)
+        } else {
+            FilteredEvidence {
+                told: Some(evidence.to_owned()),
+                set_aside: Vec::new(),
+            }
+        }
+    }
+
     /// [`Pipeline::run`], reporting progress to `on_event` as stages finish.
     pub fn run_with_events(
         &self,
@@ -190,12 +207,14 @@ impl Pipeline {
             Vec::new()
         };
         let hints = self.term_hints(question, db)?;
-        let evidence = with_hints(evidence, &hints);
+        let filtered = self.filtered_evidence(question, evidence);
+        let evidence = with_hints(filtered.told.as_deref(), &hints);
         let question = run::Question {
             question,
             evidence: evidence.as_deref(),
             values: &values,
             term_hints: &hints,
+            evidence_set_aside: &filtered.set_aside,
         };
         run::Run::new(self, question, db, on_event)?.answer()
     }

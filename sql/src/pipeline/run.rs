@@ -52,6 +52,8 @@ pub(super) struct Question<'a> {
     pub values: &'a [ValueMatch],
     /// The question's words for schema names, already in `evidence` (empty when off).
     pub term_hints: &'a [TermHint],
+    /// The statements of the given evidence not told (`evidence_filter`).
+    pub evidence_set_aside: &'a [String],
 }
 
 /// Who wrote a candidate and at which stage.
@@ -65,6 +67,7 @@ pub(super) struct Run<'r> {
     pipeline: &'r Pipeline,
     ask: Ask<'r>,
     term_hints: &'r [TermHint],
+    evidence_set_aside: &'r [String],
     db: &'r DatabaseHandle,
     sandbox: Box<dyn Session>,
     on_event: &'r mut dyn FnMut(PipelineEvent),
@@ -117,6 +120,7 @@ impl<'r> Run<'r> {
                 values: question.values,
             },
             term_hints: question.term_hints,
+            evidence_set_aside: question.evidence_set_aside,
             db,
             sandbox,
             on_event,
@@ -662,6 +666,7 @@ impl<'r> Run<'r> {
             unrevised: self.unrevised,
             values: self.ask.values.to_vec(),
             term_hints: self.term_hints.to_vec(),
+            evidence_set_aside: self.evidence_set_aside.to_vec(),
             schema_filter: self.filtered.map(|(_, report)| report),
         }
     }

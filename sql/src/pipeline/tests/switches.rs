@@ -269,3 +269,51 @@ fn zero_shot_round1_reports_no_demos() {
         "round 2 is RE_p"
     );
 }
+
+#[test]
+fn evidence_filter_keeps_unasked_definitions_out_of_every_prompt() {
+    let evidence = "SLR = singers with a long record\nXQZ = concerts over capacity\nAlways count each singer once.";
+    let prompts = |config: PipelineConfig| {
+        // A failing FinSQL so that a revision prompt is written too.
+        let generator = by_stage(S6, |_| BAD);
+        let answer = pipeline(config, &generator, None)
+            .run(
+                "How many SLR singers do we have?",
+                Some(evidence),
+                &concert(),
+            )
+            .expect("answers");
+        let prompts: Vec<String> = generator
+            .batches()
+            .iter()
+            .flatten()
+            .map(|r| r.prompt.user.clone())
+            .collect();
+        (answer, prompts)
+    };
+    let mut filtered = config(&["a", "b"]);
+    filtered.revision.enabled = true;
+    assert!(filtered.evidence_filter, "on by default");
+    let (answer, told) = prompts(filtered.clone());
+    assert!(
+        told.iter().any(|p| p.contains("【Execution result】")),
+        "a revision ran"
+    );
+    for prompt in &told {
+        assert!(
+            prompt.contains("SLR = singers with a long record"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Always count each singer once."));
+        assert!(!prompt.contains("XQZ"), "{prompt}");
+    }
+    assert_eq!(answer.evidence_set_aside, ["XQZ = concerts over capacity"]);
+
+    filtered.evidence_filter = false;
+    let (answer, told) = prompts(filtered);
+    assert!(
+        told.iter()
+            .all(|p| p.contains("XQZ = concerts over capacity"))
+    );
+    assert!(answer.evidence_set_aside.is_empty());
+}

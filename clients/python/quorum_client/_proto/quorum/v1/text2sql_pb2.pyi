@@ -297,7 +297,7 @@ class ExplainResponse(_message.Message):
     def __init__(self, explanation: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., generator: _Optional[str] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class PipelineOptions(_message.Message):
-    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins", "term_hints", "group_by_key")
+    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins", "term_hints", "group_by_key", "evidence_filter")
     ROUND2_FIELD_NUMBER: _ClassVar[int]
     ROUND1_SHOTS_FIELD_NUMBER: _ClassVar[int]
     ROUND2_SHOTS_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +331,7 @@ class PipelineOptions(_message.Message):
     DROP_UNUSED_JOINS_FIELD_NUMBER: _ClassVar[int]
     TERM_HINTS_FIELD_NUMBER: _ClassVar[int]
     GROUP_BY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FILTER_FIELD_NUMBER: _ClassVar[int]
     round2: bool
     round1_shots: int
     round2_shots: int
@@ -364,7 +365,8 @@ class PipelineOptions(_message.Message):
     drop_unused_joins: bool
     term_hints: bool
     group_by_key: bool
-    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ..., term_hints: _Optional[bool] = ..., group_by_key: _Optional[bool] = ...) -> None: ...
+    evidence_filter: bool
+    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ..., term_hints: _Optional[bool] = ..., group_by_key: _Optional[bool] = ..., evidence_filter: _Optional[bool] = ...) -> None: ...
 
 class Text2SqlRequest(_message.Message):
     __slots__ = ("question", "db_id", "evidence", "options")
@@ -497,7 +499,7 @@ class StageTimings(_message.Message):
     def __init__(self, retrieval_ms: _Optional[float] = ..., round1_ms: _Optional[float] = ..., linking_ms: _Optional[float] = ..., round2_ms: _Optional[float] = ..., revision_ms: _Optional[float] = ..., execution_ms: _Optional[float] = ..., vote_ms: _Optional[float] = ..., selection_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
 
 class Text2SqlResponse(_message.Message):
-    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter", "term_hints", "notes_used")
+    __slots__ = ("sql", "chosen_candidate", "preview", "candidates", "vote", "linked_tables", "demos", "timings", "tokens_generated", "settings", "consistency", "unrevised_candidates", "matched_values", "schema_filter", "term_hints", "notes_used", "evidence_set_aside")
     SQL_FIELD_NUMBER: _ClassVar[int]
     CHOSEN_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +516,7 @@ class Text2SqlResponse(_message.Message):
     SCHEMA_FILTER_FIELD_NUMBER: _ClassVar[int]
     TERM_HINTS_FIELD_NUMBER: _ClassVar[int]
     NOTES_USED_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_SET_ASIDE_FIELD_NUMBER: _ClassVar[int]
     sql: str
     chosen_candidate: int
     preview: _common_pb2.ResultPreview
@@ -530,7 +533,8 @@ class Text2SqlResponse(_message.Message):
     schema_filter: SchemaFilter
     term_hints: _containers.RepeatedCompositeFieldContainer[TermHint]
     notes_used: _containers.RepeatedCompositeFieldContainer[_databases_pb2.Note]
-    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ..., term_hints: _Optional[_Iterable[_Union[TermHint, _Mapping]]] = ..., notes_used: _Optional[_Iterable[_Union[_databases_pb2.Note, _Mapping]]] = ...) -> None: ...
+    evidence_set_aside: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sql: _Optional[str] = ..., chosen_candidate: _Optional[int] = ..., preview: _Optional[_Union[_common_pb2.ResultPreview, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., vote: _Optional[_Union[Vote, _Mapping]] = ..., linked_tables: _Optional[_Union[LinkedTables, _Mapping]] = ..., demos: _Optional[_Iterable[str]] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[Setting, _Mapping]]] = ..., consistency: _Optional[_Union[ConsistencyCheck, _Mapping]] = ..., unrevised_candidates: _Optional[_Iterable[int]] = ..., matched_values: _Optional[_Iterable[_Union[MatchedValue, _Mapping]]] = ..., schema_filter: _Optional[_Union[SchemaFilter, _Mapping]] = ..., term_hints: _Optional[_Iterable[_Union[TermHint, _Mapping]]] = ..., notes_used: _Optional[_Iterable[_Union[_databases_pb2.Note, _Mapping]]] = ..., evidence_set_aside: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TermHint(_message.Message):
     __slots__ = ("word", "target", "similarity")
