@@ -1,7 +1,7 @@
 //! A long `quorum train` run stopped by `--stop-after-minutes` and taken up again with
 //! `--resume`, twice, ends with the adapter and the log of the same run made in one go: through
 //! the binary, on the real Qwen2.5-Coder-0.5B and Spider's training data, with reworded
-//! questions on.
+//! questions on. The resumable state lands in the user's cache, never beside the adapter.
 
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
@@ -9,9 +9,11 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Runs `quorum train` into `out` with the run's fixed settings and `extra`.
-fn train(out: &Path, extra: &[&str]) {
+/// Runs `quorum train` into `out` with the run's fixed settings and `extra`, with `cache` as
+/// the user's cache directory.
+fn train(out: &Path, cache: &Path, extra: &[&str]) {
     let status = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .env("XDG_CACHE_HOME", cache)
         .args([
             "train", "--format", "m_schema", "--limit", "12", "--seed", "3",
         ])
@@ -60,14 +62,15 @@ fn log_without_timings(dir: &Path) -> Vec<serde_json::Value> {
 fn a_run_stopped_twice_and_resumed_ends_as_the_run_made_in_one_go() {
     let dir = tempfile::tempdir().unwrap();
     let (whole, pieces) = (dir.path().join("whole"), dir.path().join("pieces"));
-    train(&whole, &[]);
-    train(&pieces, &["--stop-after-minutes", "0"]);
+    let cache = dir.path().join("cache");
+    train(&whole, &cache, &[]);
+    train(&pieces, &cache, &["--stop-after-minutes", "0"]);
     let card: serde_json::Value =
         serde_json::from_slice(&std::fs::read(pieces.join("quorum_adapter.json")).unwrap())
             .unwrap();
     assert_eq!(card["steps"], 1, "the first piece stops after one step");
-    train(&pieces, &["--resume", "--stop-after-minutes", "0"]);
-    train(&pieces, &["--resume"]);
+    train(&pieces, &cache, &["--resume", "--stop-after-minutes", "0"]);
+    train(&pieces, &cache, &["--resume"]);
     assert_eq!(log_without_timings(&pieces), log_without_timings(&whole));
     assert_eq!(log_without_timings(&whole).len(), 3);
     assert!(
@@ -75,4 +78,41 @@ fn a_run_stopped_twice_and_resumed_ends_as_the_run_made_in_one_go() {
             == std::fs::read(whole.join("adapter_model.safetensors")).unwrap(),
         "the resumed run's adapter differs from the one made in one go"
     );
+    // The state of both runs is in the cache, one directory each, and none beside an adapter.
+    let states: Vec<_> = std::fs::read_dir(cache.join("quorum/train-state"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert!(
+        states
+            .iter()
+            .all(|s| s.join("optimizer.safetensors").is_file())
+    );
+    for out in [&whole, &pieces] {
+        let names: Vec<_> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n == "checkpoint" || n == "optimizer.safetensors"),
+            "training state in the adapter's directory: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn resume_without_state_is_refused_with_the_place_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_quorum"))
+        .env("XDG_CACHE_HOME", dir.path())
+        .args(["train", "--resume", "--steps", "1", "--out"])
+        .arg(dir.path().join("never-trained"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("no training state in"), "{err}");
 }

@@ -67,9 +67,15 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0.0)]
     pub holdout_share: f64,
     /// Where the PEFT adapter is written (adapter_config.json, adapter_model.safetensors,
-    /// quorum_adapter.json, train-log.jsonl, checkpoint/).
+    /// quorum_adapter.json, train-log.jsonl): what a profile serves and a card documents.
     #[arg(long)]
     pub out: PathBuf,
+    /// Where the resumable state is kept (the matrices, the optimizer's moments, the step):
+    /// training state, never served, so never inside `--out`, where it would be copied and
+    /// committed with the adapter. Default: `$XDG_CACHE_HOME/quorum/train-state/<--out as one
+    /// name>` (`~/.cache` without `XDG_CACHE_HOME`).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
     #[arg(long, default_value_t = 16)]
     pub rank: usize,
     #[arg(long, default_value_t = 32.0)]
@@ -113,7 +119,7 @@ pub struct TrainArgs {
     /// Save a resumable checkpoint every this many steps (0: only at the end).
     #[arg(long, default_value_t = 25)]
     pub checkpoint_every: u64,
-    /// Continue from `OUT/checkpoint` (same data and configuration).
+    /// Continue from the state in `--state` (same data and configuration).
     #[arg(long)]
     pub resume: bool,
     /// Start from this PEFT adapter's matrices instead of a fresh initialization (the same
@@ -148,6 +154,34 @@ pub struct TrainArgs {
 pub enum TrainTask {
     Generator,
     Selector,
+}
+
+/// `--state`, or the run's directory under the user's cache, named after `--out`'s absolute path
+/// so that two runs never share one.
+fn state_dir(args: &TrainArgs) -> Result<PathBuf> {
+    if let Some(dir) = &args.state {
+        return Ok(dir.clone());
+    }
+    let out = std::path::absolute(&args.out)
+        .with_context(|| format!("resolving --out {}", args.out.display()))?;
+    let name: String = out
+        .to_string_lossy()
+        .trim_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let cache = match (std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME")) {
+        (Some(cache), _) if !cache.is_empty() => PathBuf::from(cache),
+        (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".cache"),
+        _ => bail!("no --state given, and neither XDG_CACHE_HOME nor HOME says where a cache is"),
+    };
+    Ok(cache.join("quorum/train-state").join(name))
 }
 
 fn parse_dtype(flag: &str, value: &str) -> Result<DType> {
@@ -187,6 +221,17 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
     if let Some(dir) = &args.export_merged {
         return export_merged(dirs, &args, dir);
     }
+    let checkpoint_dir = state_dir(&args)?;
+    if args.resume && !checkpoint_dir.is_dir() {
+        bail!(
+            "--resume: no training state in {} (give the run's --state)",
+            checkpoint_dir.display()
+        );
+    }
+    eprintln!(
+        "quorum train: resumable state in {}",
+        checkpoint_dir.display()
+    );
     let format = PromptFormat::from_name(&args.format).map_err(anyhow::Error::msg)?;
     let linked_format = match &args.linked_format {
         Some(name) => PromptFormat::from_name(name).map_err(anyhow::Error::msg)?,
@@ -272,7 +317,6 @@ pub fn train(dirs: &ModelDirs, device: DeviceSpec, args: TrainArgs) -> Result<()
         max_grad_norm: args.max_grad_norm,
         seed: args.seed,
     };
-    let checkpoint_dir = args.out.join("checkpoint");
     let mut trainer = if args.resume {
         Trainer::resume(&model, &examples, config.clone(), &checkpoint_dir)?
     } else {
