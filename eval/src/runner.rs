@@ -22,9 +22,9 @@ use quorum_sql::dataset::{Example, database_path};
 use quorum_sql::dialect::Dialect;
 use quorum_sql::hardness::hardness;
 use quorum_sql::linking::link_tables;
+use quorum_sql::rules::translate::sqlite_gold_to_postgres;
 use quorum_sql::sandbox::{ExecError, Sandbox};
 use quorum_sql::schema::{IntrospectOptions, Schema};
-use quorum_sql::translate::sqlite_gold_to_postgres;
 
 /// What the predictor answers for one question.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -5,7 +5,7 @@
 //! column, or which real name is closest to the one they invented. This looks those facts up
 //! in the schema and states them in one or two sentences.
 
-use crate::repair::{named_after, normalize};
+use crate::rules::repair::{named_after, normalize};
 use crate::schema::Schema;
 
 /// A hint for `message` (the sandbox's error text) over `schema`, when the error names a

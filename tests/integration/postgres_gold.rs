@@ -11,8 +11,8 @@ use quorum_sql::backend::Backend;
 use quorum_sql::compare::{order_matters, spider_eq};
 use quorum_sql::dataset::{database_path, load_examples, load_slices};
 use quorum_sql::distinct::{DistinctMode, prepare_for_spider_ex};
+use quorum_sql::rules::translate::sqlite_gold_to_postgres;
 use quorum_sql::sandbox::{Limits, Sandbox};
-use quorum_sql::translate::sqlite_gold_to_postgres;
 use quorum_sql::value::Value;
 use quorum_tests::spider_dir;
 

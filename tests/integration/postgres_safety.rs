@@ -230,14 +230,14 @@ fn postgres_results_are_capped_typed_and_named_like_sqlite_errors() {
     let Err(ExecError::Syntax { message }) = session.execute(misplaced) else {
         panic!("t1.name does not exist");
     };
-    let fixed = quorum_sql::repair::repair_column(misplaced, &message, &handle.schema)
+    let fixed = quorum_sql::rules::repair::repair_column(misplaced, &message, &handle.schema)
         .expect("repaired from PostgreSQL's message");
     assert!(fixed.starts_with("SELECT T2.name"), "{fixed}");
     assert_eq!(session.execute(&fixed).expect("runs").rows.len(), 10);
     let quoted = "SELECT name FROM singer WHERE country = \"France\"";
     assert!(session.execute(quoted).is_err());
-    let fixed =
-        quorum_sql::translate::string_literals_for(quoted, &handle.schema).expect("requoted");
+    let fixed = quorum_sql::rules::translate::string_literals_for(quoted, &handle.schema)
+        .expect("requoted");
     assert_eq!(session.execute(&fixed).expect("runs").rows.len(), 4);
 
     let singer = handle.schema.table("singer").expect("singer");

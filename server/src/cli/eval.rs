@@ -215,7 +215,7 @@ pub fn eval(
         let translate = args.postgres.is_some() && !args.gold_as_written;
         let predictor = |_: usize, example: &Example| {
             Prediction::sql(if translate {
-                quorum_sql::translate::sqlite_gold_to_postgres(&example.query)
+                quorum_sql::rules::translate::sqlite_gold_to_postgres(&example.query)
             } else {
                 example.query.clone()
             })
@@ -500,6 +500,7 @@ fn candidate(c: &pb::Candidate) -> serde_json::Value {
         "outcome": outcome,
         "revised_from": c.revised_from,
         "repaired_from": c.repaired_from,
+        "rewritten_by": c.rewritten_by,
         "tokens": c.tokens_generated,
         "prompt_tokens": c.prompt_tokens,
         "cached_tokens": c.cached_tokens,

@@ -183,6 +183,7 @@ fn candidate(c: &Candidate) -> pb::Candidate {
         revised_from: c.revised_from.map(|i| i as u32),
         tokens_generated: c.tokens_generated as u32,
         repaired_from: c.repaired_from.clone(),
+        rewritten_by: c.rewritten_by.clone(),
         constrained: c.constrained,
         prompt_tokens: c.prompt_tokens as u32,
         cached_tokens: c.cached_tokens as u32,

@@ -60,12 +60,13 @@ pub struct Candidate {
     pub prompt_tokens: usize,
     #[serde(default)]
     pub cached_tokens: usize,
-    /// The model's SQL when schema repair rewrote a misspelled column ([`crate::repair`]), a
-    /// join on nothing got the schema's keys ([`crate::join_keys`]), a value the column does
-    /// not store was respelled ([`crate::respell`]) or an either-filter became an intersection
-    /// ([`crate::intersection`]).
+    /// The model's SQL when a query rule rewrote it ([`crate::rules`]).
     #[serde(default)]
     pub repaired_from: Option<String>,
+    /// The rules that rewrote it, in order: `repair` for schema repair of a failed query, else
+    /// the switch of a rewrite after a run (`mend_self_joins`, `respell_values`, ...).
+    #[serde(default)]
+    pub rewritten_by: Vec<String>,
     /// Decoded under the database's schema grammar ([`crate::grammar`]) from its first token
     /// to its last.
     #[serde(default)]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Sampling;
 use crate::prompt::{RepOptions, Template};
+use crate::rules::RuleSwitches;
 use crate::sandbox::Limits;
 use crate::vote::{SplitRule, VotingMode};
 
@@ -205,27 +206,10 @@ pub struct PipelineConfig {
     /// candidate without one ran.
     #[serde(default)]
     pub defect_check: bool,
-    /// Queries that filter for either of two values (or both in one row) where the question
-    /// asks for what has both become the intersection of the two single-value queries
-    /// ([`crate::intersection`]).
-    #[serde(default)]
-    pub both_as_intersection: bool,
-    /// A join whose condition compares a column with itself is joined by the schema's keys
-    /// when they leave one way ([`crate::join_keys`]).
-    #[serde(default)]
-    pub mend_self_joins: bool,
-    /// A query that found nothing has the text values it compares checked against the
-    /// database and respelled as stored ([`crate::respell`]).
-    #[serde(default)]
-    pub respell_values: bool,
-    /// A join none of whose columns the query reads, to a table the question does not speak
-    /// of, is dropped ([`crate::unused_joins`]).
-    #[serde(default)]
-    pub drop_unused_joins: bool,
-    /// A grouping by a joined row's name or title alone gains the row's key
-    /// ([`crate::group_by_key`]).
-    #[serde(default)]
-    pub group_by_key: bool,
+    /// Which query rules rewrite a query that ran ([`crate::rules`]): one switch each, named
+    /// as its knob.
+    #[serde(flatten)]
+    pub rules: RuleSwitches,
     /// Question words that mean a table or column name, found by the embedder, shown to the
     /// prompts as evidence ([`crate::term_hints`]).
     #[serde(default)]

@@ -259,33 +259,33 @@ knobs! {
     /// where the question asks for what has both is rewritten as the intersection of the two
     /// single-value queries.
     both_as_intersection: bool = Some(true), Bounds::Any, aliases [],
-        read |c| c.both_as_intersection,
-        write |c, v| c.both_as_intersection = v;
+        read |c| c.rules.both_as_intersection,
+        write |c, v| c.rules.both_as_intersection = v;
     /// A join whose condition compares a column with itself (true on every row) is joined by
     /// the schema's foreign key, or through the one table linking the two, when the schema
     /// leaves exactly one way.
     mend_self_joins: bool = Some(true), Bounds::Any, aliases [],
-        read |c| c.mend_self_joins,
-        write |c, v| c.mend_self_joins = v;
+        read |c| c.rules.mend_self_joins,
+        write |c, v| c.rules.mend_self_joins = v;
     /// A query that ran and found nothing has each `column = 'text'` checked against the
     /// database: a value the column does not store takes the column's spelling (the same but
     /// for case and spaces) or moves to the one other column of the table storing it; the
     /// query is kept when it then finds something.
     respell_values: bool = Some(true), Bounds::Any, aliases [],
-        read |c| c.respell_values,
-        write |c, v| c.respell_values = v;
+        read |c| c.rules.respell_values,
+        write |c, v| c.rules.respell_values = v;
     /// A query that ran and joins a table whose columns it reads only in the join's own key,
     /// a table the question does not speak of, has that join dropped (when no row-counting
     /// aggregate depends on it); kept when it still runs.
     drop_unused_joins: bool = Some(true), Bounds::Any, aliases [],
-        read |c| c.drop_unused_joins,
-        write |c, v| c.drop_unused_joins = v;
+        read |c| c.rules.drop_unused_joins,
+        write |c, v| c.rules.drop_unused_joins = v;
     /// A query that ran and, counting a joined table's rows for each row of another, groups
     /// by that row's name or title alone has the row's key added to its GROUP BY: two rows
     /// with the same name stay two groups; kept when it still runs.
     group_by_key: bool = Some(true), Bounds::Any, aliases [],
-        read |c| c.group_by_key,
-        write |c, v| c.group_by_key = v;
+        read |c| c.rules.group_by_key,
+        write |c, v| c.rules.group_by_key = v;
     /// Also revise failed candidates when the majority vote is settled without them (the
     /// leading result outnumbers any group they could join): their fixes cannot change the
     /// answer, only add evidence, and cost a third of a question's decoding.
@@ -443,11 +443,7 @@ impl PipelineConfig {
             value_retrieval: Default::default(),
             schema_filter_above: Default::default(),
             defect_check: Default::default(),
-            both_as_intersection: Default::default(),
-            mend_self_joins: Default::default(),
-            respell_values: Default::default(),
-            drop_unused_joins: Default::default(),
-            group_by_key: Default::default(),
+            rules: Default::default(),
             term_hints: Default::default(),
             evidence_filter: Default::default(),
             consistency: ConsistencyConfig::default(),

@@ -22,15 +22,15 @@ use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
-use crate::group_by_key::group_by_key;
-use crate::intersection::as_intersection;
-use crate::join_keys::mend_self_joins;
 use crate::linking::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
-use crate::repair::repair_column;
-use crate::respell::{finds_nothing, respell_values};
+use crate::rules::repair::repair_column;
+use crate::rules::translate::{
+    alias_derived_tables, complete_group_by, extreme_row, string_literals_for,
+};
+use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
 use crate::schema_filter::filter_tables;
@@ -38,8 +38,6 @@ use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
 use crate::term_hints::TermHint;
-use crate::translate::{alias_derived_tables, complete_group_by, extreme_row, string_literals_for};
-use crate::unused_joins::drop_unused_joins;
 use crate::value_index::ValueMatch;
 use crate::vote::{VotingMode, decide, settled_without};
 
@@ -770,6 +768,7 @@ impl<'r> Run<'r> {
     ) -> usize {
         let id = self.candidates.len();
         let mut repaired_from = None;
+        let mut rewritten_by = Vec::new();
         let mut constrained = false;
         let (mut prompt_tokens, mut cached_tokens) = (0, 0);
         let (sql, tokens_generated, outcome, result) = match generation {
@@ -781,39 +780,18 @@ impl<'r> Run<'r> {
                 let (mut outcome, mut result) = self.execute(&sql);
                 if let Some((fixed, fixed_outcome, fixed_result)) = self.repair(&sql, &outcome) {
                     repaired_from = Some(std::mem::replace(&mut sql, fixed));
+                    rewritten_by.push(REPAIR.to_owned());
                     (outcome, result) = (fixed_outcome, fixed_result);
                 }
-                if let Some((mended, mended_outcome, mended_result)) =
-                    self.mend_joins(&sql, &outcome)
-                {
-                    let generated = std::mem::replace(&mut sql, mended);
-                    repaired_from.get_or_insert(generated);
-                    (outcome, result) = (mended_outcome, mended_result);
-                }
-                if let Some((trimmed, trimmed_outcome, trimmed_result)) =
-                    self.drop_joins(&sql, &outcome)
-                {
-                    let generated = std::mem::replace(&mut sql, trimmed);
-                    repaired_from.get_or_insert(generated);
-                    (outcome, result) = (trimmed_outcome, trimmed_result);
-                }
-                if let Some((keyed, keyed_outcome, keyed_result)) = self.key_groups(&sql, &outcome)
-                {
-                    let generated = std::mem::replace(&mut sql, keyed);
-                    repaired_from.get_or_insert(generated);
-                    (outcome, result) = (keyed_outcome, keyed_result);
-                }
-                if let Some((respelled, respelled_outcome, respelled_result)) =
-                    self.respell(&sql, &outcome, result.as_ref())
-                {
-                    let generated = std::mem::replace(&mut sql, respelled);
-                    repaired_from.get_or_insert(generated);
-                    (outcome, result) = (respelled_outcome, respelled_result);
-                }
-                if let Some((both, both_outcome, both_result)) = self.intersect(&sql, &outcome) {
-                    let generated = std::mem::replace(&mut sql, both);
-                    repaired_from.get_or_insert(generated);
-                    (outcome, result) = (both_outcome, both_result);
+                for rule in AFTER_RUN {
+                    if let Some((rewritten, new_outcome, new_result)) =
+                        self.apply_rule(rule, &sql, result.as_ref())
+                    {
+                        let generated = std::mem::replace(&mut sql, rewritten);
+                        repaired_from.get_or_insert(generated);
+                        rewritten_by.push(rule.name().to_owned());
+                        (outcome, result) = (new_outcome, new_result);
+                    }
                 }
                 (sql, generation.tokens_generated, outcome, result)
             }
@@ -837,10 +815,36 @@ impl<'r> Run<'r> {
             prompt_tokens,
             cached_tokens,
             repaired_from,
+            rewritten_by,
             constrained,
         });
         self.results.push(result);
         id
+    }
+
+    /// `rule`'s rewrite of a query that ran, when its switch is on; the rewrite with how it ran
+    /// when the rule keeps it ([`crate::rules`]).
+    fn apply_rule(
+        &mut self,
+        rule: &dyn QueryRule,
+        sql: &str,
+        result: Option<&QueryResult>,
+    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
+        let result = result?;
+        if !rule.switched_on(&self.pipeline.config.rules) {
+            return None;
+        }
+        let input = RuleInput {
+            question: self.ask.question,
+            schema: &self.db.schema,
+            dialect: self.db.dialect(),
+            sql,
+            result,
+        };
+        let rewrite = rule.rewrite(&input, self.sandbox.as_mut())?;
+        let (outcome, result) = self.execute(&rewrite.sql);
+        let kept = outcome.is_ok() && result.as_ref().is_some_and(|r| (rewrite.keep)(r));
+        kept.then_some((rewrite.sql, outcome, result))
     }
 
     /// Rewrites misspelled columns while the database names one and the schema says which
@@ -870,95 +874,6 @@ impl<'r> Run<'r> {
             }
         }
         None
-    }
-
-    /// With `mend_self_joins`, a query that ran with a join on nothing (`ON t.a = t.a`) joined
-    /// by the schema's keys instead ([`mend_self_joins`]); kept only if that runs too.
-    fn mend_joins(
-        &mut self,
-        sql: &str,
-        outcome: &CandidateOutcome,
-    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
-        if !self.pipeline.config.mend_self_joins || !matches!(outcome, CandidateOutcome::Ok { .. })
-        {
-            return None;
-        }
-        let mended = mend_self_joins(sql, &self.db.schema)?;
-        let (outcome, result) = self.execute(&mended);
-        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((mended, outcome, result))
-    }
-
-    /// With `drop_unused_joins`, a query that ran without the joins that give it nothing the
-    /// question speaks of ([`drop_unused_joins`]); kept only if that runs too.
-    fn drop_joins(
-        &mut self,
-        sql: &str,
-        outcome: &CandidateOutcome,
-    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
-        if !self.pipeline.config.drop_unused_joins
-            || !matches!(outcome, CandidateOutcome::Ok { .. })
-        {
-            return None;
-        }
-        let trimmed = drop_unused_joins(self.ask.question, sql, &self.db.schema)?;
-        let (outcome, result) = self.execute(&trimmed);
-        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((trimmed, outcome, result))
-    }
-
-    /// With `group_by_key`, a query that ran with its grouping by a joined row's label keyed by
-    /// the row ([`group_by_key`]); kept only if that runs too.
-    fn key_groups(
-        &mut self,
-        sql: &str,
-        outcome: &CandidateOutcome,
-    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
-        if !self.pipeline.config.group_by_key || !matches!(outcome, CandidateOutcome::Ok { .. }) {
-            return None;
-        }
-        let keyed = group_by_key(sql, &self.db.schema)?;
-        let (outcome, result) = self.execute(&keyed);
-        matches!(outcome, CandidateOutcome::Ok { .. }).then_some((keyed, outcome, result))
-    }
-
-    /// With `respell_values`, a query that ran and found nothing with the text values it
-    /// compares spelt as the database stores them ([`respell_values`]); kept only if it then
-    /// finds something.
-    fn respell(
-        &mut self,
-        sql: &str,
-        outcome: &CandidateOutcome,
-        result: Option<&QueryResult>,
-    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
-        if !self.pipeline.config.respell_values
-            || !matches!(outcome, CandidateOutcome::Ok { .. })
-            || !result.is_some_and(finds_nothing)
-        {
-            return None;
-        }
-        let respelled = respell_values(sql, &self.db.schema, self.sandbox.as_mut())?;
-        let (outcome, result) = self.execute(&respelled);
-        let found = result.as_ref().is_some_and(|r| !finds_nothing(r));
-        found.then_some((respelled, outcome, result))
-    }
-
-    /// With `both_as_intersection`, a query that ran and filters for either of two values
-    /// where the question asks for both, as the intersection of the two single-value queries
-    /// ([`as_intersection`]); kept only if that runs too, and finds something unless the
-    /// question said "both" ([`crate::intersection::Intersection::answers`]).
-    fn intersect(
-        &mut self,
-        sql: &str,
-        outcome: &CandidateOutcome,
-    ) -> Option<(String, CandidateOutcome, Option<QueryResult>)> {
-        if !self.pipeline.config.both_as_intersection
-            || !matches!(outcome, CandidateOutcome::Ok { .. })
-        {
-            return None;
-        }
-        let rewritten = as_intersection(self.ask.question, sql, self.db.dialect())?;
-        let (outcome, result) = self.execute(&rewritten.sql);
-        let answers = result.as_ref().is_some_and(|r| rewritten.answers(r));
-        answers.then_some((rewritten.sql, outcome, result))
     }
 
     /// The SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column

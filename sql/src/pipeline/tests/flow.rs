@@ -344,6 +344,7 @@ fn a_misspelled_column_is_repaired_without_the_model() {
         presql.repaired_from.as_deref(),
         Some("SELECT SongName FROM singer")
     );
+    assert_eq!(presql.rewritten_by, ["repair"]);
     assert!(presql.outcome.is_ok());
     assert_eq!(generator.batches().len(), 1, "no revision call");
 }
@@ -566,7 +567,7 @@ fn with_the_defect_check_a_defective_majority_loses_to_a_sound_query() {
     config.generators[1].format = PromptFormat::MSchema;
     config.revision.enabled = true;
     // Mending would join the defective query by its key; the check alone is tested here.
-    config.mend_self_joins = false;
+    config.rules.mend_self_joins = false;
     assert!(config.defect_check, "on by default");
     config.defect_check = false;
     let answer = pipeline(config.clone(), &generator, None)
@@ -593,7 +594,7 @@ fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
                   ON T1.Stadium_ID = T2.Stadium_ID WHERE T1.Year IN (2014, 2015)";
     let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(either.to_owned())));
     let mut config = config(&["a"]);
-    config.both_as_intersection = false;
+    config.rules.both_as_intersection = false;
     let answer = pipeline(config.clone(), &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -601,10 +602,10 @@ fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
     let either_rows = answer.preview.expect("a preview").rows.len();
 
     assert!(
-        PipelineConfig::new(Vec::new()).both_as_intersection,
+        PipelineConfig::new(Vec::new()).rules.both_as_intersection,
         "on by default"
     );
-    config.both_as_intersection = true;
+    config.rules.both_as_intersection = true;
     let answer = pipeline(config, &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -612,6 +613,7 @@ fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
     assert!(answer.sql.contains("T1.Year = 2014"), "{}", answer.sql);
     for candidate in &answer.candidates {
         assert_eq!(candidate.repaired_from.as_deref(), Some(either));
+        assert_eq!(candidate.rewritten_by, ["both_as_intersection"]);
         assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
     }
     // concert_singer's stadiums: some had concerts in either year, fewer in both.
@@ -626,7 +628,7 @@ fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
                       ON T2.concert_ID = T2.concert_ID WHERE T2.Year = 2014";
     let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(on_nothing.to_owned())));
     let mut config = config(&["a"]);
-    config.mend_self_joins = false;
+    config.rules.mend_self_joins = false;
     let answer = pipeline(config.clone(), &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -635,10 +637,10 @@ fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
     let everyone = answer.preview.expect("a preview").rows.len();
 
     assert!(
-        PipelineConfig::new(Vec::new()).mend_self_joins,
+        PipelineConfig::new(Vec::new()).rules.mend_self_joins,
         "on by default"
     );
-    config.mend_self_joins = true;
+    config.rules.mend_self_joins = true;
     let answer = pipeline(config, &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -659,6 +661,7 @@ fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
     );
     for candidate in &answer.candidates {
         assert_eq!(candidate.repaired_from.as_deref(), Some(on_nothing));
+        assert_eq!(candidate.rewritten_by, ["mend_self_joins"]);
         assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
     }
     let sang = answer.preview.expect("a preview").rows.len();
@@ -671,7 +674,7 @@ fn a_value_spelt_as_the_question_spells_it_is_respelled_as_stored() {
     let as_asked = "SELECT Name FROM singer WHERE Country = 'netherlands'";
     let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(as_asked.to_owned())));
     let mut config = config(&["a"]);
-    config.respell_values = false;
+    config.rules.respell_values = false;
     let answer = pipeline(config.clone(), &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -679,10 +682,10 @@ fn a_value_spelt_as_the_question_spells_it_is_respelled_as_stored() {
     assert!(answer.preview.expect("a preview").rows.is_empty());
 
     assert!(
-        PipelineConfig::new(Vec::new()).respell_values,
+        PipelineConfig::new(Vec::new()).rules.respell_values,
         "on by default"
     );
-    config.respell_values = true;
+    config.rules.respell_values = true;
     let answer = pipeline(config, &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -692,6 +695,7 @@ fn a_value_spelt_as_the_question_spells_it_is_respelled_as_stored() {
     );
     for candidate in &answer.candidates {
         assert_eq!(candidate.repaired_from.as_deref(), Some(as_asked));
+        assert_eq!(candidate.rewritten_by, ["respell_values"]);
     }
     assert!(!answer.preview.expect("a preview").rows.is_empty());
 }
@@ -703,7 +707,7 @@ fn a_join_the_answer_does_not_read_is_dropped() {
                   ON T1.Stadium_ID = T2.Stadium_ID";
     let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(joined.to_owned())));
     let mut config = config(&["a"]);
-    config.drop_unused_joins = false;
+    config.rules.drop_unused_joins = false;
     let answer = pipeline(config.clone(), &generator, None)
         .run(question, None, &concert())
         .expect("answers");
@@ -712,16 +716,17 @@ fn a_join_the_answer_does_not_read_is_dropped() {
     let per_concert = answer.preview.expect("a preview").rows.len();
 
     assert!(
-        PipelineConfig::new(Vec::new()).drop_unused_joins,
+        PipelineConfig::new(Vec::new()).rules.drop_unused_joins,
         "on by default"
     );
-    config.drop_unused_joins = true;
+    config.rules.drop_unused_joins = true;
     let answer = pipeline(config, &generator, None)
         .run(question, None, &concert())
         .expect("answers");
     assert_eq!(answer.sql, "SELECT T1.Name FROM stadium AS T1");
     for candidate in &answer.candidates {
         assert_eq!(candidate.repaired_from.as_deref(), Some(joined));
+        assert_eq!(candidate.rewritten_by, ["drop_unused_joins"]);
         assert!(matches!(candidate.outcome, CandidateOutcome::Ok { .. }));
     }
     let stadiums = answer.preview.expect("a preview").rows.len();
@@ -742,7 +747,7 @@ fn a_grouping_by_a_name_is_keyed_by_the_row() {
                    ON T1.ID = T2.student_id GROUP BY T1.name";
     let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(by_name.to_owned())));
     let mut config = config(&["a"]);
-    config.group_by_key = false;
+    config.rules.group_by_key = false;
     let answer = pipeline(config.clone(), &generator, None)
         .run(question, None, &network)
         .expect("answers");
@@ -750,10 +755,10 @@ fn a_grouping_by_a_name_is_keyed_by_the_row() {
     let names = answer.preview.expect("a preview").rows.len();
 
     assert!(
-        PipelineConfig::new(Vec::new()).group_by_key,
+        PipelineConfig::new(Vec::new()).rules.group_by_key,
         "on by default"
     );
-    config.group_by_key = true;
+    config.rules.group_by_key = true;
     let answer = pipeline(config, &generator, None)
         .run(question, None, &network)
         .expect("answers");
@@ -764,6 +769,7 @@ fn a_grouping_by_a_name_is_keyed_by_the_row() {
     );
     for candidate in &answer.candidates {
         assert_eq!(candidate.repaired_from.as_deref(), Some(by_name));
+        assert_eq!(candidate.rewritten_by, ["group_by_key"]);
     }
     let students = answer.preview.expect("a preview").rows.len();
     assert_eq!((names, students), (12, 14));

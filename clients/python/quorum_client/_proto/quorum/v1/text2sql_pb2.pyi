@@ -399,7 +399,7 @@ class ExecutionError(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Candidate(_message.Message):
-    __slots__ = ("id", "model", "round", "revision_attempt", "sql", "ok", "error", "revised_from", "tokens_generated", "repaired_from", "constrained", "prompt_tokens", "cached_tokens")
+    __slots__ = ("id", "model", "round", "revision_attempt", "sql", "ok", "error", "revised_from", "tokens_generated", "repaired_from", "constrained", "prompt_tokens", "cached_tokens", "rewritten_by")
     ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +413,7 @@ class Candidate(_message.Message):
     CONSTRAINED_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_BY_FIELD_NUMBER: _ClassVar[int]
     id: int
     model: str
     round: CandidateRound
@@ -426,7 +427,8 @@ class Candidate(_message.Message):
     constrained: bool
     prompt_tokens: int
     cached_tokens: int
-    def __init__(self, id: _Optional[int] = ..., model: _Optional[str] = ..., round: _Optional[_Union[CandidateRound, str]] = ..., revision_attempt: _Optional[int] = ..., sql: _Optional[str] = ..., ok: _Optional[_Union[ExecutionOk, _Mapping]] = ..., error: _Optional[_Union[ExecutionError, _Mapping]] = ..., revised_from: _Optional[int] = ..., tokens_generated: _Optional[int] = ..., repaired_from: _Optional[str] = ..., constrained: _Optional[bool] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
+    rewritten_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[int] = ..., model: _Optional[str] = ..., round: _Optional[_Union[CandidateRound, str]] = ..., revision_attempt: _Optional[int] = ..., sql: _Optional[str] = ..., ok: _Optional[_Union[ExecutionOk, _Mapping]] = ..., error: _Optional[_Union[ExecutionError, _Mapping]] = ..., revised_from: _Optional[int] = ..., tokens_generated: _Optional[int] = ..., repaired_from: _Optional[str] = ..., constrained: _Optional[bool] = ..., prompt_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., rewritten_by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LinkedTables(_message.Message):
     __slots__ = ("tables", "parsed", "fell_back_to_all")

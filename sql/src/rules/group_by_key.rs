@@ -32,8 +32,8 @@ use sqlparser::parser::Parser;
 
 use crate::aggregate::AGGREGATES;
 use crate::defect::column_name;
+use crate::rules::unused_joins::{key_pairs, named_table, names_column_of, on_condition};
 use crate::schema::{Schema, Table};
-use crate::unused_joins::{key_pairs, named_table, names_column_of, on_condition};
 use crate::words::name_words;
 
 /// `sql` with the key of the table whose labels it groups by added to the GROUP BY; `None`
