@@ -1,4 +1,4 @@
-//! The Poincaré ball (curvature −1): the hyperbolic space in which seed 1 measures how far a
+//! The Poincaré ball (curvature −1): the hyperbolic space in which the de-semanticization paper measures how far a
 //! schema item's representation moves when a question token is masked.
 
 /// Maps a vector into the open unit ball: `tanh(|h|) · h / |h|` (the exponential map at the

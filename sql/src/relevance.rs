@@ -1,4 +1,4 @@
-//! Seed 1's question–schema relevance score, which decides which question words are masked
+//! The de-semanticization paper's question–schema relevance score, which decides which question words are masked
 //! into the question's skeleton.
 //!
 //! For every question word `q_i` and schema item `s_j` (a table or column name):

@@ -1,4 +1,4 @@
-//! Seed 1's relevance probe with the real MiniLM on Spider schemas: the words that name the
+//! The de-semanticization paper's relevance probe with the real MiniLM on Spider schemas: the words that name the
 //! schema or its values are masked, the words that state the intent are kept.
 
 use candle_core::{DType, Device};

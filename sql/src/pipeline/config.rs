@@ -130,7 +130,7 @@ pub struct Round2Config {
     pub link_named_tables: bool,
 }
 
-/// Revising candidates that fail (seed 1's fallback to the full schema plus seed 2's
+/// Revising candidates that fail (the de-semanticization paper's fallback to the full schema plus the benchmarking study's
 /// self-debugging with the error message).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct RevisionConfig {

@@ -1,4 +1,4 @@
-//! The two-round text-to-SQL method (PET-SQL, with XiYan's selection and seed 1/2's
+//! The two-round text-to-SQL method (PET-SQL, with XiYan's selection and the de-semanticization paper's and the benchmarking study's
 //! revision) as plain synchronous code over model traits.
 //!
 //! A run: retrieve demos for the de-semanticized question → round 1 writes a preliminary SQL
