@@ -6,14 +6,30 @@
 // Test code: a failed unwrap is a failed test, with its location.
 #![allow(clippy::unwrap_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Where the models are for this test's user, resolved as the binary does, so that a run with
+/// another cache directory still finds them.
+fn models_dir() -> PathBuf {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("QUORUM_MODELS_DIR").unwrap_or_else(|| {
+        let cache = var("XDG_CACHE_HOME")
+            .unwrap_or_else(|| var("HOME").expect("HOME is set").join(".cache"));
+        cache.join("quorum/models")
+    })
+}
 
 /// Runs `quorum train` into `out` with the run's fixed settings and `extra`, with `cache` as
 /// the user's cache directory.
 fn train(out: &Path, cache: &Path, extra: &[&str]) {
     let status = Command::new(env!("CARGO_BIN_EXE_quorum"))
         .env("XDG_CACHE_HOME", cache)
+        .env("QUORUM_MODELS_DIR", models_dir())
         .args([
             "train", "--format", "m_schema", "--limit", "12", "--seed", "3",
         ])
