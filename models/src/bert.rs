@@ -197,9 +197,9 @@ impl BertEmbedder {
     }
 
     /// For each entry of `masks`, the sequence `[CLS] group0 [SEP] group1 [SEP] …` with every
-    /// sub-token of the word at that (group, word) replaced by `[MASK]` (`None`: nothing
-    /// masked); returns, per mask, group and word, the mean of the word's last hidden states
-    /// (empty for a word cut off at the model's length). The de-semanticization paper's relevance probe compares
+    /// sub-token of the word at that (group, word) replaced by `[MASK]` (`None`: nothing masked);
+    /// returns, per mask, group and word, the mean of the word's last hidden states (empty for a
+    /// word cut off at the model's length). The de-semanticization paper's relevance probe compares
     /// these with and without each question word masked. Words are tokenized once.
     pub fn word_states(
         &self,

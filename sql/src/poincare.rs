@@ -1,5 +1,5 @@
-//! The Poincaré ball (curvature −1): the hyperbolic space in which the de-semanticization paper measures how far a
-//! schema item's representation moves when a question token is masked.
+//! The Poincaré ball (curvature −1): the hyperbolic space in which the de-semanticization paper
+//! measures how far a schema item's representation moves when a question token is masked.
 
 /// Maps a vector into the open unit ball: `tanh(|h|) · h / |h|` (the exponential map at the
 /// origin). The zero vector stays at the origin.

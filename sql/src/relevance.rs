@@ -1,5 +1,5 @@
-//! The de-semanticization paper's question–schema relevance score, which decides which question words are masked
-//! into the question's skeleton.
+//! The de-semanticization paper's question–schema relevance score, which decides which question
+//! words are masked into the question's skeleton.
 //!
 //! For every question word `q_i` and schema item `s_j` (a table or column name):
 //! - `D_p[i][j]`: how far `s_j`'s contextual representation moves, in the Poincaré ball, when

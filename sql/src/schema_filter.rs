@@ -1,6 +1,7 @@
-//! A large schema cut down to the tables a question is about, before the first prompt: a
-//! company's database has dozens of tables, and a prompt that shows them all is slow to read and
-//! easy to get lost in for a small model (the de-semanticization paper's range adaptation, XiYan's schema filter).
+//! A large schema cut down to the tables a question is about, before the first prompt: a company's
+//! database has dozens of tables, and a prompt that shows them all is slow to read and easy to get
+//! lost in for a small model (the de-semanticization paper's range adaptation, XiYan's schema
+//! filter).
 //!
 //! Each table is scored against the question from three kinds of evidence:
 //! - meaning: the cosine similarity of the question's embedding with the table's (its name and

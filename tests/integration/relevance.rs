@@ -1,5 +1,5 @@
-//! The de-semanticization paper's relevance probe with the real MiniLM on Spider schemas: the words that name the
-//! schema or its values are masked, the words that state the intent are kept.
+//! The de-semanticization paper's relevance probe with the real MiniLM on Spider schemas: the words
+//! that name the schema or its values are masked, the words that state the intent are kept.
 
 use candle_core::{DType, Device};
 use quorum_models::BertEmbedder;

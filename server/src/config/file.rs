@@ -194,9 +194,10 @@ pub struct RawPipelineSetup {
     /// Where the embedded demonstration index is cached (default: `demo-index.bin` beside
     /// the models directory); rebuilt when the train file or the embedder changes.
     pub demos_cache: Option<PathBuf>,
-    /// How questions are de-semanticized for retrieval: `lexical` (default; n-gram matching)
-    /// or `relevance` (the de-semanticization paper's probe with the embedder model: a pass per question word, 0.56 s
-    /// a question on 2 cores, so indexing Spider's 7000 train questions takes about an hour).
+    /// How questions are de-semanticized for retrieval: `lexical` (default; n-gram matching) or
+    /// `relevance` (the de-semanticization paper's probe with the embedder model: a pass per
+    /// question word, 0.56 s a question on 2 cores, so indexing Spider's 7000 train questions takes
+    /// about an hour).
     pub masking: Option<quorum_sql::demo_index::MaskingMode>,
     /// The pipeline's generators in order (the first also writes the PreSQL). Empty: one per
     /// model with the `generator` role, in that model's format.

@@ -15,9 +15,9 @@ pub enum MaskingMode {
     /// DAIL-SQL / PET-SQL: n-gram matching against names and sampled cell values; no model.
     #[default]
     Lexical,
-    /// The de-semanticization paper's relevance probe ([`crate::relevance`]): a masked language model pass per
-    /// question word (0.56 s per question on average with MiniLM on 2 CPU cores: 2000 Spider
-    /// train questions in 18.8 minutes).
+    /// The de-semanticization paper's relevance probe ([`crate::relevance`]): a masked language
+    /// model pass per question word (0.56 s per question on average with MiniLM on 2 CPU cores:
+    /// 2000 Spider train questions in 18.8 minutes).
     Relevance,
 }
 

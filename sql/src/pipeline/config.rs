@@ -130,8 +130,8 @@ pub struct Round2Config {
     pub link_named_tables: bool,
 }
 
-/// Revising candidates that fail (the de-semanticization paper's fallback to the full schema plus the benchmarking study's
-/// self-debugging with the error message).
+/// Revising candidates that fail (the de-semanticization paper's fallback to the full schema plus
+/// the benchmarking study's self-debugging with the error message).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct RevisionConfig {
     pub enabled: bool,

@@ -1,5 +1,5 @@
-//! The two-round text-to-SQL method (PET-SQL, with XiYan's selection and the de-semanticization paper's and the benchmarking study's
-//! revision) as plain synchronous code over model traits.
+//! The two-round text-to-SQL method (PET-SQL, with XiYan's selection and the de-semanticization
+//! paper's and the benchmarking study's revision) as plain synchronous code over model traits.
 //!
 //! A run: retrieve demos for the de-semanticized question → round 1 writes a preliminary SQL
 //! (PreSQL) over the full schema → execute it → link the tables it reads → round 2: every

@@ -1,10 +1,11 @@
 //! Generation prompts for each configured format, and the revision prompt.
 //!
-//! Revision follows the de-semanticization paper's fallback (show the full schema again, since a failure often
-//! means linking dropped a table) combined with the benchmarking study's self-debugging (show the failed SQL
-//! and the database's error message, the most useful feedback in the benchmarking paper).
-//! Its text is XiYan's refiner prompt over M-Schema, whatever format the generator used in
-//! round 2: one revision format keeps the number of prompt formats a model must know small.
+//! Revision follows the de-semanticization paper's fallback (show the full schema again, since a
+//! failure often means linking dropped a table) combined with the benchmarking study's
+//! self-debugging (show the failed SQL and the database's error message, the most useful feedback
+//! in the benchmarking paper). Its text is XiYan's refiner prompt over M-Schema, whatever format
+//! the generator used in round 2: one revision format keeps the number of prompt formats a model
+//! must know small.
 
 use std::borrow::Cow;
 
