@@ -607,6 +607,27 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever the text, every word of it is either told or set aside, none twice.
+        #[test]
+        fn every_word_is_told_or_set_aside(
+            question in "[A-Za-z ]{0,30}",
+            evidence in "[A-Za-z0-9 =:().,;'\n-]{0,300}",
+        ) {
+            let filtered = filter_evidence(&question, &evidence);
+            let mut kept: Vec<&str> = filtered
+                .told
+                .iter()
+                .chain(&filtered.set_aside)
+                .flat_map(|s| s.split_whitespace())
+                .collect();
+            let mut given: Vec<&str> = evidence.split_whitespace().collect();
+            kept.sort_unstable();
+            given.sort_unstable();
+            proptest::prop_assert_eq!(kept, given);
+        }
+    }
+
     #[test]
     fn notes_of_unasked_definitions_tell_nothing() {
         assert!(!tells_anything(
