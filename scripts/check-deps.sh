@@ -15,6 +15,7 @@ allowed = {
     "quorum-engine": {"quorum-models", "quorum-kernels", "quorum-weights"},
     "quorum-training": {"quorum-models", "quorum-weights", "quorum-sql"},
     "quorum-postgres": {"quorum-sql"},
+    "quorum-mysql": {"quorum-sql"},
 }
 meta = json.load(sys.stdin)
 ws = {p["name"] for p in meta["packages"]}

@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 
+use quorum_mysql::MySqlDatabase;
 use quorum_postgres::{PgDatabase, PgError, PgSource};
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
@@ -65,6 +66,8 @@ fn open_handle(db_id: &str, location: &DatabaseLocation) -> anyhow::Result<Datab
         DatabaseLocation::Postgres(source) => {
             PgDatabase::connect(source.clone())?.into_handle(db_id, IntrospectOptions::default())?
         }
+        DatabaseLocation::MySql(source) => MySqlDatabase::connect(source.clone())?
+            .into_handle(db_id, IntrospectOptions::default())?,
     })
 }
 

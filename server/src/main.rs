@@ -13,8 +13,8 @@ use cli::local_model::{
 };
 use cli::serve::{HealthArgs, ServeArgs, health, serve};
 use cli::{
-    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, mcp, pg_load, reword,
-    subtask, token, train,
+    adapter, ask, engine_generate, eval, grammar_coverage, kernel_check, mcp, mysql_load, pg_load,
+    reword, subtask, token, train,
 };
 use quorum_server::model_source::ModelDirs;
 
@@ -169,6 +169,8 @@ enum Command {
     KernelCheck(kernel_check::KernelCheckArgs),
     /// Copies Spider-format SQLite databases into a PostgreSQL server, one schema per id.
     PgLoad(Box<pg_load::PgLoadArgs>),
+    /// Copies Spider-format SQLite databases into a MySQL or MariaDB server, one database per id.
+    MysqlLoad(Box<mysql_load::MySqlLoadArgs>),
     /// Writes a question file with its questions reworded as the training data's reworded share
     /// is (other values, schema words by synonyms), for `quorum eval --questions`.
     Reword(Box<reword::RewordArgs>),
@@ -315,6 +317,7 @@ fn run() -> Result<()> {
         Command::Eval(args) => eval::eval(&dirs, cli.device, cpu_path, *args),
         Command::Train(args) => train::train(&dirs, device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
+        Command::MysqlLoad(args) => mysql_load::mysql_load(*args),
         Command::Reword(args) => reword::reword_questions(*args),
         Command::KernelCheck(args) => kernel_check::kernel_check(device, &args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),

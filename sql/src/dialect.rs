@@ -2,7 +2,7 @@
 //! candidates in it, and revision quotes its error messages.
 
 use serde::{Deserialize, Serialize};
-use sqlparser::dialect::{PostgreSqlDialect, SQLiteDialect};
+use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 
 use crate::lexer::Quoting;
 
@@ -11,6 +11,8 @@ pub enum Dialect {
     #[default]
     Sqlite,
     Postgres,
+    /// MySQL and MariaDB.
+    MySql,
 }
 
 impl Dialect {
@@ -19,6 +21,7 @@ impl Dialect {
         match self {
             Dialect::Sqlite => "SQLite",
             Dialect::Postgres => "PostgreSQL",
+            Dialect::MySql => "MySQL",
         }
     }
 
@@ -28,7 +31,7 @@ impl Dialect {
     pub fn retarget(self, template: &str) -> String {
         match self {
             Dialect::Sqlite => template.to_owned(),
-            Dialect::Postgres => template
+            Dialect::Postgres | Dialect::MySql => template
                 .replace("SQLite", self.name())
                 .replace("Sqlite", self.name())
                 .replace("sqlite", self.name()),
@@ -40,6 +43,7 @@ impl Dialect {
         match self {
             Dialect::Sqlite => Quoting::Sqlite,
             Dialect::Postgres => Quoting::Postgres,
+            Dialect::MySql => Quoting::MySql,
         }
     }
 
@@ -54,11 +58,26 @@ impl Dialect {
         !plain || (self == Dialect::Postgres && name.chars().any(|c| c.is_ascii_uppercase()))
     }
 
+    /// The character that quotes a name: MySQL reads `"…"` as a string.
+    pub fn name_quote(self) -> char {
+        match self {
+            Dialect::Sqlite | Dialect::Postgres => '"',
+            Dialect::MySql => '`',
+        }
+    }
+
+    /// `name` quoted as this dialect quotes names, embedded quotes doubled.
+    pub fn quote(self, name: &str) -> String {
+        let q = self.name_quote();
+        format!("{q}{}{q}", name.replace(q, &format!("{q}{q}")))
+    }
+
     /// sqlparser's reading of this dialect.
     pub fn parser(self) -> Box<dyn sqlparser::dialect::Dialect> {
         match self {
             Dialect::Sqlite => Box::new(SQLiteDialect {}),
             Dialect::Postgres => Box::new(PostgreSqlDialect {}),
+            Dialect::MySql => Box::new(MySqlDialect {}),
         }
     }
 }
@@ -74,6 +93,16 @@ mod tests {
         assert_eq!(
             Dialect::Postgres.retarget(t),
             "### Answer by PostgreSQL SQL\n### PostgreSQL SQL tables\nYou are a PostgreSQL expert."
+        );
+    }
+
+    #[test]
+    fn names_are_quoted_as_each_dialect_reads_them() {
+        assert_eq!(Dialect::Sqlite.quote("a\"b"), "\"a\"\"b\"");
+        assert_eq!(Dialect::MySql.quote("my `col`"), "`my ``col```");
+        assert_eq!(
+            Dialect::MySql.retarget("You are a SQLite expert."),
+            "You are a MySQL expert."
         );
     }
 }

@@ -203,15 +203,17 @@ fn name_alternatives(name: &str, dialect: Dialect) -> Vec<String> {
     if plain {
         out.push(lark_string(name, true));
     }
-    out.push(lark_string(
-        &format!("\"{}\"", name.replace('"', "\"\"")),
-        true,
-    ));
-    if dialect == Dialect::Sqlite {
+    if dialect != Dialect::MySql {
+        out.push(lark_string(
+            &format!("\"{}\"", name.replace('"', "\"\"")),
+            true,
+        ));
+    }
+    if matches!(dialect, Dialect::Sqlite | Dialect::MySql) {
         out.push(lark_string(&format!("`{}`", name.replace('`', "``")), true));
-        if !name.contains(']') {
-            out.push(lark_string(&format!("[{name}]"), true));
-        }
+    }
+    if dialect == Dialect::Sqlite && !name.contains(']') {
+        out.push(lark_string(&format!("[{name}]"), true));
     }
     out
 }
@@ -269,8 +271,8 @@ pub fn schema_grammar(schema: &Schema, dialect: Dialect) -> String {
     g.push_str(SELECT_LANGUAGE);
 
     // Strings: single quotes everywhere; SQLite also reads a double-quoted word that names no
-    // column as a string, and Spider's gold queries rely on it.
-    if dialect == Dialect::Sqlite {
+    // column as a string, and Spider's gold queries rely on it; MySQL reads every one so.
+    if matches!(dialect, Dialect::Sqlite | Dialect::MySql) {
         g.push_str("STRING: SINGLE_QUOTED | /\"([^\"]|\"\"){0,200}\"/\n");
     } else {
         g.push_str("STRING: SINGLE_QUOTED\n");

@@ -80,6 +80,9 @@ pub enum Quoting {
     /// PostgreSQL's: `'…'`, `"…"`, `E'…'` with backslash escapes and `$tag$…$tag$`; brackets
     /// and backticks are symbols (`ARRAY[…]` is code).
     Postgres,
+    /// MySQL's and MariaDB's: `'…'` and `"…"` with backslash escapes, `` `…` `` names, `#`
+    /// comments to the end of the line; brackets are symbols.
+    MySql,
 }
 
 /// Scans `sql` into lexemes with SQLite's quoting ([`lex_with`]).
@@ -90,6 +93,7 @@ pub fn lex(sql: &str) -> Vec<Lexeme> {
 /// Scans `sql` into lexemes, in order; whitespace separates them and is not a lexeme.
 pub fn lex_with(sql: &str, quoting: Quoting) -> Vec<Lexeme> {
     let postgres = quoting == Quoting::Postgres;
+    let mysql = quoting == Quoting::MySql;
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(c) = sql[i..].chars().next() {
@@ -97,7 +101,7 @@ pub fn lex_with(sql: &str, quoting: Quoting) -> Vec<Lexeme> {
         let (kind, len) = if c.is_whitespace() {
             i += c.len_utf8();
             continue;
-        } else if rest.starts_with("--") {
+        } else if rest.starts_with("--") || (mysql && c == '#') {
             (LexKind::Comment, rest.find('\n').unwrap_or(rest.len()))
         } else if rest.starts_with("/*") {
             (
@@ -105,10 +109,18 @@ pub fn lex_with(sql: &str, quoting: Quoting) -> Vec<Lexeme> {
                 rest.find("*/").map_or(rest.len(), |e| e + 2),
             )
         } else if postgres && matches!(c, 'E' | 'e') && rest[1..].starts_with('\'') {
-            (LexKind::Quoted('\''), 1 + escaped_quoted_len(&rest[1..]))
+            (
+                LexKind::Quoted('\''),
+                1 + escaped_quoted_len(&rest[1..], '\''),
+            )
         } else if postgres && c == '$' && dollar_tag_len(rest).is_some() {
             (LexKind::Quoted('$'), dollar_quoted_len(rest))
-        } else if matches!(c, '\'' | '"') || (!postgres && matches!(c, '`' | '[')) {
+        } else if mysql && matches!(c, '\'' | '"') {
+            (LexKind::Quoted(c), escaped_quoted_len(rest, c))
+        } else if matches!(c, '\'' | '"')
+            || (c == '`' && quoting != Quoting::Postgres)
+            || (c == '[' && quoting == Quoting::Sqlite)
+        {
             (LexKind::Quoted(c), quoted_len(rest, c))
         } else if c.is_ascii_digit()
             || (c == '.' && rest[1..].starts_with(|d: char| d.is_ascii_digit()))
@@ -150,19 +162,19 @@ fn quoted_len(s: &str, open: char) -> usize {
     s.len()
 }
 
-/// Byte length of PostgreSQL's `'…'` run after an `E`: a backslash escapes the next
-/// character, and a doubled quote is a quote.
-fn escaped_quoted_len(s: &str) -> usize {
+/// Byte length of a run quoted by `quote` in which a backslash escapes the next character and
+/// a doubled quote is a quote (PostgreSQL's `E'…'`, MySQL's strings).
+fn escaped_quoted_len(s: &str, quote: char) -> usize {
     let mut chars = s.char_indices().skip(1).peekable();
     while let Some((i, c)) = chars.next() {
         match c {
             '\\' => {
                 chars.next();
             }
-            '\'' if chars.peek().is_some_and(|&(_, n)| n == '\'') => {
+            c if c == quote && chars.peek().is_some_and(|&(_, n)| n == quote) => {
                 chars.next();
             }
-            '\'' => return i + 1,
+            c if c == quote => return i + quote.len_utf8(),
             _ => {}
         }
     }
@@ -295,5 +307,37 @@ mod tests {
         assert_eq!(lexemes[3].unquoted(sql), "x'y");
         // SQLite's scan of the same text treats the bracket as a quoted name.
         assert!(lex(sql).iter().any(|l| l.kind == Quoted('[')));
+    }
+
+    #[test]
+    fn mysql_quoting_knows_backslash_escapes_backtick_names_and_hash_comments() {
+        use LexKind::*;
+        let sql = "SELECT 'a\\'b', \"c\\\"d\", `my col` FROM t # SLEEP(1)\nWHERE x = [1]";
+        let kinds: Vec<(LexKind, &str)> = lex_with(sql, Quoting::MySql)
+            .iter()
+            .map(|l| (l.kind, l.text(sql)))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Word, "SELECT"),
+                (Quoted('\''), "'a\\'b'"),
+                (Symbol, ","),
+                (Quoted('"'), "\"c\\\"d\""),
+                (Symbol, ","),
+                (Quoted('`'), "`my col`"),
+                (Word, "FROM"),
+                (Word, "t"),
+                (Comment, "# SLEEP(1)"),
+                (Word, "WHERE"),
+                (Word, "x"),
+                (Symbol, "="),
+                (Symbol, "["),
+                (Number, "1"),
+                (Symbol, "]"),
+            ]
+        );
+        // SQLite's scan ends the first string at the escaped quote.
+        assert_ne!(lex(sql)[1].text(sql), "'a\\'b'");
     }
 }

@@ -38,6 +38,7 @@ pub mod schema_filter;
 pub mod skeleton;
 #[cfg(test)]
 mod spider_fixture;
+pub mod sqlite_copy;
 pub mod subtask;
 pub mod term_hints;
 pub mod timing;

@@ -87,6 +87,9 @@ pub enum ExecError {
     /// An error a database server reported at run time, with its SQLSTATE code.
     #[error("PostgreSQL error {code}: {message}")]
     Postgres { code: String, message: String },
+    /// An error a MySQL or MariaDB server reported at run time, with its error number.
+    #[error("MySQL error {code}: {message}")]
+    MySql { code: u16, message: String },
     /// The database cannot be reached (connection refused, dropped, pool exhausted): no
     /// statement of the run can be judged, so the run fails rather than vote on errors.
     #[error("database unavailable: {message}")]
@@ -106,6 +109,7 @@ impl ExecError {
             ExecError::TooLarge { .. } => "too_large",
             ExecError::Sqlite { .. } => "sqlite",
             ExecError::Postgres { .. } => "postgres",
+            ExecError::MySql { .. } => "mysql",
             ExecError::Unavailable { .. } => "unavailable",
         }
     }

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Session;
-use crate::schema::{Schema, quote_ident};
+use crate::schema::Schema;
 use crate::value::Value;
 
 /// The least trigram Jaccard index for a fuzzy match.
@@ -104,8 +104,8 @@ impl ValueIndex {
                 }
                 let sql = format!(
                     "SELECT DISTINCT {col} FROM {table} WHERE {col} IS NOT NULL LIMIT {n}",
-                    col = quote_ident(&column.name),
-                    table = quote_ident(&table.name),
+                    col = schema.dialect.quote(&column.name),
+                    table = schema.dialect.quote(&table.name),
                     n = limits.per_column,
                 );
                 let Ok(result) = session.execute(&sql) else {

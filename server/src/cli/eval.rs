@@ -23,6 +23,7 @@ use quorum_sql::pipeline::PipelineKnobs;
 use serde_json::json;
 
 use quorum_eval::DatabaseOpener;
+use quorum_mysql::{MySqlDatabase, MySqlSource};
 use quorum_postgres::{PgDatabase, PgSource};
 use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::config::profile::Profile;
@@ -84,8 +85,13 @@ pub struct EvalArgs {
     /// Serve and score the databases from this PostgreSQL server instead of the SQLite files:
     /// one schema per database id, as `quorum pg-load` writes them. Gold queries are rewritten
     /// for PostgreSQL where SQLite's habits differ (string quotes, `LIKE`).
-    #[arg(long, env = "QUORUM_EVAL_POSTGRES")]
+    #[arg(long, env = "QUORUM_EVAL_POSTGRES", conflicts_with = "mysql")]
     pub postgres: Option<String>,
+    /// Serve and score the databases from this MySQL or MariaDB server instead of the SQLite
+    /// files (`mysql://user:password@host:port`): one database per id, as `quorum mysql-load`
+    /// writes them. Spider's gold queries run unchanged.
+    #[arg(long, env = "QUORUM_EVAL_MYSQL")]
+    pub mysql: Option<String>,
 
     /// The pipeline's knobs, sent as the requests' options (unset: the server's setting).
     #[command(flatten)]
@@ -203,6 +209,20 @@ pub fn eval(
                 .map_err(|e| e.to_string())
         };
         Arc::new(open) as Arc<DatabaseOpener>
+    });
+    let opener = opener.or_else(|| {
+        args.mysql.clone().map(|url| {
+            let open = move |db_id: &str| {
+                let bare = IntrospectOptions {
+                    sample_rows: 0,
+                    distinct_examples: 0,
+                };
+                MySqlDatabase::connect(MySqlSource::new(url.clone(), Some(db_id.to_owned())))
+                    .and_then(|db| db.into_handle(db_id, bare))
+                    .map_err(|e| e.to_string())
+            };
+            Arc::new(open) as Arc<DatabaseOpener>
+        })
     });
     let options = EvalOptions {
         database_dir: args.under_data(&args.database_dir),
@@ -378,6 +398,19 @@ async fn connect(
                 quorum_server::config::file::RawPostgres {
                     url: url.clone(),
                     schema: Some(db_id.clone()),
+                    password_file: None,
+                    max_connections: Some(args.concurrency.max(1) as u32 + 1),
+                },
+            );
+        }
+    }
+    if let Some(url) = &args.mysql {
+        for db_id in db_ids {
+            raw.databases.mysql.insert(
+                db_id.clone(),
+                quorum_server::config::file::RawMySql {
+                    url: url.clone(),
+                    database: Some(db_id.clone()),
                     password_file: None,
                     max_connections: Some(args.concurrency.max(1) as u32 + 1),
                 },

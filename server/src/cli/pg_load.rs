@@ -1,13 +1,13 @@
 //! `quorum pg-load`: copies Spider-format SQLite databases into a PostgreSQL server, one schema
 //! per database id, so that `quorum eval --postgres` can ask the same questions of both.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use quorum_postgres::load::load_sqlite;
-use quorum_sql::dataset::{database_path, load_examples, load_slices};
+
+use crate::cli::load_selection::selected_databases;
 
 #[derive(clap::Args, Debug)]
 pub struct PgLoadArgs {
@@ -29,22 +29,12 @@ pub struct PgLoadArgs {
 }
 
 pub fn pg_load(args: PgLoadArgs) -> Result<()> {
-    let mut ids: BTreeSet<String> = args.dbs.iter().cloned().collect();
-    if let Some(slice) = &args.slice {
-        let dev = load_examples(&args.data.join("dev.json"))?;
-        let slices = load_slices(&args.data.join("slices.json"))?;
-        let indices = slices
-            .get(slice)
-            .with_context(|| format!("no slice named {slice:?}"))?;
-        ids.extend(indices.iter().map(|&i| dev[i].db_id.clone()));
-    }
-    anyhow::ensure!(!ids.is_empty(), "name databases with --slice or --db");
+    let selected = selected_databases(&args.data, args.slice.as_deref(), &args.dbs)?;
     let mut client = quorum_postgres::connect_client(&args.url)?;
     let (mut dropped_keys, mut skipped_fks) = (0, 0);
-    for id in &ids {
+    for (id, path) in &selected {
         let started = Instant::now();
-        let path = database_path(&args.data.join("database"), id);
-        let report = load_sqlite(&mut client, &path, id).with_context(|| id.clone())?;
+        let report = load_sqlite(&mut client, path, id).with_context(|| id.clone())?;
         if let Some(role) = &args.grant_to {
             client
                 .batch_execute(&format!(
@@ -71,7 +61,7 @@ pub fn pg_load(args: PgLoadArgs) -> Result<()> {
     }
     println!(
         "{} databases loaded; {dropped_keys} primary keys and {skipped_fks} foreign keys not kept",
-        ids.len()
+        selected.len()
     );
     Ok(())
 }

@@ -145,6 +145,9 @@ pub struct RawDatabases {
     /// PostgreSQL databases: id → connection.
     #[serde(default)]
     pub postgres: BTreeMap<String, RawPostgres>,
+    /// MySQL and MariaDB databases: id → connection.
+    #[serde(default)]
+    pub mysql: BTreeMap<String, RawMySql>,
     /// Hosts `Databases.Register` may connect to on PostgreSQL; none turns such registration
     /// off (the default: a client must not make the server dial arbitrary hosts).
     #[serde(default)]
@@ -166,6 +169,21 @@ pub struct RawPostgres {
     pub url: String,
     /// The schema holding the tables (default `public`).
     pub schema: Option<String>,
+    /// A file whose first line is the password.
+    pub password_file: Option<PathBuf>,
+    /// Connections this database may hold at once (default 4).
+    pub max_connections: Option<u32>,
+}
+
+/// A MySQL or MariaDB database in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMySql {
+    /// `mysql://user@host:port/database` (TLS with `?root_cert_path=CA.pem`); put the password
+    /// in `password_file`, not here.
+    pub url: String,
+    /// The database holding the tables (default: the URL's).
+    pub database: Option<String>,
     /// A file whose first line is the password.
     pub password_file: Option<PathBuf>,
     /// Connections this database may hold at once (default 4).
@@ -363,6 +381,9 @@ impl RawConfig {
         db.postgres_passwords.values_mut().for_each(rebase);
         for pg in db.postgres.values_mut() {
             rebase_set(&mut pg.password_file);
+        }
+        for my in db.mysql.values_mut() {
+            rebase_set(&mut my.password_file);
         }
         let setup = &mut self.pipeline.setup;
         for p in [

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use quorum_models::{CpuPath, DeviceSpec};
+use quorum_mysql::MySqlSource;
 use quorum_postgres::PgSource;
 use quorum_sql::pipeline::PromptFormat;
 use quorum_weights::Reencode;
@@ -78,6 +79,7 @@ pub struct DatabaseSpec {
 pub enum DatabaseLocation {
     Sqlite(PathBuf),
     Postgres(PgSource),
+    MySql(MySqlSource),
 }
 
 /// What `Databases.Register` may reach on PostgreSQL.
@@ -545,6 +547,33 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
             DatabaseSpec {
                 db_id: db_id.clone(),
                 location: DatabaseLocation::Postgres(source),
+                from_scan: false,
+            },
+        );
+    }
+    for (db_id, my) in &raw.mysql {
+        crate::db_id::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.mysql.{db_id}: {reason}"))?;
+        let mut source = MySqlSource::new(my.url.clone(), my.database.clone());
+        if let Some(file) = &my.password_file {
+            source.password =
+                Some(read_password(file).with_context(|| format!("databases.mysql.{db_id}"))?);
+        }
+        if let Some(n) = my.max_connections {
+            ensure!(
+                n > 0,
+                "databases.mysql.{db_id}: max_connections must be at least 1"
+            );
+            source.max_connections = n;
+        }
+        source
+            .location()
+            .map_err(|e| anyhow::anyhow!("databases.mysql.{db_id}: {e}"))?;
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                location: DatabaseLocation::MySql(source),
                 from_scan: false,
             },
         );

@@ -82,7 +82,7 @@ pub fn as_intersection(question: &str, sql: &str, dialect: Dialect) -> Option<In
         question: &question.to_lowercase(),
         // SQLite reads `"English"` as a string when no column has that name, and models
         // write it so; PostgreSQL reads it as a column, always.
-        quoted_words_are_strings: dialect == Dialect::Sqlite,
+        quoted_words_are_strings: matches!(dialect, Dialect::Sqlite | Dialect::MySql),
     };
     let site = the_site(query, &asked)?;
     let [first, second] = site.queries(query)?;

@@ -322,7 +322,7 @@ struct Bridge {
 /// A name as SQL must write it in `dialect` ([`Dialect::needs_quotes`]).
 fn quoted(name: &str, dialect: Dialect) -> String {
     if dialect.needs_quotes(name) {
-        crate::schema::quote_ident(name)
+        dialect.quote(name)
     } else {
         name.to_owned()
     }

@@ -23,7 +23,7 @@ use crate::backend::Session;
 use crate::defect::column_name;
 use crate::dialect::Dialect;
 use crate::sandbox::QueryResult;
-use crate::schema::{Schema, quote_ident};
+use crate::schema::Schema;
 use crate::value::Value;
 
 /// Whether a result says "nothing": no rows, or one row of zeros and NULLs (an aggregate over
@@ -187,11 +187,11 @@ impl Respeller<'_> {
     }
 
     fn fix(&mut self, table: &str, column: &str, literal: &str) -> Option<Fix> {
-        let t = quote_ident(table);
+        let t = self.dialect.quote(table);
         let text = sql_string(literal);
         if self.rows(&format!(
             "SELECT 1 FROM {t} WHERE {c} = {text} LIMIT 1",
-            c = quote_ident(column)
+            c = self.dialect.quote(column)
         ))? > 0
         {
             return None;
@@ -204,7 +204,7 @@ impl Respeller<'_> {
         if !squeezed.is_empty() {
             let respelled = self.session.execute(&format!(
                 "SELECT DISTINCT {c} FROM {t} WHERE lower(replace({c}, ' ', '')) = {s} LIMIT 2",
-                c = quote_ident(column),
+                c = self.dialect.quote(column),
                 s = sql_string(&squeezed),
             ));
             if let Ok(result) = respelled
@@ -238,7 +238,7 @@ impl Respeller<'_> {
         for other in others {
             let found = self.rows(&format!(
                 "SELECT 1 FROM {t} WHERE {c} = {text} LIMIT 1",
-                c = quote_ident(&other)
+                c = self.dialect.quote(&other)
             ));
             if found.is_some_and(|n| n > 0) {
                 storing.push(other);
@@ -258,7 +258,7 @@ impl Respeller<'_> {
     /// A column name as this dialect must write it ([`Dialect::needs_quotes`]).
     fn ident(&self, name: &str) -> Ident {
         if self.dialect.needs_quotes(name) {
-            Ident::with_quote('"', name)
+            Ident::with_quote(self.dialect.name_quote(), name)
         } else {
             Ident::new(name)
         }
