@@ -22,6 +22,7 @@ mod relevance;
 mod server_inference;
 mod server_lifecycle;
 mod server_mcp;
+mod server_mysql;
 mod server_notes;
 mod server_openai_pipeline;
 mod server_postgres;
