@@ -15,23 +15,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use mysql::prelude::Queryable;
+pub use quorum_sql::sqlite_copy::LoadReport;
 use quorum_sql::sqlite_copy::{Cell, Family, TableData, read_sqlite, sqlite_real_text};
 
 use crate::error::MySqlError;
 use crate::guard::plain_name;
 use crate::introspect::quote;
-
-/// What a copy kept and what it could not.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct LoadReport {
-    pub tables: usize,
-    pub rows: usize,
-    pub foreign_keys: usize,
-    /// `table(columns)` of primary keys the data violates.
-    pub primary_keys_dropped: Vec<String>,
-    /// `table(column) -> table(column)` of foreign keys MySQL refused.
-    pub foreign_keys_skipped: Vec<String>,
-}
 
 /// The longest text a key column may hold: 768 characters of four bytes fill InnoDB's
 /// 3,072-byte index key.

@@ -11,23 +11,12 @@
 use std::io::Write;
 use std::path::Path;
 
+pub use quorum_sql::sqlite_copy::LoadReport;
 use quorum_sql::sqlite_copy::{Cell, Family, read_sqlite, sqlite_real_text};
 
 use crate::error::PgError;
 use crate::guard::check_schema_name;
 use crate::introspect::quote;
-
-/// What a copy kept and what it could not.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct LoadReport {
-    pub tables: usize,
-    pub rows: usize,
-    pub foreign_keys: usize,
-    /// `table(columns)` of primary keys the data violates.
-    pub primary_keys_dropped: Vec<String>,
-    /// `table(column) -> table(column)` of foreign keys PostgreSQL refused.
-    pub foreign_keys_skipped: Vec<String>,
-}
 
 fn pg_type(family: Family) -> &'static str {
     match family {

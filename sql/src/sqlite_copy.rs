@@ -53,6 +53,18 @@ pub enum Cell {
     Blob(Vec<u8>),
 }
 
+/// What a copy into a server kept and what it could not.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct LoadReport {
+    pub tables: usize,
+    pub rows: usize,
+    pub foreign_keys: usize,
+    /// `table(columns)` of primary keys the data violates.
+    pub primary_keys_dropped: Vec<String>,
+    /// `table(column) -> table(column)` of foreign keys the server refused.
+    pub foreign_keys_skipped: Vec<String>,
+}
+
 /// One table's rows and the family of each column.
 #[derive(Debug, Clone)]
 pub struct TableData {

@@ -9,6 +9,7 @@ mod dense_parity;
 mod embedder;
 mod engine;
 mod gguf_parity;
+mod gold_comparison;
 mod lora;
 mod mysql_gold;
 mod mysql_safety;

@@ -2,13 +2,12 @@
 //! one database per id, so that `quorum eval --mysql` can ask the same questions of both.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use mysql::prelude::Queryable;
 use quorum_mysql::load::load_sqlite;
 
-use crate::cli::load_selection::selected_databases;
+use crate::cli::load_selection::{load_each, selected_databases};
 
 #[derive(clap::Args, Debug)]
 pub struct MySqlLoadArgs {
@@ -32,33 +31,12 @@ pub struct MySqlLoadArgs {
 pub fn mysql_load(args: MySqlLoadArgs) -> Result<()> {
     let selected = selected_databases(&args.data, args.slice.as_deref(), &args.dbs)?;
     let mut conn = quorum_mysql::connect_admin(&args.url)?;
-    let (mut dropped_keys, mut skipped_fks) = (0, 0);
-    for (id, path) in &selected {
-        let started = Instant::now();
-        let report = load_sqlite(&mut conn, path, id).with_context(|| id.clone())?;
+    load_each(&selected, "MySQL", |id, path| {
+        let report = load_sqlite(&mut conn, path, id)?;
         if let Some(user) = &args.grant_to {
             conn.query_drop(format!("GRANT SELECT ON `{id}`.* TO {user}"))
                 .with_context(|| format!("granting {id} to {user}"))?;
         }
-        println!(
-            "{id}: {} tables, {} rows, {} foreign keys in {:.1} s",
-            report.tables,
-            report.rows,
-            report.foreign_keys,
-            started.elapsed().as_secs_f64()
-        );
-        for key in &report.primary_keys_dropped {
-            println!("  primary key not kept (the data violates it): {key}");
-        }
-        for fk in &report.foreign_keys_skipped {
-            println!("  foreign key not kept (MySQL cannot express it): {fk}");
-        }
-        dropped_keys += report.primary_keys_dropped.len();
-        skipped_fks += report.foreign_keys_skipped.len();
-    }
-    println!(
-        "{} databases loaded; {dropped_keys} primary keys and {skipped_fks} foreign keys not kept",
-        selected.len()
-    );
-    Ok(())
+        Ok(report)
+    })
 }

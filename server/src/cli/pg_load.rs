@@ -2,12 +2,11 @@
 //! per database id, so that `quorum eval --postgres` can ask the same questions of both.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use quorum_postgres::load::load_sqlite;
 
-use crate::cli::load_selection::selected_databases;
+use crate::cli::load_selection::{load_each, selected_databases};
 
 #[derive(clap::Args, Debug)]
 pub struct PgLoadArgs {
@@ -31,10 +30,8 @@ pub struct PgLoadArgs {
 pub fn pg_load(args: PgLoadArgs) -> Result<()> {
     let selected = selected_databases(&args.data, args.slice.as_deref(), &args.dbs)?;
     let mut client = quorum_postgres::connect_client(&args.url)?;
-    let (mut dropped_keys, mut skipped_fks) = (0, 0);
-    for (id, path) in &selected {
-        let started = Instant::now();
-        let report = load_sqlite(&mut client, path, id).with_context(|| id.clone())?;
+    load_each(&selected, "PostgreSQL", |id, path| {
+        let report = load_sqlite(&mut client, path, id)?;
         if let Some(role) = &args.grant_to {
             client
                 .batch_execute(&format!(
@@ -43,25 +40,6 @@ pub fn pg_load(args: PgLoadArgs) -> Result<()> {
                 ))
                 .with_context(|| format!("granting {id} to {role}"))?;
         }
-        println!(
-            "{id}: {} tables, {} rows, {} foreign keys in {:.1} s",
-            report.tables,
-            report.rows,
-            report.foreign_keys,
-            started.elapsed().as_secs_f64()
-        );
-        for key in &report.primary_keys_dropped {
-            println!("  primary key not kept (the data violates it): {key}");
-        }
-        for fk in &report.foreign_keys_skipped {
-            println!("  foreign key not kept (PostgreSQL cannot express it): {fk}");
-        }
-        dropped_keys += report.primary_keys_dropped.len();
-        skipped_fks += report.foreign_keys_skipped.len();
-    }
-    println!(
-        "{} databases loaded; {dropped_keys} primary keys and {skipped_fks} foreign keys not kept",
-        selected.len()
-    );
-    Ok(())
+        Ok(report)
+    })
 }
