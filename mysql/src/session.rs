@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use mysql::prelude::Queryable;
 use mysql::{AccessMode, IsolationLevel, PooledConn, TxOpts};
 use quorum_sql::backend::Session;
-use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult};
+use quorum_sql::sandbox::{CappedRows, ExecError, Limits, QueryResult};
 use quorum_sql::value::Value;
 
 use crate::error::exec_error;
@@ -119,9 +119,7 @@ fn run(
         .iter()
         .map(|c| c.name_str().into_owned())
         .collect();
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let mut bytes = 0usize;
-    let mut truncated = false;
+    let mut rows = CappedRows::new(limits);
     for row in result.by_ref() {
         if start.elapsed() >= limits.timeout {
             return Err(ExecError::Timeout {
@@ -135,25 +133,11 @@ fn run(
             .zip(&columns_meta)
             .map(|(cell, column)| value(column, cell))
             .collect();
-        bytes += cells.iter().map(Value::size_bytes).sum::<usize>();
-        if rows.len() >= limits.max_rows || bytes > limits.max_bytes {
-            if limits.on_overflow == Overflow::Fail {
-                return Err(ExecError::TooLarge {
-                    max_rows: limits.max_rows,
-                    max_bytes: limits.max_bytes,
-                });
-            }
-            truncated = true;
+        if !rows.push(cells)? {
             break;
         }
-        rows.push(cells);
     }
-    Ok(QueryResult {
-        columns,
-        rows,
-        truncated,
-        elapsed: start.elapsed(),
-    })
+    Ok(rows.into_result(columns, start))
 }
 
 #[cfg(test)]

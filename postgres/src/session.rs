@@ -17,7 +17,7 @@ use std::time::Instant;
 use postgres::SimpleQueryMessage;
 use postgres::types::Type;
 use quorum_sql::backend::Session;
-use quorum_sql::sandbox::{ExecError, Limits, Overflow, QueryResult};
+use quorum_sql::sandbox::{CappedRows, ExecError, Limits, QueryResult};
 use quorum_sql::value::Value;
 use r2d2::PooledConnection;
 use r2d2_postgres::PostgresConnectionManager;
@@ -127,9 +127,7 @@ fn run(
         &[],
     )
     .map_err(err)?;
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let mut bytes = 0usize;
-    let mut truncated = false;
+    let mut rows = CappedRows::new(limits);
     'fetch: loop {
         if start.elapsed() >= limits.timeout {
             return Err(ExecError::Timeout {
@@ -150,27 +148,13 @@ fn run(
                 .enumerate()
                 .map(|(i, ty)| value(ty, row.get(i)))
                 .collect();
-            bytes += cells.iter().map(Value::size_bytes).sum::<usize>();
-            if rows.len() >= limits.max_rows || bytes > limits.max_bytes {
-                if limits.on_overflow == Overflow::Fail {
-                    return Err(ExecError::TooLarge {
-                        max_rows: limits.max_rows,
-                        max_bytes: limits.max_bytes,
-                    });
-                }
-                truncated = true;
+            if !rows.push(cells)? {
                 break 'fetch;
             }
-            rows.push(cells);
         }
         if fetched < FETCH_ROWS {
             break;
         }
     }
-    Ok(QueryResult {
-        columns,
-        rows,
-        truncated,
-        elapsed: start.elapsed(),
-    })
+    Ok(rows.into_result(columns, start))
 }

@@ -34,6 +34,54 @@ pub struct QueryResult {
     pub elapsed: Duration,
 }
 
+/// A result's rows gathered under the row and byte caps of [`Limits`], as a backend reads them.
+#[derive(Debug)]
+pub struct CappedRows {
+    limits: Limits,
+    rows: Vec<Vec<Value>>,
+    bytes: usize,
+    truncated: bool,
+}
+
+impl CappedRows {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            rows: Vec::new(),
+            bytes: 0,
+            truncated: false,
+        }
+    }
+
+    /// Keeps `row` unless it passes a cap; then, under [`Overflow::Fail`], the error, and under
+    /// [`Overflow::Truncate`], `Ok(false)`: read no further, the result is cut short.
+    pub fn push(&mut self, row: Vec<Value>) -> Result<bool, ExecError> {
+        self.bytes += row.iter().map(Value::size_bytes).sum::<usize>();
+        if self.rows.len() >= self.limits.max_rows || self.bytes > self.limits.max_bytes {
+            if self.limits.on_overflow == Overflow::Fail {
+                return Err(ExecError::TooLarge {
+                    max_rows: self.limits.max_rows,
+                    max_bytes: self.limits.max_bytes,
+                });
+            }
+            self.truncated = true;
+            return Ok(false);
+        }
+        self.rows.push(row);
+        Ok(true)
+    }
+
+    /// The result, timed from `start`.
+    pub fn into_result(self, columns: Vec<String>, start: Instant) -> QueryResult {
+        QueryResult {
+            columns,
+            rows: self.rows,
+            truncated: self.truncated,
+            elapsed: start.elapsed(),
+        }
+    }
+}
+
 /// What to do when a result exceeds a cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Overflow {
@@ -253,35 +301,18 @@ impl Sandbox {
         }
         let columns: Vec<String> = stmt.column_names().map(str::to_string).collect();
         let n_cols = columns.len();
-        let mut rows = Vec::new();
-        let mut bytes = 0usize;
-        let mut truncated = false;
+        let mut rows = CappedRows::new(limits);
         let mut cursor = stmt.query([])?;
         while let Some(row) = cursor.next()? {
             let mut out = Vec::with_capacity(n_cols);
             for i in 0..n_cols {
-                let v = Value::from_sqlite(row.get_ref(i)?);
-                bytes += v.size_bytes();
-                out.push(v);
+                out.push(Value::from_sqlite(row.get_ref(i)?));
             }
-            if rows.len() >= limits.max_rows || bytes > limits.max_bytes {
-                if limits.on_overflow == Overflow::Fail {
-                    return Err(RunError::Exec(ExecError::TooLarge {
-                        max_rows: limits.max_rows,
-                        max_bytes: limits.max_bytes,
-                    }));
-                }
-                truncated = true;
+            if !rows.push(out).map_err(RunError::Exec)? {
                 break;
             }
-            rows.push(out);
         }
-        Ok(QueryResult {
-            columns,
-            rows,
-            truncated,
-            elapsed: start.elapsed(),
-        })
+        Ok(rows.into_result(columns, start))
     }
 }
 
