@@ -96,6 +96,29 @@ impl MySqlSource {
         Ok(builder)
     }
 
+    /// The host the URL names, as written.
+    pub fn host(&self) -> Result<String, MySqlError> {
+        Ok(self.driver_opts()?.get_ip_or_hostname().into_owned())
+    }
+
+    /// Whether the URL makes the client open something on the machine it runs on: a CA, a
+    /// certificate or key, a server public key or a Unix socket.
+    pub fn names_server_files(&self) -> bool {
+        const FILE_OPTIONS: [&str; 6] = [
+            "root_cert_path",
+            "cert_chain_path",
+            "priv_key_path",
+            "server_key_path",
+            "socket",
+            "prefer_socket",
+        ];
+        let query = self.url.split_once('?').map_or("", |(_, q)| q);
+        query.split('&').any(|pair| {
+            let key = pair.split('=').next().unwrap_or("");
+            FILE_OPTIONS.contains(&key)
+        })
+    }
+
     /// `user@host:port/database tls on|off`: what logs and `Describe` may show.
     pub fn location(&self) -> Result<String, MySqlError> {
         let opts = self.driver_opts()?;

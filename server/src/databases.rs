@@ -8,12 +8,12 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 
-use quorum_mysql::MySqlDatabase;
+use quorum_mysql::{MySqlDatabase, MySqlError, MySqlSource};
 use quorum_postgres::{PgDatabase, PgError, PgSource};
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
-use crate::config::resolved::{DatabaseLocation, DatabaseSpec, PostgresPolicy};
+use crate::config::resolved::{DatabaseLocation, DatabaseSpec, ServerPolicy};
 use crate::db_id::validate_db_id;
 use crate::notes::NoteBook;
 use crate::registration_log::{Registration, RegistrationLog};
@@ -42,11 +42,26 @@ pub struct DatabaseRegistry {
     databases: RwLock<BTreeMap<String, Database>>,
     /// The allowed directory as configured and canonicalized: absolute paths may use either.
     allowed_dir: Option<(PathBuf, PathBuf)>,
-    postgres: PostgresPolicy,
+    policies: RegistrationPolicies,
     /// The registrations file shared with other replicas, when configured.
     log: Option<RegistrationLog>,
     /// Every database's notes.
     pub notes: NoteBook,
+}
+
+/// What `Databases.Register` may reach on each kind of database server.
+#[derive(Debug, Clone, Default)]
+pub struct RegistrationPolicies {
+    pub postgres: ServerPolicy,
+    pub mysql: ServerPolicy,
+}
+
+/// A MySQL database a client asks to register.
+#[derive(Clone)]
+pub struct MySqlRegistration {
+    pub url: String,
+    pub database: String,
+    pub password_name: String,
 }
 
 /// A PostgreSQL database a client asks to register.
@@ -79,7 +94,7 @@ impl DatabaseRegistry {
     pub fn open(
         specs: &[DatabaseSpec],
         allowed_dir: Option<PathBuf>,
-        postgres: PostgresPolicy,
+        policies: RegistrationPolicies,
         registrations_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
         let mut databases = BTreeMap::new();
@@ -115,7 +130,7 @@ impl DatabaseRegistry {
                 let canonical = d.canonicalize().ok()?;
                 Some((d, canonical))
             }),
-            postgres,
+            policies,
             log,
             notes: NoteBook::default(),
         };
@@ -268,6 +283,25 @@ impl DatabaseRegistry {
         )
     }
 
+    /// Registers a MySQL database as `db_id`: its host must be allowed, its credentials hold
+    /// and its database have tables.
+    pub fn register_mysql(
+        &self,
+        db_id: &str,
+        registration: MySqlRegistration,
+        may_see: &dyn Fn(&str) -> bool,
+    ) -> Result<Database, ServiceError> {
+        self.record(
+            Registration::MySql {
+                db_id: db_id.to_owned(),
+                url: registration.url,
+                database: registration.database,
+                password_name: registration.password_name,
+            },
+            may_see,
+        )
+    }
+
     /// Opens and adds a client's registration; with a shared file, first the registrations
     /// other replicas made, and then this one is written there, all under the file's lock so
     /// that two replicas cannot take the same id. A registration may not serve again what a
@@ -320,6 +354,12 @@ impl DatabaseRegistry {
                 schema,
                 password_name,
             } => self.prepare_postgres(db_id, url, schema, password_name),
+            Registration::MySql {
+                db_id,
+                url,
+                database,
+                password_name,
+            } => self.prepare_mysql(db_id, url, database, password_name),
             Registration::Note { .. } | Registration::NoteRemoved { .. } => Err(
                 ServiceError::internal("a note line is not a database to open"),
             ),
@@ -355,7 +395,7 @@ impl DatabaseRegistry {
         schema: &str,
         password_name: &str,
     ) -> Result<DatabaseHandle, ServiceError> {
-        if self.postgres.hosts.is_empty() {
+        if self.policies.postgres.hosts.is_empty() {
             return Err(ServiceError::PermissionDenied {
                 reason: "PostgreSQL registration is disabled: the server allows no hosts \
                          (databases.postgres_hosts)"
@@ -367,7 +407,11 @@ impl DatabaseRegistry {
         let hosts = source
             .hosts()
             .map_err(|_| ServiceError::invalid("postgres.url", "is not a connection string"))?;
-        if hosts.is_empty() || !hosts.iter().all(|h| self.postgres.hosts.contains(h)) {
+        if hosts.is_empty()
+            || !hosts
+                .iter()
+                .all(|h| self.policies.postgres.hosts.contains(h))
+        {
             return Err(ServiceError::PermissionDenied {
                 reason: "the PostgreSQL host is not among the server's allowed hosts".into(),
             });
@@ -385,9 +429,14 @@ impl DatabaseRegistry {
             });
         }
         if !password_name.is_empty() {
-            let password = self.postgres.passwords.get(password_name).ok_or_else(|| {
-                ServiceError::invalid("postgres.password_name", "names no configured password")
-            })?;
+            let password = self
+                .policies
+                .postgres
+                .passwords
+                .get(password_name)
+                .ok_or_else(|| {
+                    ServiceError::invalid("postgres.password_name", "names no configured password")
+                })?;
             source.password = Some(password.clone());
         }
         let handle = PgDatabase::connect(source)
@@ -398,6 +447,58 @@ impl DatabaseRegistry {
             })?;
         if handle.schema.tables.is_empty() {
             return Err(ServiceError::invalid("postgres.schema", "has no tables"));
+        }
+        Ok(handle)
+    }
+
+    fn prepare_mysql(
+        &self,
+        db_id: &str,
+        url: &str,
+        database: &str,
+        password_name: &str,
+    ) -> Result<DatabaseHandle, ServiceError> {
+        let policy = &self.policies.mysql;
+        if policy.hosts.is_empty() {
+            return Err(ServiceError::PermissionDenied {
+                reason: "MySQL registration is disabled: the server allows no hosts \
+                         (databases.mysql_hosts)"
+                    .into(),
+            });
+        }
+        let database = (!database.is_empty()).then(|| database.to_owned());
+        let mut source = MySqlSource::new(url.to_owned(), database);
+        let host = source
+            .host()
+            .map_err(|_| ServiceError::invalid("mysql.url", "is not a mysql:// URL"))?;
+        if !policy.hosts.contains(&host) {
+            return Err(ServiceError::PermissionDenied {
+                reason: "the MySQL host is not among the server's allowed hosts".into(),
+            });
+        }
+        // A client must not make the server open a file of its choosing (a CA, a key, a
+        // socket): those belong in the server's configuration.
+        if source.names_server_files() {
+            return Err(ServiceError::PermissionDenied {
+                reason: "the URL names a file or socket on the server: only the server's \
+                         configuration may (databases.mysql.<id>.url)"
+                    .into(),
+            });
+        }
+        if !password_name.is_empty() {
+            let password = policy.passwords.get(password_name).ok_or_else(|| {
+                ServiceError::invalid("mysql.password_name", "names no configured password")
+            })?;
+            source.password = Some(password.clone());
+        }
+        let handle = MySqlDatabase::connect(source)
+            .and_then(|db| db.into_handle(db_id, IntrospectOptions::default()))
+            .map_err(|e| {
+                tracing::info!(db_id, error = %e, "registration: MySQL refused");
+                mysql_registration_error(e)
+            })?;
+        if handle.schema.tables.is_empty() {
+            return Err(ServiceError::invalid("mysql.database", "has no tables"));
         }
         Ok(handle)
     }
@@ -467,6 +568,28 @@ fn registration_error(e: PgError) -> ServiceError {
     }
 }
 
+fn mysql_registration_error(e: MySqlError) -> ServiceError {
+    match e {
+        MySqlError::Connect { message } if message.contains("Access denied") => {
+            ServiceError::invalid(
+                "mysql",
+                format!("the server refused the credentials: {message}"),
+            )
+        }
+        MySqlError::Connect { message } => ServiceError::Unavailable {
+            reason: format!("cannot reach the MySQL server: {message}"),
+        },
+        MySqlError::NoDatabase { database } => {
+            ServiceError::invalid("mysql.database", format!("{database:?} does not exist"))
+        }
+        MySqlError::BadDatabaseName(_) => {
+            ServiceError::invalid("mysql.database", "must be a plain identifier")
+        }
+        MySqlError::BadUrl(reason) => ServiceError::invalid("mysql.url", reason),
+        e @ (MySqlError::Query { .. } | MySqlError::Load { .. }) => ServiceError::internal(e),
+    }
+}
+
 /// What identifies the data behind a location, whatever name or credentials reach it: a
 /// SQLite file by its canonical path; a PostgreSQL schema by host, port, database and schema,
 /// without the user or the TLS mode, with loopback spelled one way.
@@ -486,6 +609,17 @@ fn source_key(location: &str) -> String {
         let port_db = port_db.trim_start_matches(':');
         let schema = schema.split(" sslmode ").next().unwrap_or(schema);
         return format!("postgresql://{host}:{port_db} schema {schema}");
+    }
+    if let Some(rest) = location.strip_prefix("mysql://") {
+        let server = rest.split(" tls ").next().unwrap_or(rest);
+        let server = server.rsplit_once('@').map_or(server, |(_, s)| s);
+        let (host, port_db) = server.split_once(':').unwrap_or((server, ""));
+        let host = host.to_ascii_lowercase();
+        let host = match host.as_str() {
+            "localhost" | "::1" | "127.0.0.1" => "loopback",
+            other => other,
+        };
+        return format!("mysql://{host}:{port_db}");
     }
     std::fs::canonicalize(location)
         .map_or_else(|_| location.to_owned(), |p| p.display().to_string())

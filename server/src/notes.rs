@@ -161,7 +161,9 @@ impl NoteBook {
                     notes.notes.remove(id);
                 }
             }
-            Registration::Sqlite { .. } | Registration::Postgres { .. } => {}
+            Registration::Sqlite { .. }
+            | Registration::Postgres { .. }
+            | Registration::MySql { .. } => {}
         }
     }
 }

@@ -4,8 +4,8 @@
 //! survives restarts.
 //!
 //! The file holds what a client asked for, not what it found: each replica opens the database
-//! itself and applies its own policy (the allowed directory, the allowed PostgreSQL hosts, the
-//! named passwords) when it reads a line, so an edited file cannot get past a replica's rules.
+//! itself and applies its own policy (the allowed directory, the allowed PostgreSQL and MySQL
+//! hosts, the named passwords) when it reads a line, so an edited file cannot get past a replica's rules.
 //! Passwords are never written, only the name of a configured one.
 
 use std::fs::{File, OpenOptions};
@@ -28,6 +28,13 @@ pub enum Registration {
         schema: String,
         password_name: String,
     },
+    /// A MySQL database, by its URL, database and password name.
+    MySql {
+        db_id: String,
+        url: String,
+        database: String,
+        password_name: String,
+    },
     /// A note on a database, new or with new text.
     Note {
         db_id: String,
@@ -43,6 +50,7 @@ impl Registration {
         match self {
             Self::Sqlite { db_id, .. }
             | Self::Postgres { db_id, .. }
+            | Self::MySql { db_id, .. }
             | Self::Note { db_id, .. }
             | Self::NoteRemoved { db_id, .. } => db_id,
         }

@@ -21,7 +21,7 @@ use crate::audit::AuditLog;
 use crate::auth::Authenticator;
 use crate::auth::tokens_file::TokensFile;
 use crate::config::resolved::ServerConfig;
-use crate::databases::DatabaseRegistry;
+use crate::databases::{DatabaseRegistry, RegistrationPolicies};
 use crate::http;
 use crate::models::ModelRegistry;
 use crate::pipeline_runtime::PipelineRuntime;
@@ -71,10 +71,13 @@ impl RunningServer {
 pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
     let specs = config.databases.clone();
     let allowed = config.allowed_dir.clone();
-    let policy = config.postgres_policy.clone();
+    let policies = RegistrationPolicies {
+        postgres: config.postgres_policy.clone(),
+        mysql: config.mysql_policy.clone(),
+    };
     let registrations = config.registrations_file.clone();
     let databases = tokio::task::spawn_blocking(move || {
-        DatabaseRegistry::open(&specs, allowed, policy, registrations.as_deref())
+        DatabaseRegistry::open(&specs, allowed, policies, registrations.as_deref())
     })
     .await??;
     let (reporter, health_service) = tonic_health::server::health_reporter();

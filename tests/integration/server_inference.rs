@@ -726,6 +726,7 @@ allowed_dir = {allowed:?}
             db_id: "pets_1".into(),
             path: "pets_1.sqlite".into(),
             postgres: None,
+            mysql: None,
         })
         .await
         .expect("registers");

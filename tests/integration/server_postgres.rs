@@ -147,6 +147,7 @@ max_new_tokens = 96
                 schema: schema.into(),
                 password_name: password_name.into(),
             }),
+            mysql: None,
         };
     let added = databases
         .register(register(

@@ -148,6 +148,12 @@ pub struct RawDatabases {
     /// MySQL and MariaDB databases: id → connection.
     #[serde(default)]
     pub mysql: BTreeMap<String, RawMySql>,
+    /// Hosts `Databases.Register` may connect to on MySQL; none turns such registration off.
+    #[serde(default)]
+    pub mysql_hosts: Vec<String>,
+    /// Passwords MySQL registrations may name: name → file holding it.
+    #[serde(default)]
+    pub mysql_passwords: BTreeMap<String, PathBuf>,
     /// Hosts `Databases.Register` may connect to on PostgreSQL; none turns such registration
     /// off (the default: a client must not make the server dial arbitrary hosts).
     #[serde(default)]
@@ -379,6 +385,7 @@ impl RawConfig {
         }
         db.entries.values_mut().for_each(rebase);
         db.postgres_passwords.values_mut().for_each(rebase);
+        db.mysql_passwords.values_mut().for_each(rebase);
         for pg in db.postgres.values_mut() {
             rebase_set(&mut pg.password_file);
         }

@@ -82,18 +82,18 @@ pub enum DatabaseLocation {
     MySql(MySqlSource),
 }
 
-/// What `Databases.Register` may reach on PostgreSQL.
+/// What `Databases.Register` may reach on a database server (PostgreSQL, MySQL).
 #[derive(Clone, Default)]
-pub struct PostgresPolicy {
+pub struct ServerPolicy {
     /// Host names or addresses, compared as written in the connection string.
     pub hosts: Vec<String>,
     /// Named passwords, read from their files at start-up.
     pub passwords: BTreeMap<String, String>,
 }
 
-impl std::fmt::Debug for PostgresPolicy {
+impl std::fmt::Debug for ServerPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresPolicy")
+        f.debug_struct("ServerPolicy")
             .field("hosts", &self.hosts)
             .field("passwords", &self.passwords.keys().collect::<Vec<_>>())
             .finish()
@@ -181,7 +181,8 @@ pub struct ServerConfig {
     /// The directory scanned for SQLite databases (absolute; it may not exist).
     pub database_dir: PathBuf,
     pub allowed_dir: Option<PathBuf>,
-    pub postgres_policy: PostgresPolicy,
+    pub postgres_policy: ServerPolicy,
+    pub mysql_policy: ServerPolicy,
     pub registrations_file: Option<PathBuf>,
     pub pipeline: PipelineSettings,
     /// Where `Inference.LoadAdapter` may read adapters from.
@@ -321,7 +322,16 @@ pub fn resolve(
         databases,
         database_dir: db_dir.clone(),
         allowed_dir,
-        postgres_policy: resolve_postgres_policy(&raw.databases)?,
+        postgres_policy: resolve_policy(
+            &raw.databases.postgres_hosts,
+            &raw.databases.postgres_passwords,
+            "databases.postgres_passwords",
+        )?,
+        mysql_policy: resolve_policy(
+            &raw.databases.mysql_hosts,
+            &raw.databases.mysql_passwords,
+            "databases.mysql_passwords",
+        )?,
         registrations_file: raw.databases.registrations_file.clone(),
         adapter_dir: server
             .adapter_dir
@@ -581,16 +591,20 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
     Ok(found.into_values().collect())
 }
 
-fn resolve_postgres_policy(raw: &RawDatabases) -> anyhow::Result<PostgresPolicy> {
+fn resolve_policy(
+    hosts: &[String],
+    password_files: &BTreeMap<String, PathBuf>,
+    table: &str,
+) -> anyhow::Result<ServerPolicy> {
     let mut passwords = BTreeMap::new();
-    for (name, file) in &raw.postgres_passwords {
+    for (name, file) in password_files {
         passwords.insert(
             name.clone(),
-            read_password(file).with_context(|| format!("databases.postgres_passwords.{name}"))?,
+            read_password(file).with_context(|| format!("{table}.{name}"))?,
         );
     }
-    Ok(PostgresPolicy {
-        hosts: raw.postgres_hosts.clone(),
+    Ok(ServerPolicy {
+        hosts: hosts.to_vec(),
         passwords,
     })
 }

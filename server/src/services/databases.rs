@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::Right;
 use crate::convert;
-use crate::databases::PostgresRegistration;
+use crate::databases::{MySqlRegistration, PostgresRegistration};
 use crate::notes::{Note, NoteBook};
 use crate::registration_log::Registration;
 use crate::rpc::RpcContext;
@@ -157,8 +157,21 @@ impl Databases for DatabasesService {
         let caller = ctx.caller.clone();
         let result = tokio::task::spawn_blocking(move || {
             let may_see = |id: &str| caller.may_see(id);
-            match body.postgres {
-                Some(pg) => state.databases.register_postgres(
+            match (body.postgres, body.mysql) {
+                (Some(_), Some(_)) => Err(crate::status::ServiceError::invalid(
+                    "mysql",
+                    "a registration names one server: postgres or mysql",
+                )),
+                (None, Some(my)) => state.databases.register_mysql(
+                    &body.db_id,
+                    MySqlRegistration {
+                        url: my.url,
+                        database: my.database,
+                        password_name: my.password_name,
+                    },
+                    &may_see,
+                ),
+                (Some(pg), None) => state.databases.register_postgres(
                     &body.db_id,
                     PostgresRegistration {
                         url: pg.url,
@@ -167,7 +180,7 @@ impl Databases for DatabasesService {
                     },
                     &may_see,
                 ),
-                None => state.databases.register(&body.db_id, &body.path, &may_see),
+                (None, None) => state.databases.register(&body.db_id, &body.path, &may_see),
             }
         })
         .await

@@ -160,14 +160,26 @@ class DescribeDatabaseResponse(_message.Message):
     def __init__(self, db_id: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[Table, _Mapping]]] = ..., foreign_keys: _Optional[_Iterable[_Union[ForeignKey, _Mapping]]] = ..., origin: _Optional[_Union[DatabaseOrigin, str]] = ...) -> None: ...
 
 class RegisterDatabaseRequest(_message.Message):
-    __slots__ = ("db_id", "path", "postgres")
+    __slots__ = ("db_id", "path", "postgres", "mysql")
     DB_ID_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     POSTGRES_FIELD_NUMBER: _ClassVar[int]
+    MYSQL_FIELD_NUMBER: _ClassVar[int]
     db_id: str
     path: str
     postgres: PostgresConnection
-    def __init__(self, db_id: _Optional[str] = ..., path: _Optional[str] = ..., postgres: _Optional[_Union[PostgresConnection, _Mapping]] = ...) -> None: ...
+    mysql: MySqlConnection
+    def __init__(self, db_id: _Optional[str] = ..., path: _Optional[str] = ..., postgres: _Optional[_Union[PostgresConnection, _Mapping]] = ..., mysql: _Optional[_Union[MySqlConnection, _Mapping]] = ...) -> None: ...
+
+class MySqlConnection(_message.Message):
+    __slots__ = ("url", "database", "password_name")
+    URL_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_NAME_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    database: str
+    password_name: str
+    def __init__(self, url: _Optional[str] = ..., database: _Optional[str] = ..., password_name: _Optional[str] = ...) -> None: ...
 
 class PostgresConnection(_message.Message):
     __slots__ = ("url", "schema", "password_name")
