@@ -245,3 +245,35 @@ fn bad_connections_fail_clearly_without_the_password() {
         assert!(!text.is_empty());
     }
 }
+
+#[test]
+fn sqlite_habits_mariadb_refuses_are_repaired_from_its_own_errors() {
+    let server = MariaDbServer::start();
+    server.load_spider("pets_1");
+    // MySQL 8's default, which MariaDB leaves off: a selected column must be grouped by.
+    server
+        .admin()
+        .query_drop("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ONLY_FULL_GROUP_BY')")
+        .expect("sql_mode");
+    let source = MySqlSource::new(server.url.clone(), Some("pets_1".into()));
+    let handle = MySqlDatabase::connect(source)
+        .expect("connects")
+        .into_handle("pets_1", IntrospectOptions::default())
+        .expect("introspects");
+    let mut session = handle
+        .backend
+        .open_session(Limits::default())
+        .expect("session");
+    for sql in [
+        "SELECT PetType, weight, max(pet_age) FROM pets GROUP BY PetType",
+        "SELECT PetType, weight, count(*) FROM pets GROUP BY PetType",
+        "SELECT count(*) FROM (SELECT PetType FROM pets GROUP BY PetType)",
+    ] {
+        let refused = session.execute(sql).expect_err(sql).to_string();
+        let fixed = quorum_sql::rules::translate::repair_for_server(sql, &refused, &handle.schema)
+            .unwrap_or_else(|| panic!("no repair for {sql}: {refused}"));
+        session
+            .execute(&fixed)
+            .unwrap_or_else(|e| panic!("{fixed} (from {sql}): {e}"));
+    }
+}

@@ -20,16 +20,13 @@ use crate::backend::Session;
 use crate::database::DatabaseHandle;
 use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
-use crate::dialect::Dialect;
 use crate::grammar::schema_grammar;
 use crate::linking::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::rules::repair::repair_column;
-use crate::rules::translate::{
-    alias_derived_tables, complete_group_by, extreme_row, string_literals_for,
-};
+use crate::rules::translate::repair_for_server;
 use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
@@ -863,7 +860,7 @@ impl<'r> Run<'r> {
         let mut current = sql.to_owned();
         for _ in 0..MAX_REPAIRS {
             let fixed = repair_column(&current, &message, &self.db.schema)
-                .or_else(|| self.repair_for_postgres(&current, &message))?;
+                .or_else(|| repair_for_server(&current, &message, &self.db.schema))?;
             let (outcome, result) = self.execute(&fixed);
             match outcome {
                 CandidateOutcome::Ok { .. } => return Some((fixed, outcome, result)),
@@ -874,28 +871,6 @@ impl<'r> Run<'r> {
             }
         }
         None
-    }
-
-    /// The SQLite habits of models trained on Spider that PostgreSQL refuses: a selected column
-    /// that the query neither groups by nor aggregates (SQLSTATE 42803: beside one `min` or
-    /// `max`, the row holding it is asked for, [`extreme_row`]; otherwise the column is added
-    /// to the `GROUP BY`, [`complete_group_by`]), a subquery in `FROM` with no name (SQLSTATE 42601,
-    /// [`alias_derived_tables`]), and a string in double quotes, read as a column that does not
-    /// exist ([`string_literals_for`]).
-    fn repair_for_postgres(&self, sql: &str, message: &str) -> Option<String> {
-        if self.db.dialect() != Dialect::Postgres {
-            return None;
-        }
-        if message.contains("SQLSTATE 42803") {
-            extreme_row(sql, Dialect::Postgres)
-                .or_else(|| complete_group_by(sql, Dialect::Postgres))
-        } else if message.contains("must have an alias") {
-            alias_derived_tables(sql, Dialect::Postgres)
-        } else if message.contains("no such column: ") {
-            string_literals_for(sql, &self.db.schema)
-        } else {
-            None
-        }
     }
 
     fn execute(&mut self, sql: &str) -> (CandidateOutcome, Option<QueryResult>) {

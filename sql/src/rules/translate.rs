@@ -38,6 +38,44 @@ pub fn quote_and_like(sql: &str) -> String {
     rescan(sql, &|_| true, true)
 }
 
+/// The SQLite habits of models trained on Spider that a database server refuses, rewritten
+/// from the server's error `message`. PostgreSQL: a selected column that the query neither
+/// groups by nor aggregates (SQLSTATE 42803: beside one `min` or `max`, the row holding it is
+/// asked for, [`extreme_row`]; otherwise the column is added to the `GROUP BY`,
+/// [`complete_group_by`]), a subquery in `FROM` with no name (SQLSTATE 42601,
+/// [`alias_derived_tables`]), and a string in double quotes, read as a column that does not
+/// exist ([`string_literals_for`]). MySQL: the same `GROUP BY` under `ONLY_FULL_GROUP_BY`
+/// (error 1055, MySQL 8's default), completed, and the unnamed subquery (error 1248; 1064 on
+/// MariaDB).
+pub fn repair_for_server(sql: &str, message: &str, schema: &Schema) -> Option<String> {
+    let dialect = schema.dialect;
+    let (partial_group_by, unnamed_subquery) = match dialect {
+        Dialect::Sqlite => return None,
+        Dialect::Postgres => (
+            message.contains("SQLSTATE 42803"),
+            message.contains("must have an alias"),
+        ),
+        // MariaDB reports the unnamed subquery as a plain syntax error (1064), MySQL as 1248;
+        // `alias_derived_tables` finds nothing to name in any other syntax error.
+        Dialect::MySql => (
+            message.contains("MySQL error 1055"),
+            message.contains("MySQL error 1248") || message.contains("MySQL error 1064"),
+        ),
+    };
+    if partial_group_by && dialect == Dialect::Postgres {
+        extreme_row(sql, dialect).or_else(|| complete_group_by(sql, dialect))
+    } else if partial_group_by {
+        // `extreme_row` writes PostgreSQL's `DISTINCT ON`, which MySQL does not read.
+        complete_group_by(sql, dialect)
+    } else if unnamed_subquery {
+        alias_derived_tables(sql, dialect)
+    } else if dialect == Dialect::Postgres && message.contains("no such column: ") {
+        string_literals_for(sql, schema)
+    } else {
+        None
+    }
+}
+
 /// `sql` with every double-quoted token that names no table or column of `schema` as a string
 /// literal: SQLite reads `WHERE country = "France"` as a string when no column is called
 /// France, and models trained on Spider write it so; PostgreSQL reads a column name and fails.
@@ -451,5 +489,34 @@ mod tests {
                 "{untouched}"
             );
         }
+    }
+
+    #[test]
+    fn server_errors_choose_their_rewrite() {
+        let mut schema = Schema {
+            db_id: "t".into(),
+            tables: Vec::new(),
+            foreign_keys: Vec::new(),
+            dialect: Dialect::MySql,
+        };
+        let grouped = "SELECT name, count(*) FROM t GROUP BY id";
+        let mysql_1055 = "MySQL error 1055: 'x.t.name' isn't in GROUP BY";
+        assert_eq!(
+            repair_for_server(grouped, mysql_1055, &schema).as_deref(),
+            Some("SELECT name, count(*) FROM t GROUP BY id, name")
+        );
+        let unnamed = "SELECT count(*) FROM (SELECT a FROM t)";
+        let fixed = repair_for_server(
+            unnamed,
+            "MySQL error 1248: Every derived table must have its own alias",
+            &schema,
+        )
+        .expect("named");
+        assert!(fixed.contains(") AS "), "{fixed}");
+        assert_eq!(repair_for_server(grouped, "SQLSTATE 42803", &schema), None);
+        schema.dialect = Dialect::Postgres;
+        assert!(repair_for_server(grouped, "(SQLSTATE 42803)", &schema).is_some());
+        schema.dialect = Dialect::Sqlite;
+        assert_eq!(repair_for_server(grouped, mysql_1055, &schema), None);
     }
 }
