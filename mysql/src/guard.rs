@@ -6,15 +6,19 @@
 //! pooled connection; `SLEEP`/`BENCHMARK` hold a connection; MariaDB's sequences advance;
 //! `/*! ... */` comments are executed. So a candidate must read as exactly one query (no
 //! `SET`, `CALL`, `DO`, `LOCK`, `HANDLER`, `LOAD`, DDL or DML statement) with no `INTO`, no
-//! locking clause, no variable, no executable comment and none of the functions below. A user
-//! with `SELECT` rights only is still the operator's first line (docs/DEPLOY.md); this is the
-//! second.
+//! locking clause, no variable, no executable comment and none of the functions below. And it
+//! reads only its own database: every table it names is unqualified or qualified with the
+//! session's database (exactly as spelled, since whether names fold to lower case is the
+//! server's setting), so neither another database nor `information_schema`, `mysql` or
+//! `performance_schema` is read, and a function named with another database's prefix is not
+//! called. A user with `SELECT` rights on that one database only is still the operator's first
+//! line (docs/DEPLOY.md); this is the second.
 
 use std::ops::ControlFlow;
 
 use quorum_sql::lexer::{LexKind, Lexeme, Quoting, lex_with};
 use quorum_sql::sandbox::ExecError;
-use sqlparser::ast::{Query, SetExpr, Statement, Visit, Visitor};
+use sqlparser::ast::{Expr, ObjectName, ObjectNamePart, Query, SetExpr, Statement, Visit, Visitor};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
@@ -48,8 +52,9 @@ fn denied(what: impl Into<String>) -> ExecError {
     ExecError::Denied { what: what.into() }
 }
 
-/// Refuses `sql` unless it is one plain query (a trailing `;` removed by the caller).
-pub fn check_query(sql: &str) -> Result<(), ExecError> {
+/// Refuses `sql` unless it is one plain query (a trailing `;` removed by the caller) that reads
+/// only `database`.
+pub fn check_query(sql: &str, database: &str) -> Result<(), ExecError> {
     let lexemes: Vec<Lexeme> = lex_with(sql, Quoting::MySql);
     for lexeme in &lexemes {
         let text = lexeme.text(sql);
@@ -107,7 +112,7 @@ pub fn check_query(sql: &str) -> Result<(), ExecError> {
     match statements.as_slice() {
         [] => Err(ExecError::Empty),
         [Statement::Query(query)] => {
-            let mut reads = ReadsOnly;
+            let mut reads = ReadsOnly { database };
             match query.visit(&mut reads) {
                 ControlFlow::Continue(()) => Ok(()),
                 ControlFlow::Break(what) => Err(denied(what)),
@@ -118,11 +123,28 @@ pub fn check_query(sql: &str) -> Result<(), ExecError> {
     }
 }
 
-/// Finds what a query could do besides reading: a data-changing body, a locking clause, an
-/// `INTO`.
-struct ReadsOnly;
+/// Finds what a query could do besides reading its own database: a data-changing body, a
+/// locking clause, an `INTO`, a table or function of another database.
+struct ReadsOnly<'a> {
+    database: &'a str,
+}
 
-impl Visitor for ReadsOnly {
+impl ReadsOnly<'_> {
+    /// Whether `name` (a table's or a function's) lies in the session's database: one part, or
+    /// two whose first is the database exactly.
+    fn in_own_database(&self, name: &ObjectName) -> bool {
+        match name.0.as_slice() {
+            [ObjectNamePart::Identifier(_)] => true,
+            [
+                ObjectNamePart::Identifier(db),
+                ObjectNamePart::Identifier(_),
+            ] => db.value == self.database,
+            _ => false,
+        }
+    }
+}
+
+impl Visitor for ReadsOnly<'_> {
     type Break = String;
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
@@ -130,6 +152,29 @@ impl Visitor for ReadsOnly {
             return ControlFlow::Break("locking reads are not accepted".into());
         }
         check_body(&query.body)
+    }
+
+    fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<String> {
+        if self.in_own_database(relation) {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(format!(
+                "{relation} is outside the database {}; a query reads only its own tables",
+                self.database
+            ))
+        }
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<String> {
+        match expr {
+            Expr::Function(function) if !self.in_own_database(&function.name) => {
+                ControlFlow::Break(format!(
+                    "the function {} is outside the database {}",
+                    function.name, self.database
+                ))
+            }
+            _ => ControlFlow::Continue(()),
+        }
     }
 }
 
@@ -197,8 +242,17 @@ mod tests {
             "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE singer",
             "PREPARE s FROM 'DROP TABLE singer'",
             "SELECT sleep /* c */ (1)",
+            "SELECT * FROM mysql.user",
+            "SELECT table_name FROM information_schema.tables",
+            "SELECT * FROM performance_schema.threads",
+            "SELECT name FROM singer WHERE id IN (SELECT id FROM other_db.singer)",
+            "WITH x AS (SELECT * FROM other_db.t) SELECT * FROM x",
+            "SELECT * FROM singer JOIN sys.version ON 1 = 1",
+            "SELECT * FROM `Concert_Singer`.singer",
+            "SELECT other_db.f(1) FROM singer",
+            "SELECT * FROM a.b.c",
         ] {
-            assert!(check_query(sql).is_err(), "{sql}");
+            assert!(check_query(sql, "concert_singer").is_err(), "{sql}");
         }
     }
 
@@ -214,8 +268,12 @@ mod tests {
             "SELECT name FROM singer # a comment: SLEEP(1)\nORDER BY age DESC LIMIT 3",
             "SELECT name FROM a UNION SELECT name FROM b",
             "SELECT replace(name, 'a', 'b') FROM singer",
+            "SELECT count(*) FROM concert_singer.singer AS s WHERE s.age > 30",
+            "SELECT `concert_singer`.`singer`.name FROM `concert_singer`.`singer`",
+            "WITH information_schema AS (SELECT 1 AS a) SELECT a FROM information_schema",
+            "SELECT concert_singer.f(1)",
         ] {
-            assert_eq!(check_query(sql), Ok(()), "{sql}");
+            assert_eq!(check_query(sql, "concert_singer"), Ok(()), "{sql}");
         }
     }
 }

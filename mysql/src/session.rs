@@ -1,6 +1,6 @@
 //! One guarded execution on MySQL or MariaDB. Per statement:
 //!
-//! 1. the scan and parse of [`crate::guard`];
+//! 1. the scan and parse of [`crate::guard`], which also keeps the query to its database;
 //! 2. the session's limits set: the statement time limit (`max_statement_time` on MariaDB,
 //!    `max_execution_time` on MySQL), lock waits no longer than it, `sql_select_limit` one row
 //!    past the row cap, divisions to 30 decimals;
@@ -63,14 +63,17 @@ impl Flavor {
 pub(crate) struct MySqlSession {
     conn: PooledConn,
     flavor: Flavor,
+    /// The one database a candidate may read.
+    database: String,
     limits: Limits,
 }
 
 impl MySqlSession {
-    pub(crate) fn new(conn: PooledConn, flavor: Flavor, limits: Limits) -> Self {
+    pub(crate) fn new(conn: PooledConn, flavor: Flavor, database: String, limits: Limits) -> Self {
         Self {
             conn,
             flavor,
+            database,
             limits,
         }
     }
@@ -82,7 +85,7 @@ impl Session for MySqlSession {
         if sql.is_empty() {
             return Err(ExecError::Empty);
         }
-        check_query(sql)?;
+        check_query(sql, &self.database)?;
         let limits = self.limits;
         let start = Instant::now();
         let err = |e: mysql::Error| exec_error(&e, limits.timeout);

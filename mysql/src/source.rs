@@ -249,7 +249,12 @@ impl Backend for MySqlDatabase {
         let conn = self.conn().map_err(|e| ExecError::Unavailable {
             message: e.to_string(),
         })?;
-        Ok(Box::new(MySqlSession::new(conn, self.flavor, limits)))
+        Ok(Box::new(MySqlSession::new(
+            conn,
+            self.flavor,
+            self.database.clone(),
+            limits,
+        )))
     }
 
     fn location(&self) -> String {
