@@ -1,21 +1,28 @@
-//! What the value index costs to build: time and resident memory for the largest Spider
-//! database (by file size) and for a generated table of a million rows, through the same
-//! `DatabaseHandle::value_index` the server calls when it opens a database, and what one
-//! question's lookup then costs.
+//! What opening a database costs: introspection (with the sampled rows and values prompts
+//! show) and the value index, time and resident memory, for the largest Spider database (by
+//! file size) and for a generated table of a million rows, through the same calls the server
+//! makes when it opens a database, and what one question's lookup then costs. The generated
+//! table is measured as a SQLite file and, when asked, as a Parquet file through DuckDB
+//! (`--duckdb`) and as a copy on a MySQL or MariaDB server (`--mysql URL`).
 //!
-//! `cargo run -p quorum-benches --bin quorum-bench-value-index -- --rows 1000000`
+//! `cargo run -p quorum-benches --bin quorum-bench-value-index -- --rows 1000000 --duckdb`
 //!
-//! Memory is the growth of the process's resident set while the index is built (read from
-//! `/proc/self/status`), so it counts what the index holds and what building it left allocated;
-//! one index is built per process run of each database, and each database gets a fresh handle.
+//! Memory is the growth of the process's resident set across each step (read from
+//! `/proc/self/status`), so it counts what the step holds and what it left allocated; each
+//! database gets a fresh handle.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use quorum_duckdb::load::{TableFormat, write_sqlite_as_files};
+use quorum_duckdb::{DuckDbDatabase, DuckDbSource};
+use quorum_mysql::{MySqlDatabase, MySqlSource};
 use quorum_sql::database::DatabaseHandle;
+use quorum_sql::sandbox::Limits;
 use quorum_sql::schema::IntrospectOptions;
+use quorum_sql::value::Value;
 use quorum_sql::value_index::ValueIndexLimits;
 use quorum_tests::spider_dir;
 
@@ -27,6 +34,12 @@ struct Args {
     /// A SQLite file to measure instead of the largest Spider database.
     #[arg(long)]
     db: Option<PathBuf>,
+    /// Also the generated table as a Parquet file, through DuckDB.
+    #[arg(long)]
+    duckdb: bool,
+    /// Also the generated table copied into this MySQL or MariaDB server (an admin URL).
+    #[arg(long)]
+    mysql: Option<String>,
 }
 
 /// Resident memory of this process, in bytes (`VmRSS` of `/proc/self/status`).
@@ -95,14 +108,17 @@ fn generate(path: &Path, rows: usize) -> Result<()> {
     Ok(())
 }
 
-fn measure(label: &str, path: &Path, db_id: &str) -> Result<()> {
-    let handle = DatabaseHandle::open(path, db_id, IntrospectOptions::default())
-        .with_context(|| format!("opening {}", path.display()))?;
+/// Opens a database with `open` (introspection included), then builds its value index.
+fn measure(label: &str, open: impl FnOnce() -> Result<DatabaseHandle>) -> Result<()> {
     let before = resident_bytes()?;
+    let start = Instant::now();
+    let handle = open().with_context(|| format!("opening {label}"))?;
+    let opened = start.elapsed();
+    let after_open = resident_bytes()?;
     let start = Instant::now();
     let index = handle.value_index().context("building the value index")?;
     let built = start.elapsed();
-    let grown = resident_bytes()?.saturating_sub(before);
+    let grown = resident_bytes()?.saturating_sub(after_open);
     let question = "Which orders of Customer 0004242 in city 17 were returned?";
     let start = Instant::now();
     let rounds = 20;
@@ -111,20 +127,28 @@ fn measure(label: &str, path: &Path, db_id: &str) -> Result<()> {
         found = index.matches(question, 6, 2).len();
     }
     let lookup = start.elapsed() / rounds;
-    let counter = rusqlite::Connection::open(path)?;
+    let mut session = handle
+        .backend
+        .open_session(Limits::default())
+        .context("a session")?;
+    let dialect = handle.backend.dialect();
     let mut rows: i64 = 0;
     for table in &handle.schema.tables {
-        let sql = format!(
-            "SELECT count(*) FROM \"{}\"",
-            table.name.replace('"', "\"\"")
-        );
-        rows += counter
-            .query_row(&sql, [], |r| r.get::<_, i64>(0))
+        let counted = session
+            .execute(&format!(
+                "SELECT count(*) FROM {}",
+                dialect.quote(&table.name)
+            ))
             .with_context(|| format!("counting the rows of {}", table.name))?;
+        if let Some(Value::Integer(n)) = counted.rows.first().and_then(|r| r.first()) {
+            rows += n;
+        }
     }
     println!(
-        "{label}: {} tables, {rows} rows, {} columns ({} skipped) -> {} values indexed \
-         in {:.2} s, resident memory +{:.1} MiB; one question's lookup {:.2} ms ({found} matches)",
+        "{label} ({}): {} tables, {rows} rows, {} columns; opened and introspected in {:.2} s, \
+         resident memory +{:.1} MiB; {} values indexed ({} columns skipped) in {:.2} s, \
+         +{:.1} MiB; one question's lookup {:.2} ms ({found} matches)",
+        dialect.name(),
         handle.schema.tables.len(),
         handle
             .schema
@@ -132,13 +156,23 @@ fn measure(label: &str, path: &Path, db_id: &str) -> Result<()> {
             .iter()
             .map(|t| t.columns.len())
             .sum::<usize>(),
-        index.skipped_columns,
+        opened.as_secs_f64(),
+        after_open.saturating_sub(before) as f64 / (1024.0 * 1024.0),
         index.len(),
+        index.skipped_columns,
         built.as_secs_f64(),
         grown as f64 / (1024.0 * 1024.0),
         lookup.as_secs_f64() * 1e3,
     );
     Ok(())
+}
+
+fn sqlite(path: &Path, db_id: &str) -> Result<DatabaseHandle> {
+    Ok(DatabaseHandle::open(
+        path,
+        db_id,
+        IntrospectOptions::default(),
+    )?)
 }
 
 fn main() -> Result<()> {
@@ -157,7 +191,7 @@ fn main() -> Result<()> {
         .and_then(|s| s.to_str())
         .context("database file name")?
         .to_owned();
-    measure(&db_id, &spider, &db_id)?;
+    measure(&db_id, || sqlite(&spider, &db_id))?;
 
     if args.rows == 0 {
         bail!("--rows must be at least 1");
@@ -172,5 +206,37 @@ fn main() -> Result<()> {
         start.elapsed().as_secs_f64(),
         std::fs::metadata(&generated)?.len() as f64 / (1024.0 * 1024.0)
     );
-    measure("orders (generated)", &generated, "orders")
+    measure("orders (generated)", || sqlite(&generated, "orders"))?;
+    if args.duckdb {
+        let files = dir.path().join("orders_files");
+        let start = Instant::now();
+        write_sqlite_as_files(&generated, &files, TableFormat::Parquet)?;
+        println!(
+            "wrote it as Parquet in {:.1} s ({:.0} MiB on disk)",
+            start.elapsed().as_secs_f64(),
+            std::fs::metadata(files.join("orders.parquet"))?.len() as f64 / (1024.0 * 1024.0)
+        );
+        measure("orders (generated, Parquet)", || {
+            Ok(
+                DuckDbDatabase::open(DuckDbSource::new(&files), Some(dir.path()))?
+                    .into_handle("orders", IntrospectOptions::default())?,
+            )
+        })?;
+    }
+    if let Some(url) = &args.mysql {
+        let start = Instant::now();
+        let mut admin = quorum_mysql::connect_admin(url)?;
+        quorum_mysql::load::load_sqlite(&mut admin, &generated, "orders")?;
+        println!(
+            "copied it into MySQL in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+        measure("orders (generated, MySQL)", || {
+            Ok(
+                MySqlDatabase::connect(MySqlSource::new(url.clone(), Some("orders".into())))?
+                    .into_handle("orders", IntrospectOptions::default())?,
+            )
+        })?;
+    }
+    Ok(())
 }

@@ -16,6 +16,7 @@ allowed = {
     "quorum-training": {"quorum-models", "quorum-weights", "quorum-sql"},
     "quorum-postgres": {"quorum-sql"},
     "quorum-mysql": {"quorum-sql"},
+    "quorum-duckdb": {"quorum-sql"},
 }
 meta = json.load(sys.stdin)
 ws = {p["name"] for p in meta["packages"]}

@@ -162,7 +162,8 @@ fn score_question(
         .golds()
         .into_iter()
         .map(|gold| match (db.dialect, options.gold_as_written) {
-            (Dialect::Postgres, false) => sqlite_gold_to_postgres(gold),
+            // DuckDB reads PostgreSQL's spelling of them (`ILIKE`, `DISTINCT ON`, single quotes).
+            (Dialect::Postgres | Dialect::DuckDb, false) => sqlite_gold_to_postgres(gold),
             _ => gold.to_owned(),
         })
         .collect();

@@ -13,7 +13,7 @@ use quorum_postgres::{PgDatabase, PgError, PgSource};
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::schema::IntrospectOptions;
 
-use crate::config::resolved::{DatabaseLocation, DatabaseSpec, ServerPolicy};
+use crate::config::resolved::{DatabaseLocation, DatabaseSpec, DuckDbFiles, ServerPolicy};
 use crate::db_id::validate_db_id;
 use crate::notes::NoteBook;
 use crate::registration_log::{Registration, RegistrationLog};
@@ -83,7 +83,29 @@ fn open_handle(db_id: &str, location: &DatabaseLocation) -> anyhow::Result<Datab
         }
         DatabaseLocation::MySql(source) => MySqlDatabase::connect(source.clone())?
             .into_handle(db_id, IntrospectOptions::default())?,
+        DatabaseLocation::DuckDb(files) => open_files(db_id, files)?,
     })
+}
+
+/// Opens files through DuckDB (a private read-only copy of CSV and Parquet files).
+#[cfg(feature = "duckdb")]
+pub fn open_files(db_id: &str, files: &DuckDbFiles) -> anyhow::Result<DatabaseHandle> {
+    let source = quorum_duckdb::DuckDbSource {
+        path: files.path.clone(),
+        max_memory_mib: files.max_memory_mib,
+        threads: files.threads,
+    };
+    Ok(quorum_duckdb::DuckDbDatabase::open(source, None)?
+        .into_handle(db_id, IntrospectOptions::default())?)
+}
+
+/// Without DuckDB in the build, files cannot be opened (the configuration refuses them first).
+#[cfg(not(feature = "duckdb"))]
+pub fn open_files(db_id: &str, files: &DuckDbFiles) -> anyhow::Result<DatabaseHandle> {
+    anyhow::bail!(
+        "{db_id}: {} needs DuckDB, which this build of quorum lacks (`--features duckdb`)",
+        files.path.display()
+    )
 }
 
 impl DatabaseRegistry {
@@ -347,7 +369,7 @@ impl DatabaseRegistry {
     /// Checks a registration against this server's policy and opens it.
     fn prepare(&self, registration: &Registration) -> Result<DatabaseHandle, ServiceError> {
         match registration {
-            Registration::Sqlite { db_id, path } => self.prepare_sqlite(db_id, path),
+            Registration::Sqlite { db_id, path } => self.prepare_file(db_id, path),
             Registration::Postgres {
                 db_id,
                 url,
@@ -366,7 +388,9 @@ impl DatabaseRegistry {
         }
     }
 
-    fn prepare_sqlite(&self, db_id: &str, path: &str) -> Result<DatabaseHandle, ServiceError> {
+    /// A path under the allowed directory: a SQLite file, or (in a build with DuckDB) a CSV,
+    /// Parquet or DuckDB file or a folder of CSV and Parquet files.
+    fn prepare_file(&self, db_id: &str, path: &str) -> Result<DatabaseHandle, ServiceError> {
         if path.is_empty() {
             return Err(ServiceError::invalid("path", "must not be empty"));
         }
@@ -376,6 +400,13 @@ impl DatabaseRegistry {
             });
         };
         let file = resolve_inside(&allowed.0, &allowed.1, Path::new(path))?;
+        #[cfg(feature = "duckdb")]
+        if file.is_dir() || quorum_duckdb::FileKind::of(&file).is_some() {
+            return prepare_duckdb_files(db_id, &file, &allowed.1);
+        }
+        if !file.is_file() {
+            return Err(ServiceError::invalid("path", "is not a file"));
+        }
         check_header(&file)?;
         let handle =
             DatabaseHandle::open(&file, db_id, IntrospectOptions::default()).map_err(|e| {
@@ -629,6 +660,44 @@ fn source_key(location: &str) -> String {
 /// or with `..`) is refused before the file system is asked, so the answer does not tell a file
 /// that exists outside from one that does not; a symlink inside that leads outside is refused
 /// after resolving it.
+/// Opens files under `allowed` through DuckDB, once every table file of a folder is shown to be
+/// inside it too (a link in the folder must not lead the server to a file elsewhere).
+#[cfg(feature = "duckdb")]
+fn prepare_duckdb_files(
+    db_id: &str,
+    target: &Path,
+    allowed: &Path,
+) -> Result<DatabaseHandle, ServiceError> {
+    let source = quorum_duckdb::DuckDbSource::new(target);
+    let tables = source
+        .table_files()
+        .map_err(|e| ServiceError::invalid("path", e.to_string()))?;
+    for (_, file, _) in &tables {
+        let inside = file
+            .canonicalize()
+            .is_ok_and(|canonical| canonical.starts_with(allowed));
+        if !inside {
+            return Err(ServiceError::PermissionDenied {
+                reason: format!(
+                    "{} leads outside the allowed directory",
+                    file.file_name().unwrap_or_default().to_string_lossy()
+                ),
+            });
+        }
+    }
+    let handle = quorum_duckdb::DuckDbDatabase::open(source, None)
+        .and_then(|db| db.into_handle(db_id, IntrospectOptions::default()))
+        .map_err(|e| {
+            tracing::info!(db_id, error = %e, "registration: DuckDB cannot read the files");
+            ServiceError::invalid("path", format!("cannot be read as a database: {e}"))
+        })?;
+    if handle.schema.tables.is_empty() {
+        return Err(ServiceError::invalid("path", "has no tables"));
+    }
+    Ok(handle)
+}
+
+/// `path` resolved inside the allowed directory (a file or a folder), or why not.
 fn resolve_inside(configured: &Path, allowed: &Path, path: &Path) -> Result<PathBuf, ServiceError> {
     let outside = || ServiceError::PermissionDenied {
         reason: "path is outside the allowed directory".into(),
@@ -649,9 +718,6 @@ fn resolve_inside(configured: &Path, allowed: &Path, path: &Path) -> Result<Path
         .map_err(|_| ServiceError::invalid("path", "no such file under the allowed directory"))?;
     if !canonical.starts_with(allowed) {
         return Err(outside());
-    }
-    if !canonical.is_file() {
-        return Err(ServiceError::invalid("path", "is not a file"));
     }
     Ok(canonical)
 }

@@ -171,6 +171,10 @@ enum Command {
     PgLoad(Box<pg_load::PgLoadArgs>),
     /// Copies Spider-format SQLite databases into a MySQL or MariaDB server, one database per id.
     MysqlLoad(Box<mysql_load::MySqlLoadArgs>),
+    /// Writes Spider-format SQLite databases as files (one Parquet or CSV file a table, one
+    /// folder per id), for `quorum eval --duckdb`.
+    #[cfg(feature = "duckdb")]
+    FilesWrite(Box<cli::files_write::FilesWriteArgs>),
     /// Writes a question file with its questions reworded as the training data's reworded share
     /// is (other values, schema words by synonyms), for `quorum eval --questions`.
     Reword(Box<reword::RewordArgs>),
@@ -318,6 +322,8 @@ fn run() -> Result<()> {
         Command::Train(args) => train::train(&dirs, device, *args),
         Command::PgLoad(args) => pg_load::pg_load(*args),
         Command::MysqlLoad(args) => mysql_load::mysql_load(*args),
+        #[cfg(feature = "duckdb")]
+        Command::FilesWrite(args) => cli::files_write::files_write(*args),
         Command::Reword(args) => reword::reword_questions(*args),
         Command::KernelCheck(args) => kernel_check::kernel_check(device, &args),
         Command::GrammarCoverage(args) => grammar_coverage::grammar_coverage(&dirs, *args),

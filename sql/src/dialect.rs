@@ -2,7 +2,7 @@
 //! candidates in it, and revision quotes its error messages.
 
 use serde::{Deserialize, Serialize};
-use sqlparser::dialect::{MySqlDialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::dialect::{DuckDbDialect, MySqlDialect, PostgreSqlDialect, SQLiteDialect};
 
 use crate::lexer::Quoting;
 
@@ -13,6 +13,8 @@ pub enum Dialect {
     Postgres,
     /// MySQL and MariaDB.
     MySql,
+    /// DuckDB, over CSV, Parquet and DuckDB files.
+    DuckDb,
 }
 
 impl Dialect {
@@ -22,6 +24,7 @@ impl Dialect {
             Dialect::Sqlite => "SQLite",
             Dialect::Postgres => "PostgreSQL",
             Dialect::MySql => "MySQL",
+            Dialect::DuckDb => "DuckDB",
         }
     }
 
@@ -31,7 +34,7 @@ impl Dialect {
     pub fn retarget(self, template: &str) -> String {
         match self {
             Dialect::Sqlite => template.to_owned(),
-            Dialect::Postgres | Dialect::MySql => template
+            Dialect::Postgres | Dialect::MySql | Dialect::DuckDb => template
                 .replace("SQLite", self.name())
                 .replace("Sqlite", self.name())
                 .replace("sqlite", self.name()),
@@ -42,13 +45,15 @@ impl Dialect {
     pub fn quoting(self) -> Quoting {
         match self {
             Dialect::Sqlite => Quoting::Sqlite,
-            Dialect::Postgres => Quoting::Postgres,
+            // DuckDB quotes as PostgreSQL does (`E'…'` and dollar quotes included).
+            Dialect::Postgres | Dialect::DuckDb => Quoting::Postgres,
             Dialect::MySql => Quoting::MySql,
         }
     }
 
     /// Whether `name` must be written in double quotes to mean itself: anything but a plain
-    /// word, and on PostgreSQL, which folds bare names to lower case, a word with a capital.
+    /// word, and on PostgreSQL, which folds bare names to lower case, a word with a capital
+    /// (DuckDB matches names case-blind, quoted or not).
     pub fn needs_quotes(self, name: &str) -> bool {
         let plain = name
             .chars()
@@ -58,10 +63,17 @@ impl Dialect {
         !plain || (self == Dialect::Postgres && name.chars().any(|c| c.is_ascii_uppercase()))
     }
 
+    /// Whether `"…"` always quotes a name. SQLite reads a double-quoted word that names no
+    /// column as a string (and models trained on Spider write strings so); MySQL reads every
+    /// one as a string.
+    pub fn double_quotes_name(self) -> bool {
+        matches!(self, Dialect::Postgres | Dialect::DuckDb)
+    }
+
     /// The character that quotes a name: MySQL reads `"…"` as a string.
     pub fn name_quote(self) -> char {
         match self {
-            Dialect::Sqlite | Dialect::Postgres => '"',
+            Dialect::Sqlite | Dialect::Postgres | Dialect::DuckDb => '"',
             Dialect::MySql => '`',
         }
     }
@@ -78,6 +90,7 @@ impl Dialect {
             Dialect::Sqlite => Box::new(SQLiteDialect {}),
             Dialect::Postgres => Box::new(PostgreSqlDialect {}),
             Dialect::MySql => Box::new(MySqlDialect {}),
+            Dialect::DuckDb => Box::new(DuckDbDialect {}),
         }
     }
 }
@@ -104,5 +117,24 @@ mod tests {
             Dialect::MySql.retarget("You are a SQLite expert."),
             "You are a MySQL expert."
         );
+        assert_eq!(
+            Dialect::DuckDb.quote("Song \"Name\""),
+            "\"Song \"\"Name\"\"\""
+        );
+        assert_eq!(
+            Dialect::DuckDb.retarget("You are a SQLite expert."),
+            "You are a DuckDB expert."
+        );
+    }
+
+    #[test]
+    fn double_quotes_name_only_where_they_never_read_as_strings() {
+        assert!(Dialect::Postgres.double_quotes_name());
+        assert!(Dialect::DuckDb.double_quotes_name());
+        assert!(!Dialect::Sqlite.double_quotes_name());
+        assert!(!Dialect::MySql.double_quotes_name());
+        // DuckDB matches names case-blind: a capital needs no quotes, unlike on PostgreSQL.
+        assert!(!Dialect::DuckDb.needs_quotes("Singer"));
+        assert!(Dialect::Postgres.needs_quotes("Singer"));
     }
 }

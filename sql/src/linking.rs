@@ -60,7 +60,8 @@ const MAX_COLUMN_OWNERS: usize = 2;
 /// scanner, so SQL that does not parse counts too; a word before `(` is a function, one after
 /// `AS` an alias, SQL's keywords and table names are not columns, and a name that more than
 /// [`MAX_COLUMN_OWNERS`] tables share is skipped. Strings are not names (`"dog"` is a value to
-/// the models that write it), except on PostgreSQL, where double quotes always quote a name.
+/// the models that write it), except on PostgreSQL and DuckDB, where double quotes always quote a
+/// name.
 pub fn tables_of_unplaced_columns(sql: &str, linked: &[String], schema: &Schema) -> Vec<String> {
     let is_linked = |t: &Table| linked.iter().any(|l| l.eq_ignore_ascii_case(&t.name));
     let lexemes = lex_with(sql, schema.dialect.quoting());
@@ -69,7 +70,7 @@ pub fn tables_of_unplaced_columns(sql: &str, linked: &[String], schema: &Schema)
         let name = match lexeme.kind {
             LexKind::Word => lexeme.text(sql),
             LexKind::Quoted('`' | '[') => lexeme.unquoted(sql),
-            LexKind::Quoted('"') if schema.dialect == Dialect::Postgres => lexeme.unquoted(sql),
+            LexKind::Quoted('"') if schema.dialect.double_quotes_name() => lexeme.unquoted(sql),
             _ => continue,
         };
         let calls = lexemes.get(i + 1).is_some_and(|l| l.text(sql) == "(");

@@ -138,6 +138,9 @@ pub enum ExecError {
     /// An error a MySQL or MariaDB server reported at run time, with its error number.
     #[error("MySQL error {code}: {message}")]
     MySql { code: u16, message: String },
+    /// An error DuckDB reported at run time (its messages carry their class: `Binder Error`).
+    #[error("DuckDB error: {message}")]
+    DuckDb { message: String },
     /// The database cannot be reached (connection refused, dropped, pool exhausted): no
     /// statement of the run can be judged, so the run fails rather than vote on errors.
     #[error("database unavailable: {message}")]
@@ -158,6 +161,7 @@ impl ExecError {
             ExecError::Sqlite { .. } => "sqlite",
             ExecError::Postgres { .. } => "postgres",
             ExecError::MySql { .. } => "mysql",
+            ExecError::DuckDb { .. } => "duckdb",
             ExecError::Unavailable { .. } => "unavailable",
         }
     }

@@ -6,6 +6,8 @@
 mod constrained;
 mod cpu_forward;
 mod dense_parity;
+mod duckdb_gold;
+mod duckdb_safety;
 mod embedder;
 mod engine;
 mod gguf_parity;
@@ -20,6 +22,7 @@ mod postgres_support;
 mod postgres_tls;
 mod random_decoder;
 mod relevance;
+mod server_duckdb;
 mod server_inference;
 mod server_lifecycle;
 mod server_mcp;

@@ -27,6 +27,7 @@ use quorum_mysql::{MySqlDatabase, MySqlSource};
 use quorum_postgres::{PgDatabase, PgSource};
 use quorum_server::config::file::{Overrides, RawConfig};
 use quorum_server::config::profile::Profile;
+use quorum_server::config::resolved::DuckDbFiles;
 use quorum_server::model_source::ModelDirs;
 use quorum_sql::schema::IntrospectOptions;
 use std::sync::Arc;
@@ -90,8 +91,13 @@ pub struct EvalArgs {
     /// Serve and score the databases from this MySQL or MariaDB server instead of the SQLite
     /// files (`mysql://user:password@host:port`): one database per id, as `quorum mysql-load`
     /// writes them. Spider's gold queries run unchanged.
-    #[arg(long, env = "QUORUM_EVAL_MYSQL")]
+    #[arg(long, env = "QUORUM_EVAL_MYSQL", conflicts_with = "duckdb")]
     pub mysql: Option<String>,
+    /// Serve and score the databases from files through DuckDB instead of the SQLite files:
+    /// `DIR/<db_id>/` holds one Parquet or CSV file per table, as `quorum files-write` writes
+    /// them (builds with the `duckdb` feature). Gold queries are rewritten as for PostgreSQL.
+    #[arg(long, env = "QUORUM_EVAL_DUCKDB", conflicts_with = "postgres")]
+    pub duckdb: Option<PathBuf>,
 
     /// The pipeline's knobs, sent as the requests' options (unset: the server's setting).
     #[command(flatten)]
@@ -224,6 +230,19 @@ pub fn eval(
             Arc::new(open) as Arc<DatabaseOpener>
         })
     });
+    let opener = opener.or_else(|| {
+        args.duckdb.clone().map(|dir| {
+            let open = move |db_id: &str| {
+                let files = DuckDbFiles {
+                    path: dir.join(db_id),
+                    max_memory_mib: 1024,
+                    threads: 1,
+                };
+                quorum_server::databases::open_files(db_id, &files).map_err(|e| format!("{e:#}"))
+            };
+            Arc::new(open) as Arc<DatabaseOpener>
+        })
+    });
     let options = EvalOptions {
         database_dir: args.under_data(&args.database_dir),
         opener,
@@ -232,7 +251,7 @@ pub fn eval(
         concurrency: args.concurrency.max(1),
     };
     if args.predict_gold {
-        let translate = args.postgres.is_some() && !args.gold_as_written;
+        let translate = (args.postgres.is_some() || args.duckdb.is_some()) && !args.gold_as_written;
         let predictor = |_: usize, example: &Example| {
             Prediction::sql(if translate {
                 quorum_sql::rules::translate::sqlite_gold_to_postgres(&example.query)
@@ -413,6 +432,18 @@ async fn connect(
                     database: Some(db_id.clone()),
                     password_file: None,
                     max_connections: Some(args.concurrency.max(1) as u32 + 1),
+                },
+            );
+        }
+    }
+    if let Some(dir) = &args.duckdb {
+        for db_id in db_ids {
+            raw.databases.duckdb.insert(
+                db_id.clone(),
+                quorum_server::config::file::RawDuckDb {
+                    path: dir.join(db_id),
+                    max_memory_mib: None,
+                    threads: None,
                 },
             );
         }

@@ -5,6 +5,8 @@ pub mod adapter;
 pub mod ask;
 pub mod engine_generate;
 pub mod eval;
+#[cfg(feature = "duckdb")]
+pub mod files_write;
 pub mod grammar_coverage;
 pub mod kernel_check;
 pub mod load_selection;

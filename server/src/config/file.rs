@@ -148,6 +148,9 @@ pub struct RawDatabases {
     /// MySQL and MariaDB databases: id → connection.
     #[serde(default)]
     pub mysql: BTreeMap<String, RawMySql>,
+    /// CSV, Parquet and DuckDB files (builds with the `duckdb` feature): id → files.
+    #[serde(default)]
+    pub duckdb: BTreeMap<String, RawDuckDb>,
     /// Hosts `Databases.Register` may connect to on MySQL; none turns such registration off.
     #[serde(default)]
     pub mysql_hosts: Vec<String>,
@@ -194,6 +197,19 @@ pub struct RawMySql {
     pub password_file: Option<PathBuf>,
     /// Connections this database may hold at once (default 4).
     pub max_connections: Option<u32>,
+}
+
+/// Files served through DuckDB in the configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDuckDb {
+    /// A `.csv`, `.tsv`, `.parquet` or `.duckdb` file, or a folder of CSV and Parquet files (one
+    /// table each, named by the file).
+    pub path: PathBuf,
+    /// DuckDB's memory limit for this database in MiB (default 1024).
+    pub max_memory_mib: Option<u64>,
+    /// Threads one query may use (default 2).
+    pub threads: Option<u32>,
 }
 
 /// The `[pipeline]` table: every pipeline knob by its name ([`PipelineKnobs`], whose
@@ -391,6 +407,9 @@ impl RawConfig {
         }
         for my in db.mysql.values_mut() {
             rebase_set(&mut my.password_file);
+        }
+        for files in db.duckdb.values_mut() {
+            rebase(&mut files.path);
         }
         let setup = &mut self.pipeline.setup;
         for p in [

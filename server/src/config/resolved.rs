@@ -80,6 +80,17 @@ pub enum DatabaseLocation {
     Sqlite(PathBuf),
     Postgres(PgSource),
     MySql(MySqlSource),
+    /// Files read through DuckDB.
+    DuckDb(DuckDbFiles),
+}
+
+/// Files to serve through DuckDB, as configured. The backend's own source type lives in the
+/// optional `quorum-duckdb` crate, so the configuration keeps what it needs to make one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuckDbFiles {
+    pub path: PathBuf,
+    pub max_memory_mib: u64,
+    pub threads: u32,
 }
 
 /// What `Databases.Register` may reach on a database server (PostgreSQL, MySQL).
@@ -584,6 +595,36 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
             DatabaseSpec {
                 db_id: db_id.clone(),
                 location: DatabaseLocation::MySql(source),
+                from_scan: false,
+            },
+        );
+    }
+    for (db_id, files) in &raw.duckdb {
+        crate::db_id::validate_db_id(db_id)
+            .map_err(|reason| anyhow::anyhow!("databases.duckdb.{db_id}: {reason}"))?;
+        ensure!(
+            cfg!(feature = "duckdb"),
+            "databases.duckdb.{db_id}: this build of quorum reads no files through DuckDB \
+             (build it with `--features duckdb`)"
+        );
+        ensure!(
+            files.path.exists(),
+            "databases.duckdb.{db_id}: nothing at {}",
+            files.path.display()
+        );
+        ensure!(
+            files.threads != Some(0) && files.max_memory_mib.is_none_or(|m| m >= 16),
+            "databases.duckdb.{db_id}: threads must be at least 1 and max_memory_mib at least 16"
+        );
+        found.insert(
+            db_id.clone(),
+            DatabaseSpec {
+                db_id: db_id.clone(),
+                location: DatabaseLocation::DuckDb(DuckDbFiles {
+                    path: files.path.clone(),
+                    max_memory_mib: files.max_memory_mib.unwrap_or(1024),
+                    threads: files.threads.unwrap_or(2),
+                }),
                 from_scan: false,
             },
         );

@@ -81,8 +81,8 @@ pub fn as_intersection(question: &str, sql: &str, dialect: Dialect) -> Option<In
     let asked = Asked {
         question: &question.to_lowercase(),
         // SQLite reads `"English"` as a string when no column has that name, and models
-        // write it so; PostgreSQL reads it as a column, always.
-        quoted_words_are_strings: matches!(dialect, Dialect::Sqlite | Dialect::MySql),
+        // write it so; PostgreSQL and DuckDB read it as a column, always.
+        quoted_words_are_strings: !dialect.double_quotes_name(),
     };
     let site = the_site(query, &asked)?;
     let [first, second] = site.queries(query)?;

@@ -46,7 +46,8 @@ pub fn quote_and_like(sql: &str) -> String {
 /// [`alias_derived_tables`]), and a string in double quotes, read as a column that does not
 /// exist ([`string_literals_for`]). MySQL: the same `GROUP BY` under `ONLY_FULL_GROUP_BY`
 /// (error 1055, MySQL 8's default), completed, and the unnamed subquery (error 1248; 1064 on
-/// MariaDB).
+/// MariaDB). DuckDB: the `GROUP BY` and the double-quoted string, as on PostgreSQL (it reads
+/// `DISTINCT ON` too).
 pub fn repair_for_server(sql: &str, message: &str, schema: &Schema) -> Option<String> {
     let dialect = schema.dialect;
     let (partial_group_by, unnamed_subquery) = match dialect {
@@ -61,15 +62,20 @@ pub fn repair_for_server(sql: &str, message: &str, schema: &Schema) -> Option<St
             message.contains("MySQL error 1055"),
             message.contains("MySQL error 1248") || message.contains("MySQL error 1064"),
         ),
+        // DuckDB names every subquery in FROM itself.
+        Dialect::DuckDb => (
+            message.contains("must appear in the GROUP BY clause"),
+            false,
+        ),
     };
-    if partial_group_by && dialect == Dialect::Postgres {
+    if partial_group_by && matches!(dialect, Dialect::Postgres | Dialect::DuckDb) {
         extreme_row(sql, dialect).or_else(|| complete_group_by(sql, dialect))
     } else if partial_group_by {
         // `extreme_row` writes PostgreSQL's `DISTINCT ON`, which MySQL does not read.
         complete_group_by(sql, dialect)
     } else if unnamed_subquery {
         alias_derived_tables(sql, dialect)
-    } else if dialect == Dialect::Postgres && message.contains("no such column: ") {
+    } else if dialect.double_quotes_name() && message.contains("no such column: ") {
         string_literals_for(sql, schema)
     } else {
         None
@@ -516,6 +522,14 @@ mod tests {
         assert_eq!(repair_for_server(grouped, "SQLSTATE 42803", &schema), None);
         schema.dialect = Dialect::Postgres;
         assert!(repair_for_server(grouped, "(SQLSTATE 42803)", &schema).is_some());
+        schema.dialect = Dialect::DuckDb;
+        let duckdb = "DuckDB error: Binder Error: column \"name\" must appear in the GROUP BY \
+                      clause or must be part of an aggregate function.";
+        assert_eq!(
+            repair_for_server(grouped, duckdb, &schema).as_deref(),
+            Some("SELECT name, count(*) FROM t GROUP BY id, name")
+        );
+        assert_eq!(repair_for_server(unnamed, duckdb, &schema), None);
         schema.dialect = Dialect::Sqlite;
         assert_eq!(repair_for_server(grouped, mysql_1055, &schema), None);
     }

@@ -1,0 +1,186 @@
+//! Files read into the prompt schema from DuckDB's catalog: the `main` schema's tables and
+//! views in the order they were made (a folder's files in name order), columns in their order
+//! with their types and comments, primary and foreign keys where a DuckDB file declares them
+//! (CSV and Parquet declare none: the pipeline infers keys from names then), the first rows of
+//! each table and a few distinct values per column, drawn from a bounded prefix of the table so
+//! that a large one costs no more than a small one.
+
+use std::sync::Arc;
+
+use duckdb::Connection;
+use quorum_sql::database::DatabaseHandle;
+use quorum_sql::dialect::Dialect;
+use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
+use quorum_sql::value::Value;
+
+use crate::error::DuckDbError;
+use crate::source::{DuckDbDatabase, string_literal};
+use crate::values::value;
+
+/// Rows a column's distinct examples are drawn from.
+const EXAMPLE_SCAN_ROWS: usize = 10_000;
+
+/// The catalog's rows of the served database's own schema.
+const OWN: &str = "database_name = current_database() AND schema_name = 'main'";
+
+pub(crate) fn introspect(
+    db: &DuckDbDatabase,
+    db_id: &str,
+    options: IntrospectOptions,
+) -> Result<Schema, DuckDbError> {
+    let conn = db.connection().map_err(DuckDbError::query)?;
+    let names = strings(
+        &conn,
+        &format!(
+            "SELECT name FROM (\
+               SELECT table_name AS name, table_oid AS oid FROM duckdb_tables() \
+               WHERE {OWN} AND NOT temporary \
+               UNION ALL SELECT view_name, view_oid FROM duckdb_views() \
+               WHERE {OWN} AND NOT internal AND NOT temporary) ORDER BY oid"
+        ),
+    )?;
+    let mut tables = Vec::with_capacity(names.len());
+    let mut foreign_keys = Vec::new();
+    for name in names {
+        let table = string_literal(&name);
+        let columns = cells(
+            &conn,
+            &format!(
+                "SELECT column_name, data_type, comment FROM duckdb_columns() \
+                 WHERE {OWN} AND table_name = {table} ORDER BY column_index"
+            ),
+        )?;
+        let primary_key = strings(
+            &conn,
+            &format!(
+                "SELECT unnest(constraint_column_names) FROM duckdb_constraints() \
+                 WHERE {OWN} AND table_name = {table} AND constraint_type = 'PRIMARY KEY'"
+            ),
+        )?;
+        let fks = cells(
+            &conn,
+            &format!(
+                "SELECT unnest(constraint_column_names), referenced_table, \
+                 unnest(referenced_column_names) FROM duckdb_constraints() \
+                 WHERE {OWN} AND table_name = {table} AND constraint_type = 'FOREIGN KEY' \
+                 ORDER BY constraint_index"
+            ),
+        )?;
+        foreign_keys.extend(
+            fks.into_iter()
+                .filter_map(|row| match <[Value; 3]>::try_from(row) {
+                    Ok(
+                        [
+                            Value::Text(from),
+                            Value::Text(to_table),
+                            Value::Text(to_column),
+                        ],
+                    ) => Some(ForeignKey {
+                        from_table: name.clone(),
+                        from_column: from,
+                        to_table,
+                        to_column,
+                    }),
+                    _ => None,
+                }),
+        );
+        let quoted = Dialect::DuckDb.quote(&name);
+        let mut table_columns = Vec::with_capacity(columns.len());
+        for row in columns {
+            let mut row = row.into_iter();
+            let (Some(Value::Text(column)), Some(declared_type), comment) =
+                (row.next(), row.next(), row.next())
+            else {
+                continue;
+            };
+            let examples = if options.distinct_examples == 0 {
+                Vec::new()
+            } else {
+                let col = Dialect::DuckDb.quote(&column);
+                cells(
+                    &conn,
+                    &format!(
+                        "SELECT DISTINCT {col} FROM (SELECT {col} FROM {quoted} \
+                         LIMIT {EXAMPLE_SCAN_ROWS}) AS s LIMIT {}",
+                        options.distinct_examples
+                    ),
+                )?
+                .into_iter()
+                .filter_map(|mut row| row.pop())
+                .collect()
+            };
+            table_columns.push(Column {
+                primary_key: primary_key.contains(&column),
+                name: column,
+                declared_type: text(declared_type),
+                comment: comment.map(text).filter(|c| !c.trim().is_empty()),
+                examples,
+            });
+        }
+        let rows = if options.sample_rows == 0 {
+            Vec::new()
+        } else {
+            cells(
+                &conn,
+                &format!("SELECT * FROM {quoted} LIMIT {}", options.sample_rows),
+            )?
+        };
+        tables.push(Table {
+            name,
+            columns: table_columns,
+            primary_key,
+            rows,
+        });
+    }
+    Ok(Schema {
+        db_id: db_id.to_owned(),
+        tables,
+        foreign_keys,
+        dialect: Dialect::DuckDb,
+    })
+}
+
+fn text(value: Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::Text(t) => t,
+        other => other.to_string(),
+    }
+}
+
+/// The rows of a catalog-built query, typed as the execution path types them.
+fn cells(conn: &Connection, sql: &str) -> Result<Vec<Vec<Value>>, DuckDbError> {
+    let mut statement = conn.prepare(sql).map_err(DuckDbError::query)?;
+    let mut result = statement.query([]).map_err(DuckDbError::query)?;
+    let width = result.as_ref().map_or(0, |s| s.column_count());
+    let mut rows = Vec::new();
+    while let Some(row) = result.next().map_err(DuckDbError::query)? {
+        rows.push(
+            (0..width)
+                .map(|i| row.get_ref(i).map(value))
+                .collect::<Result<_, _>>()
+                .map_err(DuckDbError::query)?,
+        );
+    }
+    Ok(rows)
+}
+
+/// The first column of a catalog-built query's rows, as text.
+fn strings(conn: &Connection, sql: &str) -> Result<Vec<String>, DuckDbError> {
+    Ok(cells(conn, sql)?
+        .into_iter()
+        .filter_map(|row| row.into_iter().next().map(text))
+        .collect())
+}
+
+impl DuckDbDatabase {
+    /// Introspects the database into a pipeline handle.
+    pub fn into_handle(
+        self,
+        db_id: &str,
+        options: IntrospectOptions,
+    ) -> Result<DatabaseHandle, DuckDbError> {
+        let schema = introspect(&self, db_id, options)?;
+        Ok(DatabaseHandle::new(db_id, Arc::new(self), schema))
+    }
+}
