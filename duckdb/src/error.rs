@@ -60,6 +60,12 @@ fn sqlite_worded(message: &str) -> String {
         let rest = rest.trim_start().strip_prefix('"')?;
         Some(rest[..rest.find('"')?].to_owned())
     };
+    if let (Some(table), Some(column)) = (
+        quoted_after("Table"),
+        quoted_after("does not have a column named"),
+    ) {
+        return format!("no such column: {table}.{column} ({message})");
+    }
     if message.contains("Referenced column")
         && let Some(name) = quoted_after("Referenced column")
     {
@@ -93,6 +99,14 @@ mod tests {
             .split(" (")
             .next(),
             Some("no such column: France")
+        );
+        assert_eq!(
+            sqlite_worded(
+                "Binder Error: Table \"T1\" does not have a column named \"Fname\"\nCandidate bindings: : \"PetID\""
+            )
+            .split(" (")
+            .next(),
+            Some("no such column: T1.Fname")
         );
         assert!(
             sqlite_worded("Catalog Error: Table with name singers does not exist!")

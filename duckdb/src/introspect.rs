@@ -1,9 +1,14 @@
 //! Files read into the prompt schema from DuckDB's catalog: the `main` schema's tables and
 //! views in the order they were made (a folder's files in name order), columns in their order
-//! with their types and comments, primary and foreign keys where a DuckDB file declares them
-//! (CSV and Parquet declare none: the pipeline infers keys from names then), the first rows of
-//! each table and a few distinct values per column, drawn from a bounded prefix of the table so
-//! that a large one costs no more than a small one.
+//! with their types and comments, primary and foreign keys where a DuckDB file declares them,
+//! the first rows of each table and a few distinct values per column, drawn from a bounded
+//! prefix of the table so that a large one costs no more than a small one.
+//!
+//! CSV and Parquet files declare no keys, and without them the prompts show no joins and the
+//! pipeline's join repairs and foreign keys inferred from names (`quorum_sql::inferred_keys`,
+//! which reads single-column primary keys) have nothing to stand on. So in a database that
+//! declares no primary key at all, a table's key is read off its data: the first column named
+//! `id` or ending in `id` whose values are all present and distinct.
 
 use std::sync::Arc;
 
@@ -39,6 +44,14 @@ pub(crate) fn introspect(
                WHERE {OWN} AND NOT internal AND NOT temporary) ORDER BY oid"
         ),
     )?;
+    let declares_keys = !cells(
+        &conn,
+        &format!(
+            "SELECT 1 FROM duckdb_constraints() WHERE {OWN} \
+             AND constraint_type = 'PRIMARY KEY' LIMIT 1"
+        ),
+    )?
+    .is_empty();
     let mut tables = Vec::with_capacity(names.len());
     let mut foreign_keys = Vec::new();
     for name in names {
@@ -50,7 +63,7 @@ pub(crate) fn introspect(
                  WHERE {OWN} AND table_name = {table} ORDER BY column_index"
             ),
         )?;
-        let primary_key = strings(
+        let declared_key = strings(
             &conn,
             &format!(
                 "SELECT unnest(constraint_column_names) FROM duckdb_constraints() \
@@ -85,6 +98,11 @@ pub(crate) fn introspect(
                 }),
         );
         let quoted = Dialect::DuckDb.quote(&name);
+        let primary_key = if declared_key.is_empty() && !declares_keys {
+            key_from_data(&conn, &quoted, &columns)?
+        } else {
+            declared_key
+        };
         let mut table_columns = Vec::with_capacity(columns.len());
         for row in columns {
             let mut row = row.into_iter();
@@ -140,6 +158,35 @@ pub(crate) fn introspect(
     })
 }
 
+/// The first column named `id` or ending in `id` (any case) whose values are all present and
+/// distinct, as a one-column key; none when no column is.
+fn key_from_data(
+    conn: &Connection,
+    table: &str,
+    columns: &[Vec<Value>],
+) -> Result<Vec<String>, DuckDbError> {
+    for row in columns {
+        let Some(Value::Text(column)) = row.first() else {
+            continue;
+        };
+        if !column.to_ascii_lowercase().ends_with("id") {
+            continue;
+        }
+        let col = Dialect::DuckDb.quote(column);
+        let unique = cells(
+            conn,
+            &format!("SELECT count(*) > 0 AND count(DISTINCT {col}) = count(*) FROM {table}"),
+        )?;
+        if matches!(
+            unique.first().and_then(|r| r.first()),
+            Some(Value::Integer(1))
+        ) {
+            return Ok(vec![column.clone()]);
+        }
+    }
+    Ok(Vec::new())
+}
+
 fn text(value: Value) -> String {
     match value {
         Value::Null => String::new(),
@@ -182,5 +229,47 @@ impl DuckDbDatabase {
     ) -> Result<DatabaseHandle, DuckDbError> {
         let schema = introspect(&self, db_id, options)?;
         Ok(DatabaseHandle::new(db_id, Arc::new(self), schema))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::DuckDbSource;
+
+    #[test]
+    fn files_without_keys_get_them_from_their_data_and_names() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let shop = dir.path().join("shop");
+        std::fs::create_dir(&shop).expect("folder");
+        std::fs::write(shop.join("orders.csv"), "id,total\n1,9.5\n2,20\n3,4\n").expect("csv");
+        std::fs::write(
+            shop.join("items.csv"),
+            "order_id,item_id,sku\n1,10,a\n1,11,b\n2,12,a\n",
+        )
+        .expect("csv");
+        std::fs::write(shop.join("notes.csv"), "paid,note\n1,x\n1,y\n").expect("csv");
+        let db = DuckDbDatabase::open(DuckDbSource::new(&shop), Some(dir.path())).expect("opens");
+        let handle = db
+            .into_handle("shop", IntrospectOptions::default())
+            .expect("introspects");
+        let key = |t: &str| handle.schema.table(t).expect(t).primary_key.clone();
+        // `order_id` repeats; `item_id` is the first id-named column that does not.
+        assert_eq!(key("items"), ["item_id"]);
+        assert_eq!(key("orders"), ["id"]);
+        // `paid` ends in "id" but repeats; nothing else is named like a key.
+        assert!(key("notes").is_empty());
+        let fks: Vec<String> = handle
+            .schema
+            .foreign_keys
+            .iter()
+            .map(|fk| {
+                format!(
+                    "{}.{}->{}.{}",
+                    fk.from_table, fk.from_column, fk.to_table, fk.to_column
+                )
+            })
+            .collect();
+        assert_eq!(fks, ["items.order_id->orders.id"]);
     }
 }
