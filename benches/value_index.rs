@@ -7,9 +7,10 @@
 //!
 //! `cargo run -p quorum-benches --bin quorum-bench-value-index -- --rows 1000000 --duckdb`
 //!
-//! Memory is the growth of the process's resident set across each step (read from
-//! `/proc/self/status`), so it counts what the step holds and what it left allocated; each
-//! database gets a fresh handle.
+//! Memory is the growth of the process's resident set across each step, kept after it and at
+//! its peak (`VmRSS` and `VmHWM` of `/proc/self/status`, the peak reset and freed heap returned
+//! to the system before each step, so that one step does not hide in what another freed); each
+//! database gets a fresh handle. DuckDB's memory is its own allocator's and counts the same.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -44,12 +45,32 @@ struct Args {
 
 /// Resident memory of this process, in bytes (`VmRSS` of `/proc/self/status`).
 fn resident_bytes() -> Result<u64> {
+    status_bytes("VmRSS:")
+}
+
+unsafe extern "C" {
+    /// glibc's: returns freed heap memory to the system.
+    fn malloc_trim(pad: usize) -> i32;
+}
+
+/// Starts a step's memory account: memory the earlier steps freed goes back to the system (or
+/// the step would reuse it unseen), and the peak resident set is reset to the current one
+/// (`5` to `/proc/self/clear_refs`). Returns the resident set then.
+fn start_account() -> Result<u64> {
+    // SAFETY: malloc_trim only releases free pages of glibc's heap.
+    unsafe { malloc_trim(0) };
+    std::fs::write("/proc/self/clear_refs", "5").context("resetting the peak resident set")?;
+    resident_bytes()
+}
+
+/// A line of `/proc/self/status` in bytes (`VmRSS:`, `VmHWM:`).
+fn status_bytes(key: &str) -> Result<u64> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let kib: u64 = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .context("no VmRSS line")?
+        .find_map(|line| line.strip_prefix(key))
+        .with_context(|| format!("no {key} line"))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -110,14 +131,16 @@ fn generate(path: &Path, rows: usize) -> Result<()> {
 
 /// Opens a database with `open` (introspection included), then builds its value index.
 fn measure(label: &str, open: impl FnOnce() -> Result<DatabaseHandle>) -> Result<()> {
-    let before = resident_bytes()?;
+    let before = start_account()?;
     let start = Instant::now();
     let handle = open().with_context(|| format!("opening {label}"))?;
     let opened = start.elapsed();
-    let after_open = resident_bytes()?;
+    let open_peak = status_bytes("VmHWM:")?.saturating_sub(before);
+    let after_open = start_account()?;
     let start = Instant::now();
     let index = handle.value_index().context("building the value index")?;
     let built = start.elapsed();
+    let index_peak = status_bytes("VmHWM:")?.saturating_sub(after_open);
     let grown = resident_bytes()?.saturating_sub(after_open);
     let question = "Which orders of Customer 0004242 in city 17 were returned?";
     let start = Instant::now();
@@ -146,8 +169,9 @@ fn measure(label: &str, open: impl FnOnce() -> Result<DatabaseHandle>) -> Result
     }
     println!(
         "{label} ({}): {} tables, {rows} rows, {} columns; opened and introspected in {:.2} s, \
-         resident memory +{:.1} MiB; {} values indexed ({} columns skipped) in {:.2} s, \
-         +{:.1} MiB; one question's lookup {:.2} ms ({found} matches)",
+         resident memory +{:.1} MiB kept (peak +{:.1} MiB); {} values indexed ({} columns \
+         skipped) in {:.2} s, +{:.1} MiB kept (peak +{:.1} MiB); one question's lookup {:.2} ms \
+         ({found} matches)",
         dialect.name(),
         handle.schema.tables.len(),
         handle
@@ -158,10 +182,12 @@ fn measure(label: &str, open: impl FnOnce() -> Result<DatabaseHandle>) -> Result
             .sum::<usize>(),
         opened.as_secs_f64(),
         after_open.saturating_sub(before) as f64 / (1024.0 * 1024.0),
+        open_peak as f64 / (1024.0 * 1024.0),
         index.len(),
         index.skipped_columns,
         built.as_secs_f64(),
         grown as f64 / (1024.0 * 1024.0),
+        index_peak as f64 / (1024.0 * 1024.0),
         lookup.as_secs_f64() * 1e3,
     );
     Ok(())
