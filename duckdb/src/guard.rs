@@ -12,9 +12,10 @@
 use std::ops::ControlFlow;
 
 use quorum_sql::lexer::{LexKind, Quoting, lex_with};
+use quorum_sql::reads_only::beyond_reading;
 use quorum_sql::sandbox::ExecError;
 use sqlparser::ast::{
-    Expr, ObjectName, ObjectNamePart, Query, SetExpr, Statement, TableFactor, Visit, Visitor,
+    Expr, ObjectName, ObjectNamePart, Query, Statement, TableFactor, Visit, Visitor,
 };
 use sqlparser::dialect::DuckDbDialect;
 use sqlparser::parser::Parser;
@@ -97,7 +98,10 @@ impl Visitor for OwnTablesOnly {
         if !query.locks.is_empty() {
             return ControlFlow::Break("locking clauses are not accepted".into());
         }
-        check_body(&query.body)
+        match beyond_reading(&query.body) {
+            Some(what) => ControlFlow::Break(what.into()),
+            None => ControlFlow::Continue(()),
+        }
     }
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<String> {
@@ -157,22 +161,6 @@ impl Visitor for OwnTablesOnly {
             }
             _ => ControlFlow::Continue(()),
         }
-    }
-}
-
-fn check_body(body: &SetExpr) -> ControlFlow<String> {
-    match body {
-        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_) => {
-            ControlFlow::Break("only a query (SELECT) runs".into())
-        }
-        SetExpr::Select(select) if select.into.is_some() => {
-            ControlFlow::Break("SELECT ... INTO has no place in a read-only query".into())
-        }
-        SetExpr::SetOperation { left, right, .. } => {
-            check_body(left)?;
-            check_body(right)
-        }
-        _ => ControlFlow::Continue(()),
     }
 }
 

@@ -17,8 +17,9 @@
 use std::ops::ControlFlow;
 
 use quorum_sql::lexer::{LexKind, Lexeme, Quoting, lex_with};
+use quorum_sql::reads_only::beyond_reading;
 use quorum_sql::sandbox::ExecError;
-use sqlparser::ast::{Expr, ObjectName, ObjectNamePart, Query, SetExpr, Statement, Visit, Visitor};
+use sqlparser::ast::{Expr, ObjectName, ObjectNamePart, Query, Statement, Visit, Visitor};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
@@ -151,7 +152,10 @@ impl Visitor for ReadsOnly<'_> {
         if !query.locks.is_empty() {
             return ControlFlow::Break("locking reads are not accepted".into());
         }
-        check_body(&query.body)
+        match beyond_reading(&query.body) {
+            Some(what) => ControlFlow::Break(what.into()),
+            None => ControlFlow::Continue(()),
+        }
     }
 
     fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<String> {
@@ -175,22 +179,6 @@ impl Visitor for ReadsOnly<'_> {
             }
             _ => ControlFlow::Continue(()),
         }
-    }
-}
-
-fn check_body(body: &SetExpr) -> ControlFlow<String> {
-    match body {
-        SetExpr::Insert(_) | SetExpr::Update(_) | SetExpr::Delete(_) | SetExpr::Merge(_) => {
-            ControlFlow::Break("only a query (SELECT) runs".into())
-        }
-        SetExpr::Select(select) if select.into.is_some() => {
-            ControlFlow::Break("INTO has no place in a read-only query".into())
-        }
-        SetExpr::SetOperation { left, right, .. } => {
-            check_body(left)?;
-            check_body(right)
-        }
-        _ => ControlFlow::Continue(()),
     }
 }
 

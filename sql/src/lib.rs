@@ -30,6 +30,7 @@ pub mod pipeline;
 pub mod poincare;
 pub mod postprocess;
 pub mod prompt;
+pub mod reads_only;
 pub mod relevance;
 pub mod rules;
 pub mod sandbox;
