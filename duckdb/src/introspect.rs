@@ -272,4 +272,61 @@ mod tests {
             .collect();
         assert_eq!(fks, ["items.order_id->orders.id"]);
     }
+
+    /// A DuckDB file is served as it is (no copy), read-only, with the keys it declares.
+    #[test]
+    fn a_duckdb_file_is_served_with_its_declared_keys() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let file = dir.path().join("shop.duckdb");
+        {
+            let conn = Connection::open(&file).expect("creates");
+            conn.execute_batch(
+                "CREATE TABLE customers (code VARCHAR PRIMARY KEY, name VARCHAR); \
+                 CREATE TABLE orders (num INTEGER PRIMARY KEY, customer VARCHAR \
+                   REFERENCES customers (code), total DOUBLE); \
+                 COMMENT ON COLUMN orders.total IS 'in euros, tax included'; \
+                 INSERT INTO customers VALUES ('c1', 'Ada'); \
+                 INSERT INTO orders VALUES (7, 'c1', 12.5);",
+            )
+            .expect("fills");
+        }
+        let before = std::fs::read(&file).expect("bytes");
+        let db = DuckDbDatabase::open(DuckDbSource::new(&file), Some(dir.path())).expect("opens");
+        let conn = db.connection().expect("connection");
+        assert!(
+            conn.execute_batch("DELETE FROM orders").is_err(),
+            "read-only"
+        );
+        let handle = db
+            .into_handle("shop", IntrospectOptions::default())
+            .expect("introspects");
+        let orders = handle.schema.table("orders").expect("orders");
+        assert_eq!(orders.primary_key, ["num"]);
+        let total = orders
+            .columns
+            .iter()
+            .find(|c| c.name == "total")
+            .expect("total");
+        assert_eq!(total.comment.as_deref(), Some("in euros, tax included"));
+        let fks: Vec<String> = handle
+            .schema
+            .foreign_keys
+            .iter()
+            .map(|fk| {
+                format!(
+                    "{}.{}->{}.{}",
+                    fk.from_table, fk.from_column, fk.to_table, fk.to_column
+                )
+            })
+            .collect();
+        assert_eq!(fks, ["orders.customer->customers.code"]);
+        drop(handle);
+        // Only the database's own file is in the folder: no copy was made beside it.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["shop.duckdb"]);
+        assert_eq!(std::fs::read(&file).expect("bytes"), before, "unchanged");
+    }
 }
