@@ -79,24 +79,24 @@ pub(crate) fn introspect(
                  ORDER BY constraint_index"
             ),
         )?;
-        foreign_keys.extend(
-            fks.into_iter()
-                .filter_map(|row| match <[Value; 3]>::try_from(row) {
-                    Ok(
-                        [
-                            Value::Text(from),
-                            Value::Text(to_table),
-                            Value::Text(to_column),
-                        ],
-                    ) => Some(ForeignKey {
-                        from_table: name.clone(),
-                        from_column: from,
-                        to_table,
-                        to_column,
-                    }),
-                    _ => None,
-                }),
-        );
+        for row in fks {
+            let Ok(
+                [
+                    Value::Text(from),
+                    Value::Text(to_table),
+                    Value::Text(to_column),
+                ],
+            ) = <[Value; 3]>::try_from(row)
+            else {
+                return Err(unexpected("a foreign key", &name));
+            };
+            foreign_keys.push(ForeignKey {
+                from_table: name.clone(),
+                from_column: from,
+                to_table,
+                to_column,
+            });
+        }
         let quoted = Dialect::DuckDb.quote(&name);
         let primary_key = if declared_key.is_empty() && !declares_keys {
             key_from_data(&conn, &quoted, &columns)?
@@ -109,7 +109,7 @@ pub(crate) fn introspect(
             let (Some(Value::Text(column)), Some(declared_type), comment) =
                 (row.next(), row.next(), row.next())
             else {
-                continue;
+                return Err(unexpected("a column", &name));
             };
             let examples = if options.distinct_examples == 0 {
                 Vec::new()
@@ -156,6 +156,13 @@ pub(crate) fn introspect(
         foreign_keys,
         dialect: Dialect::DuckDb,
     })
+}
+
+/// A catalog row not of the shape its query asks for (names are text, never NULL).
+fn unexpected(what: &str, table: &str) -> DuckDbError {
+    DuckDbError::Query {
+        message: format!("DuckDB's catalog described {what} of {table} in an unexpected form"),
+    }
 }
 
 /// The first column named `id` or ending in `id` (any case) whose values are all present and
@@ -237,6 +244,19 @@ mod tests {
     use super::*;
     use crate::source::DuckDbSource;
 
+    fn foreign_keys(schema: &Schema) -> Vec<String> {
+        schema
+            .foreign_keys
+            .iter()
+            .map(|fk| {
+                format!(
+                    "{}.{}->{}.{}",
+                    fk.from_table, fk.from_column, fk.to_table, fk.to_column
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn files_without_keys_get_them_from_their_data_and_names() {
         let dir = tempfile::tempdir().expect("temporary directory");
@@ -259,17 +279,7 @@ mod tests {
         assert_eq!(key("orders"), ["id"]);
         // `paid` ends in "id" but repeats; nothing else is named like a key.
         assert!(key("notes").is_empty());
-        let fks: Vec<String> = handle
-            .schema
-            .foreign_keys
-            .iter()
-            .map(|fk| {
-                format!(
-                    "{}.{}->{}.{}",
-                    fk.from_table, fk.from_column, fk.to_table, fk.to_column
-                )
-            })
-            .collect();
+        let fks = foreign_keys(&handle.schema);
         assert_eq!(fks, ["items.order_id->orders.id"]);
     }
 
@@ -308,17 +318,7 @@ mod tests {
             .find(|c| c.name == "total")
             .expect("total");
         assert_eq!(total.comment.as_deref(), Some("in euros, tax included"));
-        let fks: Vec<String> = handle
-            .schema
-            .foreign_keys
-            .iter()
-            .map(|fk| {
-                format!(
-                    "{}.{}->{}.{}",
-                    fk.from_table, fk.from_column, fk.to_table, fk.to_column
-                )
-            })
-            .collect();
+        let fks = foreign_keys(&handle.schema);
         assert_eq!(fks, ["orders.customer->customers.code"]);
         drop(handle);
         // Only the database's own file is in the folder: no copy was made beside it.

@@ -130,9 +130,14 @@ fn cell_value(cell: &Cell, family: Family) -> DuckValue {
         (Cell::Integer(v), _) => DuckValue::BigInt(*v),
         (Cell::Real(v), Family::Text) => DuckValue::Text(sqlite_real_text(*v)),
         (Cell::Real(v), _) => DuckValue::Double(*v),
-        // A numeric family holds text only in the exact printed form of its numbers.
-        (Cell::Text(s), Family::Integer) => s.parse().map_or(DuckValue::Null, DuckValue::BigInt),
-        (Cell::Text(s), Family::Double) => s.parse().map_or(DuckValue::Null, DuckValue::Double),
+        // A numeric family holds text only in the exact printed form of its numbers; anything
+        // else is passed on as text, for DuckDB to refuse rather than to become a NULL.
+        (Cell::Text(s), Family::Integer) => s
+            .parse()
+            .map_or_else(|_| DuckValue::Text(s.clone()), DuckValue::BigInt),
+        (Cell::Text(s), Family::Double) => s
+            .parse()
+            .map_or_else(|_| DuckValue::Text(s.clone()), DuckValue::Double),
         (Cell::Text(s), _) => DuckValue::Text(s.clone()),
         (Cell::Blob(b), Family::Bytes) => DuckValue::Blob(b.clone()),
         (Cell::Blob(b), _) => DuckValue::Text(String::from_utf8_lossy(b).replace('\0', "")),

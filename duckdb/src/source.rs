@@ -49,6 +49,7 @@ pub struct DuckDbSource {
 }
 
 impl DuckDbSource {
+    /// `path` with the default limits: 1024 MiB and 2 threads a query.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),

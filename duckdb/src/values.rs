@@ -3,7 +3,8 @@
 //! `DECIMAL` as an integer when it is one and a float otherwise (as PostgreSQL's `numeric`
 //! reads), booleans as 0 and 1 (SQLite's), dates and times in ISO form (`2008-12-01`,
 //! `2008-12-01 10:30:00`, `10:30:00`), blobs as bytes, anything else (lists, structs,
-//! intervals) as DuckDB's own text of it.
+//! intervals) as the client library's debug text of the value (not DuckDB's own spelling: such
+//! cells compare equal only with themselves).
 
 use duckdb::types::ValueRef;
 use quorum_sql::value::Value;

@@ -90,11 +90,13 @@ fn open_handle(db_id: &str, location: &DatabaseLocation) -> anyhow::Result<Datab
 /// Opens files through DuckDB (a private read-only copy of CSV and Parquet files).
 #[cfg(feature = "duckdb")]
 pub fn open_files(db_id: &str, files: &DuckDbFiles) -> anyhow::Result<DatabaseHandle> {
-    let source = quorum_duckdb::DuckDbSource {
-        path: files.path.clone(),
-        max_memory_mib: files.max_memory_mib,
-        threads: files.threads,
-    };
+    let mut source = quorum_duckdb::DuckDbSource::new(&files.path);
+    if let Some(mib) = files.max_memory_mib {
+        source.max_memory_mib = mib;
+    }
+    if let Some(threads) = files.threads {
+        source.threads = threads;
+    }
     Ok(quorum_duckdb::DuckDbDatabase::open(source, None)?
         .into_handle(db_id, IntrospectOptions::default())?)
 }

@@ -235,8 +235,8 @@ pub fn eval(
             let open = move |db_id: &str| {
                 let files = DuckDbFiles {
                     path: dir.join(db_id),
-                    max_memory_mib: 1024,
-                    threads: 1,
+                    max_memory_mib: None,
+                    threads: None,
                 };
                 quorum_server::databases::open_files(db_id, &files).map_err(|e| format!("{e:#}"))
             };

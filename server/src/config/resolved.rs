@@ -84,13 +84,14 @@ pub enum DatabaseLocation {
     DuckDb(DuckDbFiles),
 }
 
-/// Files to serve through DuckDB, as configured. The backend's own source type lives in the
-/// optional `quorum-duckdb` crate, so the configuration keeps what it needs to make one.
+/// Files to serve through DuckDB, as configured. The backend's own source type (and its
+/// defaults) lives in the optional `quorum-duckdb` crate, so the configuration keeps what it
+/// needs to make one: unset limits take the backend's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DuckDbFiles {
     pub path: PathBuf,
-    pub max_memory_mib: u64,
-    pub threads: u32,
+    pub max_memory_mib: Option<u64>,
+    pub threads: Option<u32>,
 }
 
 /// What `Databases.Register` may reach on a database server (PostgreSQL, MySQL).
@@ -622,8 +623,8 @@ fn resolve_databases(raw: &RawDatabases, dir: &Path) -> anyhow::Result<Vec<Datab
                 db_id: db_id.clone(),
                 location: DatabaseLocation::DuckDb(DuckDbFiles {
                     path: files.path.clone(),
-                    max_memory_mib: files.max_memory_mib.unwrap_or(1024),
-                    threads: files.threads.unwrap_or(2),
+                    max_memory_mib: files.max_memory_mib,
+                    threads: files.threads,
                 }),
                 from_scan: false,
             },
