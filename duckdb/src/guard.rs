@@ -95,10 +95,7 @@ impl Visitor for OwnTablesOnly {
     type Break = String;
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
-        if !query.locks.is_empty() {
-            return ControlFlow::Break("locking clauses are not accepted".into());
-        }
-        match beyond_reading(&query.body) {
+        match beyond_reading(query) {
             Some(what) => ControlFlow::Break(what.into()),
             None => ControlFlow::Continue(()),
         }

@@ -149,10 +149,7 @@ impl Visitor for ReadsOnly<'_> {
     type Break = String;
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
-        if !query.locks.is_empty() {
-            return ControlFlow::Break("locking reads are not accepted".into());
-        }
-        match beyond_reading(&query.body) {
+        match beyond_reading(query) {
             Some(what) => ControlFlow::Break(what.into()),
             None => ControlFlow::Continue(()),
         }
