@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The HTTP face and the Python client against one live `quorum serve` (Qwen2.5-Coder-0.5B with
-# the rep-s0 adapter on one of two generators, MiniLM, concert_singer, a bearer token, one
+# the rep-s2 adapter on one of two generators, MiniLM, concert_singer, a bearer token, one
 # text-to-SQL run at a time and none waiting), over loopback sockets:
 #   - curl: 503 while the models load, 401/404/400/413/429 with OpenAI-style error bodies,
 #     /v1/sql answered and streamed as server-sent events;
@@ -63,7 +63,7 @@ name = "qwen2.5-coder-0.5b"
 roles = ["generator", "selector"]
 format = "rep"
 [models.adapters]
-rep-s0 = "$repo/adapters/coder-rep-s0"
+rep-s2 = "$repo/adapters/coder-rep-s2"
 
 [[models]]
 source = "$models/all-minilm-l6-v2"
@@ -81,7 +81,7 @@ max_new_tokens = 96
 name = "qwen-rep"
 model = "qwen2.5-coder-0.5b"
 format = "rep"
-adapter = "rep-s0"
+adapter = "rep-s2"
 [[pipeline.generators]]
 name = "qwen-ddl"
 model = "qwen2.5-coder-0.5b"

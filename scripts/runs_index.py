@@ -17,6 +17,7 @@ RUNS = ROOT / "docs" / "runs"
 HISTORY = ROOT / "docs" / "history"
 KINDS = {
     ".jsonl": "eval records (one JSON line per question)",
+    ".gz": "eval records (one JSON line per question), gzip-compressed",
     ".md": "eval summary",
     ".toml": "pipeline configuration",
     ".txt": "device script log",
@@ -28,7 +29,8 @@ HEADER = """# Run records
 Every file here is what a command wrote when a figure in [docs/RESULTS.md](../RESULTS.md) or
 [docs/history](../history/) was measured, named by what it is: the dataset or task, the
 configuration, the date (and, where two runs of one configuration share a date, what that day's
-work was about). `quorum eval --compare A.jsonl B.jsonl` compares two eval records; an eval
+work was about). Eval records are kept gzip-compressed; `quorum eval --compare A.jsonl.gz
+B.jsonl.gz` compares two as they are (`zcat` shows one); an eval
 summary (`.md`) is what `quorum eval` printed beside its records. `scripts/runs_index.py`
 writes this index.
 
@@ -42,7 +44,7 @@ def files():
 
 
 def stem(name):
-    for ext in (".jsonl.xz", ".jsonl", ".md", ".toml", ".txt", ".ids"):
+    for ext in (".jsonl.xz", ".jsonl.gz", ".jsonl", ".md", ".toml", ".txt", ".ids"):
         if name.endswith(ext):
             return name[: -len(ext)]
     return name

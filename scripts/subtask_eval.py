@@ -22,6 +22,7 @@ Stubs: generated from proto/ with grpcio-tools into a temporary directory.
 """
 import argparse
 import concurrent.futures
+import gzip
 import json
 import random
 import statistics
@@ -58,7 +59,9 @@ def load_slice(data, slice_name, questions="dev.json", sample=0):
 
 
 def records(path):
-    return {r["index"]: r for r in map(json.loads, Path(path).read_text().splitlines())}
+    path = Path(path)
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    return {r["index"]: r for r in map(json.loads, text.splitlines())}
 
 
 def res(gold, linked):
@@ -91,8 +94,8 @@ def main():
     ap.add_argument("--slice", default="dev100")
     ap.add_argument("--questions", default="dev.json", help="with --sample: the pool to draw from")
     ap.add_argument("--sample", type=int, default=0, help="draw this many questions instead of the slice")
-    ap.add_argument("--gold-tables", default=REPO / "docs/runs/dev100-zero-shot-simple-ddl.jsonl")
-    ap.add_argument("--baseline", default=REPO / "docs/runs/dev100-zero-shot-simple-ddl.jsonl")
+    ap.add_argument("--gold-tables", default=REPO / "docs/runs/dev100-zero-shot-simple-ddl.jsonl.gz")
+    ap.add_argument("--baseline", default=REPO / "docs/runs/dev100-zero-shot-simple-ddl.jsonl.gz")
     ap.add_argument("--methods", default="", help="comma-separated subset")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--threshold", type=float, help="explain: the p_same cut to ask the server for")

@@ -39,6 +39,11 @@ pub enum EvalError {
         db_id: String,
         source: Box<SchemaError>,
     },
+    #[error(
+        "{path} is compressed and a run appends to its results file: write to a .jsonl file \
+         (compress it once the run is finished)"
+    )]
+    CompressedOutput { path: PathBuf },
     #[error("no slice named {name:?} (known: {known})")]
     UnknownSlice { name: String, known: String },
     #[error("question id {id} is out of range (the file has {len} questions)")]
@@ -56,6 +61,7 @@ impl EvalError {
             EvalError::Encode { .. } => "encode",
             EvalError::Database { .. } => "database",
             EvalError::Schema { .. } => "schema",
+            EvalError::CompressedOutput { .. } => "compressed_output",
             EvalError::UnknownSlice { .. } => "unknown_slice",
             EvalError::IdOutOfRange { .. } => "id_out_of_range",
             EvalError::BadIds { .. } => "bad_ids",

@@ -6,10 +6,13 @@
 //! partial last line; the reader ignores it and the writer cuts it off before appending, so it
 //! cannot glue itself to the next record. A malformed line anywhere else means the file was
 //! edited or corrupted, and that is an error rather than something to skip silently.
+//!
+//! A finished file may be kept gzip-compressed (`.jsonl.gz`, as the repository keeps its run
+//! records): it is read as it is, and refused as the output of a run, which appends.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -96,11 +99,18 @@ impl RecordLog {
 
 /// Reads the records of `path` in index order; a missing file is an empty log.
 pub fn read_records(path: &Path) -> Result<RecordLog, EvalError> {
-    let bytes = match std::fs::read(path) {
+    let mut bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RecordLog::default()),
         Err(source) => return Err(io_error(path, source)),
     };
+    if is_compressed(path) {
+        let mut text = Vec::new();
+        flate2::read::MultiGzDecoder::new(bytes.as_slice())
+            .read_to_end(&mut text)
+            .map_err(|e| io_error(path, e))?;
+        bytes = text;
+    }
     let (complete, tail) = split_tail(&bytes);
     let mut by_index = BTreeMap::new();
     for (i, line) in complete.split(|&b| b == b'\n').enumerate() {
@@ -147,6 +157,11 @@ fn parse_tail(tail: &[u8]) -> Option<Record> {
     serde_json::from_slice(tail).ok()
 }
 
+/// A gzip-compressed results file, by its name.
+fn is_compressed(path: &Path) -> bool {
+    path.extension().is_some_and(|ext| ext == "gz")
+}
+
 fn io_error(path: &Path, source: std::io::Error) -> EvalError {
     EvalError::Io {
         path: path.to_path_buf(),
@@ -165,6 +180,11 @@ impl RecordWriter {
     /// Opens `path` for appending, creating it (and its directory) if needed, and repairs an
     /// interrupted last line: a complete one gets its newline, a partial one is cut off.
     pub fn open(path: &Path) -> Result<RecordWriter, EvalError> {
+        if is_compressed(path) {
+            return Err(EvalError::CompressedOutput {
+                path: path.to_path_buf(),
+            });
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         }

@@ -53,11 +53,11 @@ def samples(name, suffix=""):
 
 
 generators = {s.labels["generator"]: s.labels["adapter"] for s in samples("quorum_pipeline_generator_info")}
-assert generators == {"qwen-rep": "rep-s0", "qwen-ddl": ""}, generators
+assert generators == {"qwen-rep": "rep-s2", "qwen-ddl": ""}, generators
 assert samples("quorum_databases")[0].value == 1
 assert samples("quorum_unauthenticated_open")[0].value == 0, "the server has a token"
 adapters = {s.labels["adapter"]: s.value for s in samples("quorum_engine_adapter_requests", "_total")}
-assert adapters.get("rep-s0", 0) >= 1 and adapters.get("", 0) >= 1, adapters
+assert adapters.get("rep-s2", 0) >= 1 and adapters.get("", 0) >= 1, adapters
 reasons = {s.labels["reason"] for s in samples("quorum_engine_requests_finished", "_total")}
 assert reasons & {"stop", "length"}, reasons
 answers = sum(s.value for s in samples("quorum_text2sql_answers", "_total"))

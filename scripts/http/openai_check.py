@@ -18,12 +18,12 @@ client = openai.OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=
 
 models = {m.id: m for m in client.models.list().data}
 assert "qwen2.5-coder-0.5b" in models, models.keys()
-assert "rep-s0" in models and models["rep-s0"].model_extra["parent"] == "qwen2.5-coder-0.5b", models
+assert "rep-s2" in models and models["rep-s2"].model_extra["parent"] == "qwen2.5-coder-0.5b", models
 assert "all-minilm-l6-v2" in models
 print(f"models: {sorted(models)}")
 
 chat = client.chat.completions.create(
-    model="rep-s0",
+    model="rep-s2",
     messages=[{"role": "user", "content": "Write SQL that counts the rows of table singer."}],
     temperature=0,
     max_tokens=24,
@@ -32,7 +32,7 @@ content = chat.choices[0].message.content
 assert content and content.strip(), chat
 assert chat.choices[0].finish_reason in ("stop", "length"), chat
 assert chat.usage.completion_tokens >= 1 and chat.usage.prompt_tokens > 5, chat.usage
-print(f"chat (adapter rep-s0): {content!r}")
+print(f"chat (adapter rep-s2): {content!r}")
 
 pieces, finishes, usage = [], [], None
 for chunk in client.completions.create(

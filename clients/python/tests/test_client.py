@@ -1,7 +1,7 @@
 """The client against a live Quorum server, every RPC family: health, Inference, Databases and
 Text2Sql, the bearer token, and the retry after RESOURCE_EXHAUSTED.
 
-The server is the one `scripts/http_api_test.sh` starts: Qwen2.5-Coder-0.5B with the `rep-s0`
+The server is the one `scripts/http_api_test.sh` starts: Qwen2.5-Coder-0.5B with the `rep-s2`
 adapter on one of two generators, one text-to-SQL run at a time and none waiting (so that a
 second run is refused with the server's pushback), the Spider database concert_singer, and a
 bearer token. QUORUM_TARGET and QUORUM_TOKEN name it; without them the tests fail.
@@ -59,9 +59,9 @@ def test_models_name_the_generators_adapters(quorum: Client) -> None:
     names = [m.name for m in listed.models]
     assert "qwen2.5-coder-0.5b" in names, names
     coder = next(m for m in listed.models if m.name == "qwen2.5-coder-0.5b")
-    assert "rep-s0" in coder.adapters
+    assert "rep-s2" in coder.adapters
     adapters = {g.name: g.adapter for g in listed.generators}
-    assert adapters == {"qwen-rep": "rep-s0", "qwen-ddl": ""}, adapters
+    assert adapters == {"qwen-rep": "rep-s2", "qwen-ddl": ""}, adapters
     assert listed.selector.model == "qwen2.5-coder-0.5b"
 
 
@@ -76,7 +76,7 @@ def test_generate_streams_text_and_usage(quorum: Client) -> None:
     assert last.finish_reason in (pb.inference_pb2.FINISH_REASON_STOP, pb.inference_pb2.FINISH_REASON_LENGTH)
     assert 1 <= last.usage.completion_tokens <= 12
     # The adapter is a request option.
-    adapted = quorum.generate("SELECT count(*) FROM", adapter="rep-s0", sampling=greedy(4))
+    adapted = quorum.generate("SELECT count(*) FROM", adapter="rep-s2", sampling=greedy(4))
     assert adapted.strip()
 
 
@@ -104,7 +104,7 @@ def test_ask_answers_with_its_evidence(quorum: Client) -> None:
     assert len(answer.candidates) >= 2
     assert {c.model for c in answer.candidates} >= {"qwen-rep"}
     settings = {s.name: s.value for s in answer.settings}
-    assert "adapter=rep-s0" in settings["generator.qwen-rep"], settings
+    assert "adapter=rep-s2" in settings["generator.qwen-rep"], settings
 
 
 def test_ask_stream_ends_with_the_answer(quorum: Client) -> None:

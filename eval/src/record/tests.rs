@@ -153,3 +153,31 @@ fn a_later_line_replaces_an_earlier_one() {
     assert!(log.records[0].ex);
     std::fs::remove_dir_all(&dir).expect("cleanup");
 }
+
+#[test]
+fn a_gzip_compressed_file_reads_as_its_text_and_is_refused_as_output() {
+    let dir = scratch_dir("record-gz");
+    let plain = dir.join("run.jsonl");
+    let records = [
+        sample(3, Hardness::Medium, true),
+        sample(1, Hardness::Extra, false),
+    ];
+    write_all(&plain, &records);
+    let compressed = dir.join("run.jsonl.gz");
+    // `gzip` as a user would run it: the records file written whole, then compressed.
+    let status = std::process::Command::new("gzip")
+        .args(["-9", "-n", "-k"])
+        .arg(&plain)
+        .status()
+        .expect("gzip runs");
+    assert!(status.success());
+    assert_eq!(
+        read_records(&compressed).expect("read compressed"),
+        read_records(&plain).expect("read plain")
+    );
+    let err = RecordWriter::open(&compressed).expect_err("a compressed file is not appended to");
+    assert!(err.to_string().contains("is compressed"), "{err}");
+    std::fs::write(dir.join("bad.jsonl.gz"), b"not gzip").expect("write");
+    assert!(read_records(&dir.join("bad.jsonl.gz")).is_err());
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use quorum_eval::{
-    EvalOptions, Prediction, ScoreOptions, Selection, Semantics, compare, export::export_official,
-    parse_ids, read_records, run_eval, select_examples,
+    EvalOptions, Prediction, RecordWriter, ScoreOptions, Selection, Semantics, compare,
+    export::export_official, parse_ids, read_records, run_eval, select_examples,
 };
 use quorum_models::CpuPath;
 use quorum_proto::v1 as pb;
@@ -196,6 +196,8 @@ pub fn eval(
         return Ok(());
     }
     let out = args.out.clone().context("--out is required")?;
+    // Opened once here so that an output the run cannot append to fails before models load.
+    RecordWriter::open(&out)?;
     let examples = load_examples(&args.under_data(&args.questions))?;
     let slices = load_slices_if_present(&args.data.join("slices.json"))?;
     let selection = Selection {
