@@ -16,10 +16,10 @@ use clap::Parser;
 use quorum_models::BertEmbedder;
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::{SpiderDataset, database_path};
-use quorum_sql::linking::link_tables;
+use quorum_sql::linking::schema_filter::filter_tables;
+use quorum_sql::linking::tables::link_tables;
 use quorum_sql::model::{Embedder, ModelCallError};
 use quorum_sql::schema::IntrospectOptions;
-use quorum_sql::schema_filter::filter_tables;
 use quorum_tests::{MINILM, model_path, spider_dir};
 
 #[derive(Parser, Debug)]

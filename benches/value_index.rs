@@ -21,10 +21,10 @@ use quorum_duckdb::load::{TableFormat, write_sqlite_as_files};
 use quorum_duckdb::{DuckDbDatabase, DuckDbSource};
 use quorum_mysql::{MySqlDatabase, MySqlSource};
 use quorum_sql::database::DatabaseHandle;
+use quorum_sql::linking::value_index::ValueIndexLimits;
 use quorum_sql::sandbox::Limits;
 use quorum_sql::schema::IntrospectOptions;
 use quorum_sql::value::Value;
-use quorum_sql::value_index::ValueIndexLimits;
 use quorum_tests::spider_dir;
 
 #[derive(Parser, Debug)]

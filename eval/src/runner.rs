@@ -21,7 +21,7 @@ use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::{Example, database_path};
 use quorum_sql::dialect::Dialect;
 use quorum_sql::hardness::hardness;
-use quorum_sql::linking::link_tables;
+use quorum_sql::linking::tables::link_tables;
 use quorum_sql::rules::translate::sqlite_gold_to_postgres;
 use quorum_sql::sandbox::{ExecError, Sandbox};
 use quorum_sql::schema::{IntrospectOptions, Schema};

@@ -14,7 +14,7 @@ use quorum_eval::{
 };
 use quorum_sql::dataset::SpiderDataset;
 use quorum_sql::hardness::{Hardness, hardness};
-use quorum_sql::linking::link_tables;
+use quorum_sql::linking::tables::link_tables;
 use quorum_sql::schema::{IntrospectOptions, Schema};
 
 fn spider_dir() -> PathBuf {

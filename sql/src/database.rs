@@ -11,11 +11,11 @@ use std::time::Duration;
 use crate::backend::{Backend, SqliteFile};
 use crate::dialect::Dialect;
 use crate::inferred_keys::inferred_foreign_keys;
+use crate::linking::schema_filter::TableVectors;
+use crate::linking::value_index::{ValueIndex, ValueIndexLimits};
 use crate::model::{Embedder, ModelCallError};
 use crate::sandbox::{ExecError, Limits};
 use crate::schema::{IntrospectOptions, Schema, SchemaError};
-use crate::schema_filter::TableVectors;
-use crate::value_index::{ValueIndex, ValueIndexLimits};
 
 /// How long one column's `SELECT DISTINCT` may take while the value index is read.
 const VALUE_QUERY_TIMEOUT: Duration = Duration::from_secs(2);

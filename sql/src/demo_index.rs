@@ -16,12 +16,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Example, database_path};
-use crate::linking::link_tables;
+use crate::linking::skeleton::{skeleton_jaccard, sql_skeleton};
+use crate::linking::tables::link_tables;
 use crate::model::ContextEncoder;
 use crate::model::{self, EmbedFailure, Embedder, EmbeddingShape, ModelCallError};
 use crate::prompt::Demo;
 use crate::schema::{IntrospectOptions, Schema};
-use crate::skeleton::{skeleton_jaccard, sql_skeleton};
 
 pub mod cache;
 mod masking;

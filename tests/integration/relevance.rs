@@ -3,9 +3,9 @@
 
 use candle_core::{DType, Device};
 use quorum_models::BertEmbedder;
+use quorum_sql::linking::relevance::{RelevanceParams, relevance_mask};
 use quorum_sql::model::ModelCallError;
 use quorum_sql::model::{ContextEncoder, WordStates};
-use quorum_sql::relevance::{RelevanceParams, relevance_mask};
 use quorum_sql::schema::{IntrospectOptions, Schema};
 use quorum_tests::{MINILM, model_path, spider_dir};
 use quorum_weights::load_checkpoint;

@@ -14,9 +14,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use quorum_sql::lexer::{LexKind, lex};
-use quorum_sql::linking::link_tables;
+use quorum_sql::linking::tables::link_tables;
+use quorum_sql::linking::value_index::ValueIndex;
 use quorum_sql::schema::Schema;
-use quorum_sql::value_index::ValueIndex;
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use serde::Serialize;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::{Example, SpiderDataset};
-use quorum_sql::linking::link_tables;
+use quorum_sql::linking::tables::link_tables;
 use quorum_sql::model::SQL_ANSWER_PREFIX;
 use quorum_sql::pipeline::{PromptFormat, generation_messages, generation_prompt};
 use quorum_sql::prompt::RepOptions;

@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::mask::{mask_question, schema_value_probe};
+use crate::linking::mask::{mask_question, schema_value_probe};
+use crate::linking::relevance::{RelevanceParams, relevance_mask};
 use crate::model::ContextEncoder;
 use crate::model::ModelCallError;
-use crate::relevance::{RelevanceParams, relevance_mask};
 use crate::schema::Schema;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,7 +15,7 @@ pub enum MaskingMode {
     /// DAIL-SQL / PET-SQL: n-gram matching against names and sampled cell values; no model.
     #[default]
     Lexical,
-    /// The de-semanticization paper's relevance probe ([`crate::relevance`]): a masked language
+    /// The de-semanticization paper's relevance probe ([`crate::linking::relevance`]): a masked language
     /// model pass per question word (0.56 s per question on average with MiniLM on 2 CPU cores:
     /// 2000 Spider train questions in 18.8 minutes).
     Relevance,

@@ -3,11 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::linking::term_hints::TermHint;
+use crate::linking::value_index::ValueMatch;
 use crate::sandbox::QueryResult;
 use crate::subtask::explain::Consistency;
-use crate::term_hints::TermHint;
 use crate::value::Value;
-use crate::value_index::ValueMatch;
 use crate::vote::VotingMode;
 
 /// The stage that produced a candidate.
@@ -189,7 +189,7 @@ pub struct PipelineAnswer {
     pub schema_filter: Option<SchemaFilterReport>,
 }
 
-/// What the schema filter kept ([`crate::schema_filter`]).
+/// What the schema filter kept ([`crate::linking::schema_filter`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SchemaFilterReport {
     /// The tables shown, in schema order.

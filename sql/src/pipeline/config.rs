@@ -122,10 +122,10 @@ pub struct Round2Config {
     /// Link to every table when the PreSQL names none, instead of skipping round 2.
     pub all_tables_when_unlinked: bool,
     /// Link also the tables that own a column the PreSQL names and its tables lack
-    /// ([`crate::linking::tables_of_unplaced_columns`]).
+    /// ([`crate::linking::tables::tables_of_unplaced_columns`]).
     pub link_columns: bool,
     /// Link also the tables whose whole name the question says
-    /// ([`crate::linking::tables_named_in`]).
+    /// ([`crate::linking::tables::tables_named_in`]).
     #[serde(default)]
     pub link_named_tables: bool,
 }
@@ -193,12 +193,12 @@ pub struct PipelineConfig {
     #[serde(default)]
     pub constrained: bool,
     /// Show the question's matches among the database's text values in every prompt
-    /// ([`crate::value_index`]).
+    /// ([`crate::linking::value_index`]).
     #[serde(default)]
     pub value_retrieval: bool,
     /// Schemas with more tables than this are filtered before round 1: the prompts show the
     /// tables the question is about and the tables that join them
-    /// ([`crate::schema_filter`]). 0 shows every schema whole.
+    /// ([`crate::linking::schema_filter`]). 0 shows every schema whole.
     #[serde(default)]
     pub schema_filter_above: usize,
     /// Candidates that run but have a defect no question asks for (a column compared with
@@ -211,7 +211,7 @@ pub struct PipelineConfig {
     #[serde(flatten)]
     pub rules: RuleSwitches,
     /// Question words that mean a table or column name, found by the embedder, shown to the
-    /// prompts as evidence ([`crate::term_hints`]).
+    /// prompts as evidence ([`crate::linking::term_hints`]).
     #[serde(default)]
     pub term_hints: bool,
     /// Only the statements of the evidence (and notes) the question calls for are told: a

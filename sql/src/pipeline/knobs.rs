@@ -349,7 +349,7 @@ knobs! {
         write |c, v| c.value_retrieval = v;
     /// Term hints: question words that are no schema word but mean a table or column name
     /// ("vocalists" for `singer`, by the embedder) are told to every prompt as evidence
-    /// ([`crate::term_hints`]). Needs the embedder.
+    /// ([`crate::linking::term_hints`]). Needs the embedder.
     term_hints: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.term_hints,
         write |c, v| c.term_hints = v;

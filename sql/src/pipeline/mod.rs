@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use crate::database::DatabaseHandle;
 use crate::evidence_filter::{FilteredEvidence, filter_evidence};
+use crate::linking::term_hints::{TermHint, hints_as_evidence, term_hints};
 use crate::model::{Embedder, Generator, Selector};
-use crate::term_hints::{TermHint, hints_as_evidence, term_hints};
 pub use answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
     PipelineEvent, ResultPreview, SelectorReport, StageTimings, VoteReport,
@@ -148,7 +148,7 @@ impl Pipeline {
         self.run_with_events(question, evidence, db, &mut |_| {})
     }
 
-    /// The question's words for schema names when `term_hints` is on ([`crate::term_hints`]).
+    /// The question's words for schema names when `term_hints` is on ([`crate::linking::term_hints`]).
     fn term_hints(
         &self,
         question: &str,

@@ -11,11 +11,11 @@ use std::borrow::Cow;
 
 use super::config::PromptFormat;
 use crate::error_hint::explain_error;
+use crate::linking::value_index::ValueMatch;
 use crate::model::{PromptMessages, SQL_ANSWER_PREFIX};
 use crate::prompt::{Demo, Prompt, RepOptions, Template, render_mschema, render_rep, render_xiyan};
 use crate::schema::Schema;
 use crate::value::Value;
-use crate::value_index::ValueMatch;
 
 /// What one generation prompt is about.
 #[derive(Debug, Clone, Copy)]

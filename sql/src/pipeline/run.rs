@@ -21,7 +21,13 @@ use crate::database::DatabaseHandle;
 use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::grammar::schema_grammar;
-use crate::linking::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
+use crate::linking::schema_filter::filter_tables;
+use crate::linking::skeleton::sql_skeleton;
+use crate::linking::tables::{
+    link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths,
+};
+use crate::linking::term_hints::TermHint;
+use crate::linking::value_index::ValueMatch;
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
@@ -30,12 +36,8 @@ use crate::rules::translate::repair_for_server;
 use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
-use crate::schema_filter::filter_tables;
-use crate::skeleton::sql_skeleton;
 use crate::subtask::Asker;
 use crate::subtask::explain::{check_consistency, explain_sql};
-use crate::term_hints::TermHint;
-use crate::value_index::ValueMatch;
 use crate::vote::{VotingMode, decide, settled_without};
 
 /// The question of a run.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Asker, SubtaskError, schema_lines};
 use crate::lexer::{LexKind, lex};
-use crate::linking::{link_tables, referenced_tables_in};
+use crate::linking::tables::{link_tables, referenced_tables_in};
 use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
 use crate::postprocess::postprocess;
 use crate::prompt::{RepOptions, render_rep};

@@ -20,7 +20,7 @@ use sqlparser::ast::{
 use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
-use crate::linking::{join_condition, referenced_tables_in};
+use crate::linking::tables::{join_condition, referenced_tables_in};
 
 /// How a wrong set of tables or columns differs from the right one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

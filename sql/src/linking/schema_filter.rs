@@ -12,7 +12,7 @@
 //! What is shown is not the best tables one by one but the *subject areas* of the best
 //! [`LEADING_TABLES`] ([`subject_areas`]: groups of at most [`AREA_TABLES`] tables that foreign
 //! keys join), then of the next best tables while fewer than [`MIN_SHOWN`] are in, together
-//! with the tables that join them ([`crate::linking::with_join_paths`]), so keys and join paths
+//! with the tables that join them ([`crate::linking::tables::with_join_paths`]), so keys and join paths
 //! stay whole. Whole areas matter twice: a question's tables are usually each other's
 //! neighbours, and questions about one part of a database then get the very same tables, so
 //! their prompts are the same up to the question and the prefix cache serves all of it
@@ -22,10 +22,10 @@
 //! Schemas of at most the configured number of tables are shown whole: there is nothing to gain
 //! on them, and a filter can only lose a table there.
 
-use crate::linking::with_join_paths;
+use crate::linking::tables::with_join_paths;
+use crate::linking::value_index::ValueMatch;
 use crate::model::{Embedder, ModelCallError, cosine, embed_checked};
 use crate::schema::Schema;
-use crate::value_index::ValueMatch;
 use crate::words::{singular, split_name};
 
 /// The best-scored tables whose subject areas are shown whole.

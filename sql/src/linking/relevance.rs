@@ -20,9 +20,9 @@
 //!   stand-in (numbers, and content words that are not among the verbs, adjectives and
 //!   adverbs that Spider questions use to state their intent).
 
-use crate::mask::{MASK, UNK};
+use crate::linking::mask::{MASK, UNK};
+use crate::linking::poincare;
 use crate::model::ModelCallError;
-use crate::poincare;
 use crate::schema::Schema;
 use crate::value::Value;
 use crate::words::{contains_phrase, is_function_word, is_number, name_words, tokenize};

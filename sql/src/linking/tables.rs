@@ -20,8 +20,8 @@ use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
 use crate::lexer::{LexKind, lex_with};
+use crate::linking::skeleton::KEYWORDS;
 use crate::schema::{Schema, Table};
-use crate::skeleton::KEYWORDS;
 use crate::words::{name_words, tokenize};
 
 /// The tables linked to a SQL query, in schema order, spelled as in the schema.
