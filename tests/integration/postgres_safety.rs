@@ -331,3 +331,52 @@ fn a_query_reads_only_its_own_schema() {
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 }
+
+/// SQLite's loose typing, refused by PostgreSQL and mended from its own error messages: a
+/// boolean column compared with `1`, and `LIKE` over a date.
+#[test]
+fn postgres_type_errors_drive_their_repairs() {
+    let server = PgServer::start();
+    let mut admin = server.client();
+    admin
+        .batch_execute(
+            "CREATE SCHEMA shop; \
+             CREATE TABLE shop.listing (id integer PRIMARY KEY, active boolean, listed date, \
+               code text); \
+             INSERT INTO shop.listing VALUES (1, true, '2022-03-01', 'a'), \
+               (2, false, '2022-07-09', 'b'), (3, true, '2023-01-02', 'c')",
+        )
+        .expect("fixtures");
+    let handle = PgDatabase::connect(PgSource::new(server.url.clone(), "shop"))
+        .expect("connects")
+        .into_handle("shop", IntrospectOptions::default())
+        .expect("introspects");
+    let mut session = handle
+        .backend
+        .open_session(Limits::default())
+        .expect("session");
+    let repaired = |session: &mut Box<dyn quorum_sql::backend::Session>, sql: &str| {
+        let Err(ExecError::Syntax { message }) = session.execute(sql) else {
+            panic!("PostgreSQL refuses {sql}");
+        };
+        let fixed = quorum_sql::rules::translate::repair_for_server(sql, &message, &handle.schema)
+            .unwrap_or_else(|| panic!("a repair for {message}"));
+        session.execute(&fixed).expect("the repair runs").rows
+    };
+    let active = repaired(
+        &mut session,
+        "SELECT id FROM listing WHERE active = 1 ORDER BY id",
+    );
+    assert_eq!(
+        active,
+        vec![vec![Value::Integer(1)], vec![Value::Integer(3)]]
+    );
+    let in_2022 = repaired(
+        &mut session,
+        "SELECT code FROM listing WHERE listed LIKE '2022%' ORDER BY id",
+    );
+    assert_eq!(
+        in_2022,
+        vec![vec![Value::Text("a".into())], vec![Value::Text("b".into())]]
+    );
+}

@@ -4,7 +4,8 @@
 //!
 //! Two kinds. **Repairs** read a query that failed: schema repair respells a column the
 //! database does not have ([`repair`]), and the PostgreSQL habits of Spider-trained models are
-//! translated ([`translate`]); the pipeline runs them on the error message. **Rewrites after
+//! translated ([`translate`]), SQLite's loose typing among them ([`typed_comparisons`]); the
+//! pipeline runs them on the error message. **Rewrites after
 //! a run** read a query that ran, in the fixed order of [`AFTER_RUN`]: a join on nothing gets
 //! the schema's keys ([`join_keys`]), a join the question does not speak of is dropped
 //! ([`unused_joins`]), a grouping by a row's label gets the row's key ([`group_by_key`]), a
@@ -22,6 +23,7 @@ pub mod join_keys;
 pub mod repair;
 pub mod respell;
 pub mod translate;
+pub mod typed_comparisons;
 pub mod unused_joins;
 
 use serde::{Deserialize, Serialize};

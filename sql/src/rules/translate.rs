@@ -19,6 +19,7 @@ use sqlparser::parser::Parser;
 
 use crate::dialect::Dialect;
 use crate::lexer::{LexKind, lex};
+use crate::rules::typed_comparisons::{booleans_as_booleans, like_over_text};
 use crate::schema::Schema;
 
 /// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`extreme_row`] or else
@@ -47,9 +48,22 @@ pub fn quote_and_like(sql: &str) -> String {
 /// exist ([`string_literals_for`]). MySQL: the same `GROUP BY` under `ONLY_FULL_GROUP_BY`
 /// (error 1055, MySQL 8's default), completed, and the unnamed subquery (error 1248; 1064 on
 /// MariaDB). DuckDB: the `GROUP BY` and the double-quoted string, as on PostgreSQL (it reads
-/// `DISTINCT ON` too).
+/// `DISTINCT ON` too). PostgreSQL and DuckDB: SQLite's loose typing, a boolean compared with
+/// `1`/`0` and `LIKE` over a date or number ([`crate::rules::typed_comparisons`]).
 pub fn repair_for_server(sql: &str, message: &str, schema: &Schema) -> Option<String> {
     let dialect = schema.dialect;
+    if matches!(dialect, Dialect::Postgres | Dialect::DuckDb) {
+        // PostgreSQL: `operator does not exist: boolean = integer`, `date ~~ unknown`; DuckDB:
+        // `No function matches ... '~~(DATE, STRING_LITERAL)'`.
+        let refused_operator =
+            message.contains("operator does not exist") || message.contains("No function matches");
+        if refused_operator && message.contains("~~") {
+            return like_over_text(sql, schema);
+        }
+        if refused_operator && message.to_lowercase().contains("boolean") {
+            return booleans_as_booleans(sql, schema);
+        }
+    }
     let (partial_group_by, unnamed_subquery) = match dialect {
         Dialect::Sqlite => return None,
         Dialect::Postgres => (
@@ -532,5 +546,51 @@ mod tests {
         assert_eq!(repair_for_server(unnamed, duckdb, &schema), None);
         schema.dialect = Dialect::Sqlite;
         assert_eq!(repair_for_server(grouped, mysql_1055, &schema), None);
+    }
+
+    #[test]
+    fn typed_servers_get_booleans_and_text_for_like() {
+        let mut schema = Schema {
+            db_id: "t".into(),
+            tables: vec![crate::schema::Table {
+                name: "t".into(),
+                columns: ["id integer", "active boolean", "joined date"]
+                    .iter()
+                    .map(|c| {
+                        let (name, ty) = c.split_once(' ').expect("name and type");
+                        crate::schema::Column {
+                            name: name.into(),
+                            declared_type: ty.into(),
+                            primary_key: false,
+                            comment: None,
+                            examples: Vec::new(),
+                        }
+                    })
+                    .collect(),
+                primary_key: vec!["id".into()],
+                rows: Vec::new(),
+            }],
+            foreign_keys: Vec::new(),
+            dialect: Dialect::Postgres,
+        };
+        let boolean = "SELECT id FROM t WHERE active = 1";
+        let boolean_error =
+            "SQL error: operator does not exist: boolean = integer (SQLSTATE 42883)";
+        assert_eq!(
+            repair_for_server(boolean, boolean_error, &schema).as_deref(),
+            Some("SELECT id FROM t WHERE active = true")
+        );
+        let like = "SELECT id FROM t WHERE joined LIKE '2022%'";
+        let like_error = "SQL error: operator does not exist: date ~~ unknown (SQLSTATE 42883)";
+        assert_eq!(
+            repair_for_server(like, like_error, &schema).as_deref(),
+            Some("SELECT id FROM t WHERE CAST(joined AS TEXT) LIKE '2022%'")
+        );
+        schema.dialect = Dialect::DuckDb;
+        let duckdb = "DuckDB error: Binder Error: No function matches the given name and argument \
+                      types '~~(DATE, STRING_LITERAL)'.";
+        assert!(repair_for_server(like, duckdb, &schema).is_some());
+        schema.dialect = Dialect::Sqlite;
+        assert_eq!(repair_for_server(like, like_error, &schema), None);
     }
 }
