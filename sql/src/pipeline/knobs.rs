@@ -280,6 +280,12 @@ knobs! {
     drop_unused_joins: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.rules.drop_unused_joins,
         write |c, v| c.rules.drop_unused_joins = v;
+    /// A query that ran, selects only totals (aggregates) and groups by what it does not
+    /// select, for a question that does not ask per group ("each", "per", ...), loses its
+    /// GROUP BY: one row of totals instead of rows nobody can tell apart; kept when it runs.
+    drop_unlabeled_groups: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.rules.drop_unlabeled_groups,
+        write |c, v| c.rules.drop_unlabeled_groups = v;
     /// A query that ran and, counting a joined table's rows for each row of another, groups
     /// by that row's name or title alone has the row's key added to its GROUP BY: two rows
     /// with the same name stay two groups; kept when it still runs.

@@ -8,7 +8,9 @@
 //! pipeline runs them on the error message. **Rewrites after
 //! a run** read a query that ran, in the fixed order of [`AFTER_RUN`]: a join on nothing gets
 //! the schema's keys ([`join_keys`]), a join the question does not speak of is dropped
-//! ([`unused_joins`]), a grouping by a row's label gets the row's key ([`group_by_key`]), a
+//! ([`unused_joins`]), a grouping whose groups the answer does not name, for a question that
+//! asks for totals, is dropped ([`unlabeled_groups`]), a grouping by a row's label gets the
+//! row's key ([`group_by_key`]), a
 //! value the column does not store is respelled when nothing was found ([`respell`]), and a
 //! filter for either of two values becomes their intersection where both are asked for
 //! ([`intersection`]). Each rewrites the query the rule before it left.
@@ -24,6 +26,7 @@ pub mod repair;
 pub mod respell;
 pub mod translate;
 pub mod typed_comparisons;
+pub mod unlabeled_groups;
 pub mod unused_joins;
 
 use serde::{Deserialize, Serialize};
@@ -53,6 +56,10 @@ pub struct RuleSwitches {
     /// intersection ([`intersection`]).
     #[serde(default)]
     pub both_as_intersection: bool,
+    /// A grouping that selects only totals, for a question that does not ask per group,
+    /// dropped ([`unlabeled_groups`]).
+    #[serde(default)]
+    pub drop_unlabeled_groups: bool,
 }
 
 /// What a rule reads of a query that ran.
@@ -92,9 +99,10 @@ pub trait QueryRule: Sync {
 }
 
 /// The rewrites after a run, in the order they apply.
-pub const AFTER_RUN: [&dyn QueryRule; 5] = [
+pub const AFTER_RUN: [&dyn QueryRule; 6] = [
     &MendSelfJoins,
     &DropUnusedJoins,
+    &DropUnlabeledGroups,
     &GroupByKey,
     &RespellValues,
     &BothAsIntersection,
@@ -129,6 +137,21 @@ impl QueryRule for DropUnusedJoins {
     }
     fn rewrite(&self, input: &RuleInput<'_>, _: &mut dyn Session) -> Option<Rewrite> {
         unused_joins::drop_unused_joins(input.question, input.sql, input.schema)
+            .map(Rewrite::when_it_runs)
+    }
+}
+
+struct DropUnlabeledGroups;
+
+impl QueryRule for DropUnlabeledGroups {
+    fn name(&self) -> &'static str {
+        "drop_unlabeled_groups"
+    }
+    fn switched_on(&self, switches: &RuleSwitches) -> bool {
+        switches.drop_unlabeled_groups
+    }
+    fn rewrite(&self, input: &RuleInput<'_>, _: &mut dyn Session) -> Option<Rewrite> {
+        unlabeled_groups::drop_unlabeled_groups(input.question, input.sql, input.schema)
             .map(Rewrite::when_it_runs)
     }
 }

@@ -622,6 +622,34 @@ fn an_either_filter_for_a_both_question_answers_with_the_intersection() {
 }
 
 #[test]
+fn totals_grouped_by_what_the_answer_does_not_name_become_one_row() {
+    let question = "How many concerts were held in 2014? Return the number of concerts.";
+    let grouped = "SELECT count(*) FROM concert WHERE Year = 2014 GROUP BY Stadium_ID";
+    let generator = Arc::new(ScriptedGenerator::new(move |_| Ok(grouped.to_owned())));
+    let mut config = config(&["a"]);
+    config.rules.drop_unlabeled_groups = false;
+    let answer = pipeline(config.clone(), &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, grouped);
+    assert!(answer.preview.expect("a preview").rows.len() > 1);
+
+    assert!(
+        PipelineConfig::new(Vec::new()).rules.drop_unlabeled_groups,
+        "on by default"
+    );
+    config.rules.drop_unlabeled_groups = true;
+    let answer = pipeline(config, &generator, None)
+        .run(question, None, &concert())
+        .expect("answers");
+    assert_eq!(answer.sql, "SELECT count(*) FROM concert WHERE Year = 2014");
+    for candidate in &answer.candidates {
+        assert_eq!(candidate.rewritten_by, ["drop_unlabeled_groups"]);
+    }
+    assert_eq!(answer.preview.expect("a preview").rows.len(), 1);
+}
+
+#[test]
 fn a_join_on_nothing_is_joined_by_the_schemas_keys() {
     let question = "What are the names of the singers who sang in a concert in 2014?";
     let on_nothing = "SELECT DISTINCT T1.Name FROM singer AS T1 JOIN concert AS T2 \
