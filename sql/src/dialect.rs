@@ -70,6 +70,13 @@ impl Dialect {
         matches!(self, Dialect::Postgres | Dialect::DuckDb)
     }
 
+    /// Whether `LIKE` tells upper from lower case. SQLite's ignores ASCII case, and so does
+    /// MySQL's under its default collations; PostgreSQL's and DuckDB's do not (their `ILIKE`
+    /// does not).
+    pub fn like_minds_case(self) -> bool {
+        matches!(self, Dialect::Postgres | Dialect::DuckDb)
+    }
+
     /// The character that quotes a name: MySQL reads `"…"` as a string.
     pub fn name_quote(self) -> char {
         match self {

@@ -206,6 +206,11 @@ pub struct PipelineConfig {
     /// candidate without one ran.
     #[serde(default)]
     pub defect_check: bool,
+    /// On a server whose `LIKE` minds case (PostgreSQL, DuckDB), a generated `LIKE` runs as
+    /// `ILIKE`: the generators learned SQLite's, which ignores case
+    /// ([`crate::rules::translate::like_ignoring_case`]).
+    #[serde(default)]
+    pub case_blind_like: bool,
     /// Which query rules rewrite a query that ran ([`crate::rules`]): one switch each, named
     /// as its knob.
     #[serde(flatten)]

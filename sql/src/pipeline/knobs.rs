@@ -286,6 +286,11 @@ knobs! {
     drop_unlabeled_groups: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.rules.drop_unlabeled_groups,
         write |c, v| c.rules.drop_unlabeled_groups = v;
+    /// On PostgreSQL and DuckDB, whose `LIKE` minds case, a generated `LIKE` runs as `ILIKE`:
+    /// the generators learned SQLite's `LIKE`, which ignores case.
+    case_blind_like: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.case_blind_like,
+        write |c, v| c.case_blind_like = v;
     /// A query that ran and, counting a joined table's rows for each row of another, groups
     /// by that row's name or title alone has the row's key added to its GROUP BY: two rows
     /// with the same name stay two groups; kept when it still runs.
@@ -449,6 +454,7 @@ impl PipelineConfig {
             value_retrieval: Default::default(),
             schema_filter_above: Default::default(),
             defect_check: Default::default(),
+            case_blind_like: Default::default(),
             rules: Default::default(),
             term_hints: Default::default(),
             evidence_filter: Default::default(),

@@ -32,7 +32,7 @@ use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::rules::repair::repair_column;
-use crate::rules::translate::repair_for_server;
+use crate::rules::translate::{like_ignoring_case, repair_for_server};
 use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
@@ -776,6 +776,10 @@ impl<'r> Run<'r> {
                     (generation.prompt_tokens, generation.cached_tokens);
                 constrained = generation.constrained;
                 let mut sql = postprocess_for(prompt, &generation.text);
+                if self.pipeline.config.case_blind_like && self.db.schema.dialect.like_minds_case()
+                {
+                    sql = like_ignoring_case(&sql);
+                }
                 let (mut outcome, mut result) = self.execute(&sql);
                 if let Some((fixed, fixed_outcome, fixed_result)) = self.repair(&sql, &outcome) {
                     repaired_from = Some(std::mem::replace(&mut sql, fixed));

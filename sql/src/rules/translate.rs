@@ -39,6 +39,12 @@ pub fn quote_and_like(sql: &str) -> String {
     rescan(sql, &|_| true, true)
 }
 
+/// `sql` with every `LIKE` as `ILIKE`, for a server whose `LIKE` minds case: a query written
+/// for SQLite's `LIKE` (which ignores ASCII case) keeps its meaning there.
+pub fn like_ignoring_case(sql: &str) -> String {
+    rescan(sql, &|_| false, true)
+}
+
 /// The SQLite habits of models trained on Spider that a database server refuses, rewritten
 /// from the server's error `message`. PostgreSQL: a selected column that the query neither
 /// groups by nor aggregates (SQLSTATE 42803: beside one `min` or `max`, the row holding it is
@@ -546,6 +552,22 @@ mod tests {
         assert_eq!(repair_for_server(unnamed, duckdb, &schema), None);
         schema.dialect = Dialect::Sqlite;
         assert_eq!(repair_for_server(grouped, mysql_1055, &schema), None);
+    }
+
+    #[test]
+    fn like_ignoring_case_changes_only_the_operator() {
+        assert_eq!(
+            like_ignoring_case(
+                "SELECT name FROM t WHERE name LIKE 'J%' AND note NOT like '%\"like\"%' -- like"
+            ),
+            "SELECT name FROM t WHERE name ILIKE 'J%' AND note NOT ILIKE '%\"like\"%' -- like"
+        );
+        assert_eq!(
+            like_ignoring_case("SELECT \"like\" FROM t"),
+            "SELECT \"like\" FROM t"
+        );
+        assert!(Dialect::Postgres.like_minds_case() && Dialect::DuckDb.like_minds_case());
+        assert!(!Dialect::Sqlite.like_minds_case() && !Dialect::MySql.like_minds_case());
     }
 
     #[test]

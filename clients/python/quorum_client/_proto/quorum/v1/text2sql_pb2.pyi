@@ -297,7 +297,7 @@ class ExplainResponse(_message.Message):
     def __init__(self, explanation: _Optional[str] = ..., consistency: _Optional[_Union[Consistency, _Mapping]] = ..., tokens_generated: _Optional[int] = ..., generator: _Optional[str] = ..., elapsed_ms: _Optional[float] = ...) -> None: ...
 
 class PipelineOptions(_message.Message):
-    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins", "term_hints", "group_by_key", "evidence_filter", "drop_unlabeled_groups")
+    __slots__ = ("round2", "round1_shots", "round2_shots", "revision", "revision_rounds", "voting", "selector", "generators", "preview_rows", "round1_format", "rep_optimization_rule", "rep_cell_values", "rep_foreign_keys", "revise_empty", "revision_samples", "answer_prefix", "constrained", "revision_temperature", "consistency_check", "consistency_threshold", "revise_settled", "selector_vote_weight", "value_retrieval", "schema_filter_above", "link_columns", "defect_check", "both_as_intersection", "mend_self_joins", "respell_values", "link_named_tables", "drop_unused_joins", "term_hints", "group_by_key", "evidence_filter", "drop_unlabeled_groups", "case_blind_like")
     ROUND2_FIELD_NUMBER: _ClassVar[int]
     ROUND1_SHOTS_FIELD_NUMBER: _ClassVar[int]
     ROUND2_SHOTS_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +333,7 @@ class PipelineOptions(_message.Message):
     GROUP_BY_KEY_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FILTER_FIELD_NUMBER: _ClassVar[int]
     DROP_UNLABELED_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    CASE_BLIND_LIKE_FIELD_NUMBER: _ClassVar[int]
     round2: bool
     round1_shots: int
     round2_shots: int
@@ -368,7 +369,8 @@ class PipelineOptions(_message.Message):
     group_by_key: bool
     evidence_filter: bool
     drop_unlabeled_groups: bool
-    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ..., term_hints: _Optional[bool] = ..., group_by_key: _Optional[bool] = ..., evidence_filter: _Optional[bool] = ..., drop_unlabeled_groups: _Optional[bool] = ...) -> None: ...
+    case_blind_like: bool
+    def __init__(self, round2: _Optional[bool] = ..., round1_shots: _Optional[int] = ..., round2_shots: _Optional[int] = ..., revision: _Optional[bool] = ..., revision_rounds: _Optional[int] = ..., voting: _Optional[_Union[VotingMode, str]] = ..., selector: _Optional[bool] = ..., generators: _Optional[_Iterable[str]] = ..., preview_rows: _Optional[int] = ..., round1_format: _Optional[str] = ..., rep_optimization_rule: _Optional[bool] = ..., rep_cell_values: _Optional[bool] = ..., rep_foreign_keys: _Optional[bool] = ..., revise_empty: _Optional[bool] = ..., revision_samples: _Optional[int] = ..., answer_prefix: _Optional[bool] = ..., constrained: _Optional[bool] = ..., revision_temperature: _Optional[float] = ..., consistency_check: _Optional[bool] = ..., consistency_threshold: _Optional[float] = ..., revise_settled: _Optional[bool] = ..., selector_vote_weight: _Optional[float] = ..., value_retrieval: _Optional[bool] = ..., schema_filter_above: _Optional[int] = ..., link_columns: _Optional[bool] = ..., defect_check: _Optional[bool] = ..., both_as_intersection: _Optional[bool] = ..., mend_self_joins: _Optional[bool] = ..., respell_values: _Optional[bool] = ..., link_named_tables: _Optional[bool] = ..., drop_unused_joins: _Optional[bool] = ..., term_hints: _Optional[bool] = ..., group_by_key: _Optional[bool] = ..., evidence_filter: _Optional[bool] = ..., drop_unlabeled_groups: _Optional[bool] = ..., case_blind_like: _Optional[bool] = ...) -> None: ...
 
 class Text2SqlRequest(_message.Message):
     __slots__ = ("question", "db_id", "evidence", "options")
