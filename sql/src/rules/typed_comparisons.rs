@@ -95,7 +95,7 @@ impl VisitorMut for Retyper<'_> {
             ) => {
                 let not_text = self
                     .declared_types(matched)
-                    .is_some_and(|types| types.iter().all(|t| !is_text(t)));
+                    .is_some_and(|types| types.iter().all(|t| !is_text_type(t)));
                 if not_text {
                     let column = std::mem::replace(&mut **matched, Expr::value(SqlValue::Null));
                     **matched = Expr::Cast {
@@ -146,9 +146,10 @@ fn zero_or_one(expr: &Expr) -> Option<bool> {
     }
 }
 
-/// A declared type that holds text: `text`, `varchar(20)`, `character varying`, `char`,
-/// `string`, or none at all (SQLite's untyped columns).
-fn is_text(declared: &str) -> bool {
+/// A declared type a typed server reads as text: `text`, `varchar(20)`, `character varying`,
+/// `char`, `string`, or none at all (SQLite's untyped columns). A date is not text here, as it
+/// is for question masking (`linking::mask`), which asks what SQLite's cells can hold.
+fn is_text_type(declared: &str) -> bool {
     declared.is_empty()
         || ["char", "text", "string", "clob"]
             .iter()
