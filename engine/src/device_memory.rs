@@ -6,14 +6,17 @@
 use candle_core::Device;
 use quorum_models::DecoderConfig;
 
+/// A `gpu_memory_fraction` that is not a share.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("gpu_memory_fraction must be in (0, 1], not {0}")]
+pub struct FractionOutOfRange(pub f64);
+
 /// `gpu_memory_fraction` is a share: in (0, 1].
-pub fn check_fraction(fraction: f64) -> Result<(), String> {
+pub fn check_fraction(fraction: f64) -> Result<(), FractionOutOfRange> {
     if fraction > 0.0 && fraction <= 1.0 {
         Ok(())
     } else {
-        Err(format!(
-            "gpu_memory_fraction must be in (0, 1], not {fraction}"
-        ))
+        Err(FractionOutOfRange(fraction))
     }
 }
 

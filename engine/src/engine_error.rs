@@ -1,5 +1,9 @@
+use quorum_kernels::PagedKvError;
+use quorum_models::ModelError;
+
 use crate::grammar::GrammarError;
 use crate::sampling_params::SamplingParamsError;
+use crate::scheduler::SchedulerError;
 
 /// Why the engine refused or failed a request. Admission errors are returned by `submit`
 /// synchronously so callers can map them to a status at once.
@@ -52,4 +56,18 @@ impl EngineError {
             Self::Model(e) => e.kind(),
         }
     }
+}
+
+/// Why one engine step failed. A failed forward pass finishes every request of its batch with
+/// this error; the engine goes on with the next step either way.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    #[error("scheduler: {0}")]
+    Scheduler(#[from] SchedulerError),
+    #[error("copying a KV block: {0}")]
+    HostCopy(#[from] PagedKvError),
+    #[error("copying a KV block on the device: {0}")]
+    DeviceCopy(candle_core::Error),
+    #[error("forward pass failed: {0}")]
+    Forward(#[from] ModelError),
 }

@@ -41,13 +41,14 @@ pub enum GrammarSpec {
 }
 
 impl GrammarSpec {
-    fn to_top_level(&self) -> Result<TopLevelGrammar, String> {
+    fn to_top_level(&self) -> Result<TopLevelGrammar, GrammarError> {
         Ok(match self {
             GrammarSpec::Lark(text) => TopLevelGrammar::from_lark(text.clone()),
             GrammarSpec::Regex(rx) => TopLevelGrammar::from_regex(rx),
             GrammarSpec::JsonSchema(text) => {
-                let value: serde_json::Value = serde_json::from_str(text)
-                    .map_err(|e| format!("the JSON schema is not JSON: {e}"))?;
+                let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                    GrammarError::Invalid(format!("the JSON schema is not JSON: {e}"))
+                })?;
                 TopLevelGrammar::from_json_schema(value)
             }
         })
@@ -86,6 +87,21 @@ pub enum GrammarError {
     /// The model's tokenizer cannot be described to the grammar engine.
     #[error("this model cannot be constrained: {0}")]
     Unsupported(String),
+}
+
+/// Where a text leaves a grammar, as [`GrammarCompiler::check`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrammarRejection {
+    #[error(transparent)]
+    Grammar(#[from] GrammarError),
+    /// A token the grammar does not allow after the text before it.
+    #[error("rejected after {upto:?}: {why}")]
+    Token { upto: String, why: String },
+    #[error("the text ends before the grammar allows")]
+    Unfinished,
+    /// The grammar engine could not tell.
+    #[error("{0}")]
+    Matcher(String),
 }
 
 /// The model's tokenizer as llguidance sees it: each token's bytes, and tokenization through
@@ -188,7 +204,7 @@ impl GrammarCompiler {
             return Ok(m.deep_clone());
         }
         drop(cache);
-        let top = grammar.spec.to_top_level().map_err(GrammarError::Invalid)?;
+        let top = grammar.spec.to_top_level()?;
         let parser = self
             .factory
             .create_parser(top)
@@ -230,8 +246,8 @@ impl GrammarCompiler {
 
     /// Whether `text` (after the grammar's written text) is a whole sentence of the grammar;
     /// `Err` says where it leaves it. Meaningful with [`GrammarCompiler::for_bytes`].
-    pub fn check(&self, grammar: &Grammar, text: &str) -> Result<(), String> {
-        let mut matcher = self.start_matcher(grammar).map_err(|e| e.to_string())?;
+    pub fn check(&self, grammar: &Grammar, text: &str) -> Result<(), GrammarRejection> {
+        let mut matcher = self.start_matcher(grammar)?;
         let tokens = self.factory.tok_env().tokenize_bytes(text.as_bytes());
         for (i, &t) in tokens.iter().enumerate() {
             if let Err(e) = matcher.consume_token(t) {
@@ -239,13 +255,16 @@ impl GrammarCompiler {
                 // llguidance appends a dump of its state; the first line says what failed.
                 let e = e.to_string();
                 let why = e.lines().next().unwrap_or_default();
-                return Err(format!("rejected after {upto:?}: {why}"));
+                return Err(GrammarRejection::Token {
+                    upto,
+                    why: why.to_owned(),
+                });
             }
         }
         match matcher.is_accepting() {
             Ok(true) => Ok(()),
-            Ok(false) => Err("the text ends before the grammar allows".into()),
-            Err(e) => Err(e.to_string()),
+            Ok(false) => Err(GrammarRejection::Unfinished),
+            Err(e) => Err(GrammarRejection::Matcher(e.to_string())),
         }
     }
 }

@@ -41,7 +41,9 @@ pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use device_attention::DevicePagedAttention;
 pub use device_kv::{DeviceKvStore, slot_index};
 pub use engine_error::EngineError;
-pub use grammar::{Grammar, GrammarCompiler, GrammarConstraint, GrammarError, GrammarSpec};
+pub use grammar::{
+    Grammar, GrammarCompiler, GrammarConstraint, GrammarError, GrammarRejection, GrammarSpec,
+};
 pub use handle::{EngineHandle, ModelInfo, spawn_engine};
 pub use ids::{BlockId, RequestId, SeqId};
 pub use kv_cache::{KvCache, KvCacheError};

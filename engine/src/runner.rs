@@ -11,13 +11,13 @@ use std::time::Instant;
 
 use candle_core::Tensor;
 use quorum_kernels::PagedKvStore;
-use quorum_models::{BatchLayout, DecoderModel};
+use quorum_models::{BatchLayout, DecoderModel, ModelError};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::detokenizer::Detokenizer;
 use crate::device_attention::DevicePagedAttention;
 use crate::device_kv::DeviceKvStore;
-use crate::engine_error::EngineError;
+use crate::engine_error::{EngineError, StepError};
 use crate::ids::RequestId;
 use crate::logit_rows::{LogitRow, draws_on_device, logit_rows};
 use crate::logits_constraint::LogitsConstraint;
@@ -348,24 +348,22 @@ impl Runner {
         }
     }
 
-    fn step(&mut self) -> Result<(), String> {
+    fn step(&mut self) -> Result<(), StepError> {
         self.scheduler.set_step_budget(self.pacer.budget());
-        let plan = self.scheduler.plan_step().map_err(|e| e.to_string())?;
+        let plan = self.scheduler.plan_step()?;
         if plan.is_empty() {
             // Every plan is committed, even an empty one: the scheduler refuses a new plan while
             // one is outstanding (this once stalled the engine after cancellations).
-            self.scheduler.commit(&[]).map_err(|e| e.to_string())?;
+            self.scheduler.commit(&[])?;
             return Ok(());
         }
         for c in &plan.copies {
             let (src, dst) = (c.src.index(), c.dst.index());
             match &mut self.store {
-                KvMemory::Host(s) => s
-                    .copy_block(src, dst, c.num_tokens)
-                    .map_err(|e| e.to_string())?,
+                KvMemory::Host(s) => s.copy_block(src, dst, c.num_tokens)?,
                 KvMemory::Device(s) => s
                     .copy_block(src, dst, c.num_tokens)
-                    .map_err(|e| e.to_string())?,
+                    .map_err(StepError::DeviceCopy)?,
             }
         }
         let started = Instant::now();
@@ -384,7 +382,7 @@ impl Runner {
                     queued_us = queued.as_micros() as u64,
                     step_us = started.elapsed().as_micros() as u64,
                 );
-                let finished = self.scheduler.commit(&results).map_err(|e| e.to_string())?;
+                let finished = self.scheduler.commit(&results)?;
                 for f in finished {
                     if let Some(mut a) = self.active.remove(&f.request_id) {
                         let reason = a.reason.unwrap_or(f.reason);
@@ -399,21 +397,17 @@ impl Runner {
                 for s in &plan.seqs {
                     let _ = self.scheduler.cancel(s.request_id);
                     if let Some(mut a) = self.active.remove(&s.request_id) {
-                        self.finish(
-                            &mut a,
-                            FinishReason::Error,
-                            Some(format!("forward pass failed: {e}")),
-                        );
+                        self.finish(&mut a, FinishReason::Error, Some(e.to_string()));
                     }
                 }
                 let results: Vec<StepResult> = Vec::new();
                 let _ = self.scheduler.commit(&results);
-                Err(e)
+                Err(e.into())
             }
         }
     }
 
-    fn forward(&mut self, plan: &StepPlan) -> Result<Option<Tensor>, String> {
+    fn forward(&mut self, plan: &StepPlan) -> Result<Option<Tensor>, ModelError> {
         let block_size = self.scheduler.config().block_size;
         let mut tokens = Vec::with_capacity(plan.num_tokens());
         let mut chunks = Vec::with_capacity(plan.seqs.len());
@@ -466,8 +460,7 @@ impl Runner {
                     .every_chunk_paged(self.model.is_batch_invariant());
                 self.model.forward(&tokens, &layout, &mut attn)
             }
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         Ok(Some(logits))
     }
 

@@ -5,9 +5,8 @@
 
 use quorum_engine::EngineError;
 use quorum_sql::model::ModelCallError;
-use quorum_sql::pipeline::PipelineError;
+use quorum_sql::run_error::RunError;
 use quorum_sql::sandbox::ExecError;
-use quorum_sql::subtask::SubtaskError;
 use tonic::{Code, Status};
 
 /// gRPC's retry-pushback trailer: a client with a retry policy waits this long before it
@@ -200,43 +199,23 @@ impl From<ModelCallError> for ServiceError {
     }
 }
 
-impl From<SubtaskError> for ServiceError {
-    fn from(err: SubtaskError) -> Self {
+impl From<RunError> for ServiceError {
+    fn from(err: RunError) -> Self {
         match err {
-            SubtaskError::Invalid { field, reason } => Self::invalid(field, reason),
-            SubtaskError::Model { source, .. } => source.into(),
-            SubtaskError::Database {
+            RunError::Config { reason } => Self::invalid("options", reason),
+            RunError::Invalid { field, reason } => Self::invalid(field, reason),
+            RunError::MissingModel { what } => Self::FailedPrecondition { what: what.into() },
+            RunError::Model { source, .. } => source.into(),
+            RunError::Database {
                 db_id,
                 source: source @ ExecError::Unavailable { .. },
             } => Self::Unavailable {
                 reason: format!("database {db_id}: {source}"),
             },
-            SubtaskError::Database { db_id, source } => {
+            RunError::Database { db_id, source } => {
                 Self::internal(format!("database {db_id}: {source}"))
             }
-            e @ SubtaskError::BatchSize { .. } => Self::internal(e),
-        }
-    }
-}
-
-impl From<PipelineError> for ServiceError {
-    fn from(err: PipelineError) -> Self {
-        match err {
-            PipelineError::Config { reason } => Self::invalid("options", reason),
-            PipelineError::MissingModel { what } => Self::FailedPrecondition { what: what.into() },
-            PipelineError::Model { source, .. } => source.into(),
-            PipelineError::Database {
-                db_id,
-                source: source @ ExecError::Unavailable { .. },
-            } => Self::Unavailable {
-                reason: format!("database {db_id}: {source}"),
-            },
-            PipelineError::Database { db_id, source } => {
-                Self::internal(format!("database {db_id}: {source}"))
-            }
-            e @ (PipelineError::BatchSize { .. } | PipelineError::Demos { .. }) => {
-                Self::internal(e)
-            }
+            e @ (RunError::BatchSize { .. } | RunError::Demos { .. }) => Self::internal(e),
         }
     }
 }

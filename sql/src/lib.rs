@@ -30,6 +30,7 @@ pub mod postprocess;
 pub mod prompt;
 pub mod reads_only;
 pub mod rules;
+pub mod run_error;
 pub mod sandbox;
 pub mod schema;
 #[cfg(test)]

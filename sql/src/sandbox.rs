@@ -291,15 +291,20 @@ impl Sandbox {
             shared.denied.take()
         };
         outcome.map_err(|e| match e {
-            RunError::Exec(e) => e,
-            RunError::Sqlite(e) => classify(e, denied, limits, start),
+            StatementError::Exec(e) => e,
+            StatementError::Sqlite(e) => classify(e, denied, limits, start),
         })
     }
 
-    fn run(&self, sql: &str, limits: Limits, start: Instant) -> Result<QueryResult, RunError> {
+    fn run(
+        &self,
+        sql: &str,
+        limits: Limits,
+        start: Instant,
+    ) -> Result<QueryResult, StatementError> {
         let mut stmt = self.conn.prepare(sql)?;
         if !stmt.readonly() {
-            return Err(RunError::Exec(ExecError::Denied {
+            return Err(StatementError::Exec(ExecError::Denied {
                 what: "a statement that writes".to_string(),
             }));
         }
@@ -312,7 +317,7 @@ impl Sandbox {
             for i in 0..n_cols {
                 out.push(Value::from_sqlite(row.get_ref(i)?));
             }
-            if !rows.push(out).map_err(RunError::Exec)? {
+            if !rows.push(out).map_err(StatementError::Exec)? {
                 break;
             }
         }
@@ -320,16 +325,16 @@ impl Sandbox {
     }
 }
 
-/// Internal error of one run: either already classified, or a raw SQLite error that needs the
+/// Internal error of one statement: either already classified, or a raw SQLite error that needs the
 /// authorizer's and the clock's context to classify.
-enum RunError {
+enum StatementError {
     Exec(ExecError),
     Sqlite(rusqlite::Error),
 }
 
-impl From<rusqlite::Error> for RunError {
+impl From<rusqlite::Error> for StatementError {
     fn from(e: rusqlite::Error) -> Self {
-        RunError::Sqlite(e)
+        StatementError::Sqlite(e)
     }
 }
 

@@ -290,8 +290,8 @@ async fn text2sql_constrained_answers_stay_in_the_schema_grammar_and_say_so() {
             // the start of one when the 135M model ran out of tokens.
             let written = presql.repaired_from.as_deref().unwrap_or(&presql.sql);
             match checker.check(&grammar, written) {
-                Ok(()) => {}
-                Err(e) => assert!(e.contains("ends before"), "{written}: {e}"),
+                Ok(()) | Err(quorum_engine::GrammarRejection::Unfinished) => {}
+                Err(e) => panic!("{written}: {e}"),
             }
         }
     }

@@ -106,7 +106,7 @@ pub fn grammar_coverage(dirs: &ModelDirs, args: GrammarCoverageArgs) -> Result<(
                         use std::io::Write;
                         let line = serde_json::json!({
                             "file": file.display().to_string(), "index": i,
-                            "db_id": ex.db_id, "query": ex.query, "reason": reason,
+                            "db_id": ex.db_id, "query": ex.query, "reason": reason.to_string(),
                         });
                         writeln!(w, "{line}")?;
                     }

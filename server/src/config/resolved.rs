@@ -703,7 +703,7 @@ pub(super) fn check_gpu_memory_fraction(
     let Some(f) = fraction else {
         return Ok(());
     };
-    quorum_engine::device_memory::check_fraction(f).map_err(anyhow::Error::msg)?;
+    quorum_engine::device_memory::check_fraction(f)?;
     ensure!(
         matches!(device, DeviceSpec::Cuda(_)),
         "gpu_memory_fraction sizes the KV cache of a CUDA device; this model is on {device} \

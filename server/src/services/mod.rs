@@ -9,8 +9,11 @@ pub mod text2sql;
 use std::pin::Pin;
 use std::time::Instant;
 
+use quorum_sql::run_error::RunError;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::Stream;
+use tonic::{Code, Status};
 
 use crate::rpc::RpcContext;
 use crate::state::AppState;
@@ -35,13 +38,12 @@ fn interrupted(state: &AppState, ctx: &RpcContext) -> ServiceError {
 }
 
 /// Waits for a run on a blocking thread (a text-to-SQL run, a sub-task) until it ends, the
-/// request's deadline passes or the server shuts down. `cancelled` tells a run that stopped
-/// because its model calls were cancelled, which is reported as why they were.
-pub(crate) async fn join_run<T, E: Into<ServiceError>>(
+/// request's deadline passes or the server shuts down. A run that stopped because its model
+/// calls were cancelled is reported as why they were.
+pub(crate) async fn join_run<T>(
     state: &AppState,
     ctx: &RpcContext,
-    handle: JoinHandle<Result<T, E>>,
-    cancelled: impl Fn(&E) -> bool,
+    handle: JoinHandle<Result<T, RunError>>,
 ) -> Result<T, ServiceError> {
     let outcome = tokio::select! {
         joined = handle => joined,
@@ -50,8 +52,54 @@ pub(crate) async fn join_run<T, E: Into<ServiceError>>(
     };
     match outcome {
         Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) if cancelled(&e) => Err(interrupted(state, ctx)),
+        Ok(Err(e)) if e.is_cancelled() => Err(interrupted(state, ctx)),
         Ok(Err(e)) => Err(e.into()),
         Err(join) => Err(ServiceError::internal(format!("run task: {join}"))),
     }
+}
+
+/// Sends a streaming run's progress messages as they come (`message` picks and converts them),
+/// then its answer or its error, and returns the code the call ends with: `Cancelled` as soon
+/// as the caller has gone.
+pub(crate) async fn stream_run<T, E, M>(
+    finish: impl Future<Output = Result<T, ServiceError>>,
+    events: &mut mpsc::UnboundedReceiver<E>,
+    tx: &mpsc::Sender<Result<M, Status>>,
+    message: impl Fn(E) -> Option<M>,
+    answer: impl FnOnce(T) -> M,
+) -> Code {
+    tokio::pin!(finish);
+    let result = loop {
+        tokio::select! {
+            biased;
+            Some(event) = events.recv() => {
+                if let Some(m) = message(event)
+                    && tx.send(Ok(m)).await.is_err()
+                {
+                    return Code::Cancelled;
+                }
+            }
+            result = &mut finish => break result,
+            _ = tx.closed() => return Code::Cancelled,
+        }
+    };
+    // The run has ended: whatever it reported before returning is already queued.
+    while let Ok(event) = events.try_recv() {
+        if let Some(m) = message(event)
+            && tx.send(Ok(m)).await.is_err()
+        {
+            return Code::Cancelled;
+        }
+    }
+    let (last, code) = match result {
+        Ok(done) => (Ok(answer(done)), Code::Ok),
+        Err(e) => {
+            let code = e.code();
+            (Err(Status::from(e)), code)
+        }
+    };
+    if tx.send(last).await.is_err() {
+        return Code::Cancelled;
+    }
+    code
 }

@@ -8,20 +8,21 @@ use std::time::Instant;
 
 use quorum_proto::v1 as pb;
 use quorum_sql::model::Sampling;
+use quorum_sql::run_error::RunError;
 use quorum_sql::sandbox::Limits;
+use quorum_sql::subtask::Asker;
 use quorum_sql::subtask::debug::{DebugQuestion, DebugRound, debug_sql};
 use quorum_sql::subtask::explain::{check_consistency, explain_sql};
 use quorum_sql::subtask::link::{LinkQuestion, link_schema};
 use quorum_sql::subtask::optimize::{OptimizeQuestion, Rewrite, optimize_sql};
-use quorum_sql::subtask::{Asker, SubtaskError};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::{Code, Status};
+use tonic::Status;
 use tracing::Instrument;
 
-use super::{ResponseStream, join_run};
+use super::{ResponseStream, join_run, stream_run};
 use crate::auth::Right;
 use crate::auth::quota::RunSlot;
 use crate::convert;
@@ -64,7 +65,7 @@ struct Prepared {
     run_slot: RunSlot,
 }
 
-type Work<T> = Box<dyn FnOnce(&SubtaskContext) -> Result<T, SubtaskError> + Send>;
+type Work<T> = Box<dyn FnOnce(&SubtaskContext) -> Result<T, RunError> + Send>;
 
 /// Runs the sub-task RPCs.
 #[derive(Debug, Clone)]
@@ -129,7 +130,7 @@ impl Subtasks {
         prepared: Prepared,
         ctx: &RpcContext,
         work: Work<T>,
-    ) -> (JoinHandle<Result<T, SubtaskError>>, CancellationToken) {
+    ) -> (JoinHandle<Result<T, RunError>>, CancellationToken) {
         let cancel = prepared.cancel.clone();
         let span = ctx.span.clone();
         let handle = tokio::task::spawn_blocking(move || {
@@ -145,18 +146,9 @@ impl Subtasks {
     async fn finish<T>(
         &self,
         ctx: &RpcContext,
-        handle: JoinHandle<Result<T, SubtaskError>>,
+        handle: JoinHandle<Result<T, RunError>>,
     ) -> Result<T, ServiceError> {
-        join_run(&self.state, ctx, handle, |e| {
-            matches!(
-                e,
-                SubtaskError::Model {
-                    source: quorum_sql::model::ModelCallError::Cancelled,
-                    ..
-                }
-            )
-        })
-        .await
+        join_run(&self.state, ctx, handle).await
     }
 
     /// A unary sub-task: prepare, run, answer.
@@ -195,39 +187,8 @@ impl Subtasks {
         let this = self.clone();
         let task = async move {
             let _guard = cancel.drop_guard();
-            let finish = this.finish(&ctx, handle);
-            tokio::pin!(finish);
-            let result = loop {
-                tokio::select! {
-                    biased;
-                    Some(event) = events.recv() => {
-                        if tx.send(Ok(event)).await.is_err() {
-                            ctx.finish(Code::Cancelled);
-                            return;
-                        }
-                    }
-                    result = &mut finish => break result,
-                    _ = tx.closed() => {
-                        ctx.finish(Code::Cancelled);
-                        return;
-                    }
-                }
-            };
-            while let Ok(event) = events.try_recv() {
-                if tx.send(Ok(event)).await.is_err() {
-                    ctx.finish(Code::Cancelled);
-                    return;
-                }
-            }
-            let (message, code) = match result {
-                Ok(done) => (Ok(answer(done)), Code::Ok),
-                Err(e) => {
-                    let code = e.code();
-                    (Err(Status::from(e)), code)
-                }
-            };
-            let sent = tx.send(message).await.is_ok();
-            ctx.finish(if sent { code } else { Code::Cancelled });
+            let code = stream_run(this.finish(&ctx, handle), &mut events, &tx, Some, answer).await;
+            ctx.finish(code);
         };
         let span = tracing::Span::current();
         tokio::spawn(task.instrument(span));
@@ -401,7 +362,7 @@ impl Subtasks {
             let explanation = explain_sql(&c.asker(), c.db.handle.dialect(), &req.sql)?;
             let consistency = match &question {
                 Some(question) => {
-                    let judge = c.selector.as_ref().ok_or_else(|| SubtaskError::Invalid {
+                    let judge = c.selector.as_ref().ok_or_else(|| RunError::Invalid {
                         field: "question",
                         reason: "the consistency check needs a model with the selector role".into(),
                     })?;

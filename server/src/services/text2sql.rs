@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use quorum_proto::v1 as pb;
 use quorum_proto::v1::text2_sql_server::Text2Sql;
-use quorum_sql::pipeline::{Pipeline, PipelineAnswer, PipelineError, PipelineEvent};
+use quorum_sql::pipeline::{Pipeline, PipelineAnswer, PipelineEvent};
+use quorum_sql::run_error::RunError;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
@@ -15,7 +16,7 @@ use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 
 use super::subtasks::Subtasks;
-use super::{ResponseStream, join_run};
+use super::{ResponseStream, join_run, stream_run};
 use crate::auth::Right;
 use crate::auth::quota::RunSlot;
 use crate::convert;
@@ -47,7 +48,7 @@ struct Prepared {
     run_slot: RunSlot,
 }
 
-type RunHandle = JoinHandle<Result<PipelineAnswer, PipelineError>>;
+type RunHandle = JoinHandle<Result<PipelineAnswer, RunError>>;
 
 impl Text2SqlService {
     /// The answer as sent: its evidence, and among its settings the generators' and the
@@ -167,16 +168,7 @@ impl Text2SqlService {
         ctx: &RpcContext,
         handle: RunHandle,
     ) -> Result<PipelineAnswer, ServiceError> {
-        join_run(&self.state, ctx, handle, |e| {
-            matches!(
-                e,
-                PipelineError::Model {
-                    source: quorum_sql::model::ModelCallError::Cancelled,
-                    ..
-                }
-            )
-        })
-        .await
+        join_run(&self.state, ctx, handle).await
     }
 
     async fn stream(
@@ -202,45 +194,18 @@ impl Text2SqlService {
         tx: &mpsc::Sender<Result<pb::Text2SqlEvent, Status>>,
         notes: &[Note],
     ) -> Code {
-        let finish = self.finish(ctx, handle);
-        tokio::pin!(finish);
-        let result = loop {
-            tokio::select! {
-                biased;
-                Some(event) = events.recv() => {
-                    if let Some(message) = convert::event_message(&event)
-                        && tx.send(Ok(message)).await.is_err()
-                    {
-                        return Code::Cancelled;
-                    }
-                }
-                result = &mut finish => break result,
-                _ = tx.closed() => return Code::Cancelled,
-            }
-        };
-        // The run has ended: whatever it reported before returning is already queued.
-        while let Ok(event) = events.try_recv() {
-            if let Some(message) = convert::event_message(&event)
-                && tx.send(Ok(message)).await.is_err()
-            {
-                return Code::Cancelled;
-            }
-        }
-        let (message, code) = match result {
-            Ok(answer) => {
+        stream_run(
+            self.finish(ctx, handle),
+            events,
+            tx,
+            |event| convert::event_message(&event),
+            |answer| {
                 note_answer(ctx, &answer);
                 let event = pb::text2_sql_event::Event::Answer(self.response(&answer, notes));
-                (Ok(pb::Text2SqlEvent { event: Some(event) }), Code::Ok)
-            }
-            Err(e) => {
-                let code = e.code();
-                (Err(Status::from(e)), code)
-            }
-        };
-        if tx.send(message).await.is_err() {
-            return Code::Cancelled;
-        }
-        code
+                pb::Text2SqlEvent { event: Some(event) }
+            },
+        )
+        .await
     }
 }
 

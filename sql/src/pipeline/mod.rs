@@ -12,7 +12,6 @@
 
 pub mod answer;
 pub mod config;
-pub mod error;
 pub mod knobs;
 mod render;
 mod run;
@@ -21,6 +20,7 @@ pub mod signature;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::run_error::RunError;
 use std::sync::Arc;
 
 use crate::database::DatabaseHandle;
@@ -35,7 +35,6 @@ pub use config::{
     ConsistencyConfig, GeneratorConfig, PipelineConfig, PromptFormat, RevisionConfig, Round1Config,
     Round2Config, SelectorConfig,
 };
-pub use error::PipelineError;
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
 pub use selection::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
@@ -77,9 +76,9 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Checks that the configuration is usable with these models.
-    pub fn new(config: PipelineConfig, models: PipelineModels) -> Result<Self, PipelineError> {
+    pub fn new(config: PipelineConfig, models: PipelineModels) -> Result<Self, RunError> {
         let invalid = |reason: &str| {
-            Err(PipelineError::Config {
+            Err(RunError::Config {
                 reason: reason.to_owned(),
             })
         };
@@ -107,22 +106,22 @@ impl Pipeline {
             );
         }
         if config.uses_demos() && (models.embedder.is_none() || models.demos.is_none()) {
-            return Err(PipelineError::MissingModel {
+            return Err(RunError::MissingModel {
                 what: "few-shot retrieval (an embedder model and a demonstration index)",
             });
         }
         if config.term_hints && models.embedder.is_none() {
-            return Err(PipelineError::MissingModel {
+            return Err(RunError::MissingModel {
                 what: "term hints (an embedder model)",
             });
         }
         if config.selector.enabled && models.selector.is_none() {
-            return Err(PipelineError::MissingModel {
+            return Err(RunError::MissingModel {
                 what: "selection (a model with the selector role)",
             });
         }
         if config.consistency.enabled && models.selector.is_none() {
-            return Err(PipelineError::MissingModel {
+            return Err(RunError::MissingModel {
                 what: "the consistency check (a model with the selector role)",
             });
         }
@@ -144,16 +143,12 @@ impl Pipeline {
         question: &str,
         evidence: Option<&str>,
         db: &DatabaseHandle,
-    ) -> Result<PipelineAnswer, PipelineError> {
+    ) -> Result<PipelineAnswer, RunError> {
         self.run_with_events(question, evidence, db, &mut |_| {})
     }
 
     /// The question's words for schema names when `term_hints` is on ([`crate::linking::term_hints`]).
-    fn term_hints(
-        &self,
-        question: &str,
-        db: &DatabaseHandle,
-    ) -> Result<Vec<TermHint>, PipelineError> {
+    fn term_hints(&self, question: &str, db: &DatabaseHandle) -> Result<Vec<TermHint>, RunError> {
         if !self.config.term_hints {
             return Ok(Vec::new());
         }
@@ -161,10 +156,10 @@ impl Pipeline {
             .models
             .embedder
             .as_ref()
-            .ok_or(PipelineError::MissingModel {
+            .ok_or(RunError::MissingModel {
                 what: "term hints (an embedder model)",
             })?;
-        term_hints(question, &db.schema, embedder.as_ref()).map_err(|source| PipelineError::Model {
+        term_hints(question, &db.schema, embedder.as_ref()).map_err(|source| RunError::Model {
             stage: "term_hints",
             source,
         })
@@ -193,12 +188,12 @@ impl Pipeline {
         evidence: Option<&str>,
         db: &DatabaseHandle,
         on_event: &mut dyn FnMut(PipelineEvent),
-    ) -> Result<PipelineAnswer, PipelineError> {
+    ) -> Result<PipelineAnswer, RunError> {
         let values = if self.config.value_retrieval {
             // A database whose values cannot be read cannot run candidates either: the run
             // fails here as it would at its first execution.
             db.value_index()
-                .map_err(|source| PipelineError::Database {
+                .map_err(|source| RunError::Database {
                     db_id: db.db_id.clone(),
                     source,
                 })?

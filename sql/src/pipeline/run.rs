@@ -11,7 +11,6 @@ use super::answer::{
     PipelineEvent, ResultPreview, SchemaFilterReport, StageTimings, VoteReport,
 };
 use super::config::{GeneratorConfig, PromptFormat};
-use super::error::PipelineError;
 use super::knobs::PipelineKnobs;
 use super::render::{Ask, Feedback, generation_messages, render_generation, render_revision};
 use super::selection::{SelectionInput, Shown, select};
@@ -23,17 +22,16 @@ use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::grammar::schema_grammar;
 use crate::linking::schema_filter::filter_tables;
 use crate::linking::skeleton::sql_skeleton;
-use crate::linking::tables::{
-    link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths,
-};
 use crate::linking::term_hints::TermHint;
 use crate::linking::value_index::ValueMatch;
+use crate::linking::{PresqlLinking, PresqlLinks, link_presql};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
 use crate::rules::repair::repair_column;
 use crate::rules::translate::{like_ignoring_case, repair_for_server};
 use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
+use crate::run_error::RunError;
 use crate::sandbox::{ExecError, QueryResult};
 use crate::schema::Schema;
 use crate::subtask::Asker;
@@ -101,11 +99,11 @@ impl<'r> Run<'r> {
         question: Question<'r>,
         db: &'r DatabaseHandle,
         on_event: &'r mut dyn FnMut(PipelineEvent),
-    ) -> Result<Self, PipelineError> {
+    ) -> Result<Self, RunError> {
         let sandbox = db
             .backend
             .open_session(pipeline.config.limits)
-            .map_err(|source| PipelineError::Database {
+            .map_err(|source| RunError::Database {
                 db_id: db.db_id.clone(),
                 source,
             })?;
@@ -137,7 +135,7 @@ impl<'r> Run<'r> {
         })
     }
 
-    pub(super) fn answer(mut self) -> Result<PipelineAnswer, PipelineError> {
+    pub(super) fn answer(mut self) -> Result<PipelineAnswer, RunError> {
         let config = &self.pipeline.config;
         self.filter_schema()?;
         self.retrieve()?;
@@ -161,9 +159,9 @@ impl<'r> Run<'r> {
 
     /// Fails the run once the database was found unreachable: answers voted over connection
     /// errors would say nothing about the question.
-    fn check_available(&mut self) -> Result<(), PipelineError> {
+    fn check_available(&mut self) -> Result<(), RunError> {
         match self.unavailable.take() {
-            Some(source) => Err(PipelineError::Database {
+            Some(source) => Err(RunError::Database {
                 db_id: self.db.db_id.clone(),
                 source,
             }),
@@ -180,14 +178,14 @@ impl<'r> Run<'r> {
 
     /// Cuts a large schema down to the tables the question is about ([`filter_tables`]); its
     /// time counts as retrieval.
-    fn filter_schema(&mut self) -> Result<(), PipelineError> {
+    fn filter_schema(&mut self) -> Result<(), RunError> {
         let above = self.pipeline.config.schema_filter_above;
         let schema = &self.db.schema;
         if above == 0 || schema.tables.len() <= above {
             return Ok(());
         }
         let start = Instant::now();
-        let model_error = |source| PipelineError::Model {
+        let model_error = |source| RunError::Model {
             stage: "schema_filter",
             source,
         };
@@ -222,7 +220,7 @@ impl<'r> Run<'r> {
         Ok(())
     }
 
-    fn retrieve(&mut self) -> Result<(), PipelineError> {
+    fn retrieve(&mut self) -> Result<(), RunError> {
         let models = &self.pipeline.models;
         let (Some(index), Some(embedder)) = (&models.demos, &models.embedder) else {
             return Ok(());
@@ -239,12 +237,12 @@ impl<'r> Run<'r> {
                 &self.db.schema,
                 models.context_encoder.as_deref(),
             )
-            .map_err(|source| PipelineError::Demos {
+            .map_err(|source| RunError::Demos {
                 source: crate::demo_index::DemoIndexError::Mask { source },
             })?;
         let ranked = index
             .rank(embedder.as_ref(), &masked, &self.db.db_id)
-            .map_err(|source| PipelineError::Demos { source })?;
+            .map_err(|source| RunError::Demos { source })?;
         self.ranked = Some(ranked);
         self.timings.retrieval_ms += elapsed_ms(start);
         Ok(())
@@ -261,7 +259,7 @@ impl<'r> Run<'r> {
         }
     }
 
-    fn round1(&mut self) -> Result<(), PipelineError> {
+    fn round1(&mut self) -> Result<(), RunError> {
         let config = &self.pipeline.config;
         let generator = &config.generators[0];
         // Only RE_p shows demos; retrieving them for another format would report demos
@@ -286,7 +284,7 @@ impl<'r> Run<'r> {
             .into_iter()
             .next()
             .expect("generate checked one result per request")
-            .map_err(|source| PipelineError::Model {
+            .map_err(|source| RunError::Model {
                 stage: "round1",
                 source,
             })?;
@@ -304,31 +302,27 @@ impl<'r> Run<'r> {
     /// Links the PreSQL's tables; `None` when round 2 has nothing to restrict to.
     fn link(&mut self) -> Option<Vec<String>> {
         let start = Instant::now();
-        let presql = &self.candidates[self.heads[0]].sql;
-        let mut linked = link_tables(presql, &self.db.schema);
-        if self.pipeline.config.round2.link_columns {
-            // Owners are looked for among the tables round 1 showed: on a filtered schema a
-            // column name the PreSQL wrote came from those, and a namesake elsewhere in a large
-            // database is more likely a coincidence than a table the filter missed.
-            let owners = tables_of_unplaced_columns(presql, &linked.tables, self.schema());
-            linked.tables.extend(owners);
-        }
-        // Only beside tables the PreSQL linked: with none, round 2 falls back to the whole
-        // schema or is skipped, and the question's names alone are too few to restrict it.
-        if self.pipeline.config.round2.link_named_tables && !linked.tables.is_empty() {
-            let named = tables_named_in(self.ask.question, &linked.tables, self.schema());
-            linked.tables.extend(named);
-        }
-        let fell_back_to_all =
-            linked.tables.is_empty() && self.pipeline.config.round2.all_tables_when_unlinked;
-        let tables: Vec<String> = if fell_back_to_all {
-            self.schema().table_names().map(str::to_owned).collect()
-        } else {
-            with_join_paths(&linked.tables, &self.db.schema)
+        let round2 = &self.pipeline.config.round2;
+        let how = PresqlLinking {
+            link_columns: round2.link_columns,
+            link_named_tables: round2.link_named_tables,
+            all_tables_when_unlinked: round2.all_tables_when_unlinked,
         };
+        let presql = &self.candidates[self.heads[0]].sql;
+        let PresqlLinks {
+            tables,
+            parsed,
+            fell_back_to_all,
+        } = link_presql(
+            presql,
+            self.ask.question,
+            self.schema(),
+            &self.db.schema,
+            how,
+        );
         let report = LinkingReport {
             tables: tables.clone(),
-            parsed: linked.parsed,
+            parsed,
             fell_back_to_all,
         };
         self.timings.linking_ms += elapsed_ms(start);
@@ -337,7 +331,7 @@ impl<'r> Run<'r> {
         (!tables.is_empty()).then_some(tables)
     }
 
-    fn round2(&mut self, tables: &[String]) -> Result<(), PipelineError> {
+    fn round2(&mut self, tables: &[String]) -> Result<(), RunError> {
         let pipeline = self.pipeline;
         let config = &pipeline.config;
         let restricted = self.db.schema.restrict_to(tables);
@@ -391,7 +385,7 @@ impl<'r> Run<'r> {
     /// Up to `max_rounds` rounds; each round sends every chain whose latest candidate needs
     /// revision in one batch. Chains whose latest SQL and generator are the same (the PreSQL
     /// and its FinSQL often are) share one revision.
-    fn revise(&mut self) -> Result<(), PipelineError> {
+    fn revise(&mut self) -> Result<(), RunError> {
         let pipeline = self.pipeline;
         // Each chain's latest attempt: revisions build on the last failed fix (greedy decoding
         // would repeat itself on the same input), while `heads` keeps what votes.
@@ -719,10 +713,10 @@ impl<'r> Run<'r> {
     fn generate(
         &self,
         requests: &[GenerationRequest],
-    ) -> Result<Vec<Result<Generation, ModelCallError>>, PipelineError> {
+    ) -> Result<Vec<Result<Generation, ModelCallError>>, RunError> {
         let outputs = self.pipeline.models.generator.generate_batch(requests);
         if outputs.len() != requests.len() {
-            return Err(PipelineError::BatchSize {
+            return Err(RunError::BatchSize {
                 expected: requests.len(),
                 got: outputs.len(),
             });

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::taxonomy::{ResultError, classify_result_error};
-use super::{Asker, SubtaskError, open_session, schema_lines, unavailable};
+use super::{Asker, open_session, schema_lines, unavailable};
 use crate::backend::Session;
 use crate::compare::{order_matters, spider_eq};
 use crate::database::DatabaseHandle;
@@ -26,6 +26,7 @@ use crate::error_hint::explain_error;
 use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
 use crate::postprocess::postprocess;
 use crate::prompt::Template;
+use crate::run_error::RunError;
 use crate::sandbox::{ExecError, Limits, QueryResult};
 
 /// How much the debugging prompt tells the model, in the paper's order.
@@ -141,16 +142,16 @@ pub struct DebugAnswer {
 
 impl DebugQuestion<'_> {
     /// Refuses a request that cannot be served, before anything runs.
-    pub fn check(&self) -> Result<(), SubtaskError> {
+    pub fn check(&self) -> Result<(), RunError> {
         let q = self;
         if !(1..=MAX_DEBUG_ROUNDS).contains(&q.rounds) {
-            return Err(SubtaskError::Invalid {
+            return Err(RunError::Invalid {
                 field: "rounds",
                 reason: format!("must be between 1 and {MAX_DEBUG_ROUNDS}"),
             });
         }
         if q.sql.trim().is_empty() {
-            return Err(SubtaskError::Invalid {
+            return Err(RunError::Invalid {
                 field: "sql",
                 reason: "must not be empty".into(),
             });
@@ -166,7 +167,7 @@ pub fn debug_sql(
     q: &DebugQuestion<'_>,
     limits: Limits,
     on_round: &mut dyn FnMut(&DebugRound),
-) -> Result<DebugAnswer, SubtaskError> {
+) -> Result<DebugAnswer, RunError> {
     q.check()?;
     let mut session = open_session(db, limits)?;
     let reference = match q.reference_sql {
@@ -176,7 +177,7 @@ pub fn debug_sql(
                 if let Some(fatal) = unavailable(db, &e) {
                     return Err(fatal);
                 }
-                return Err(SubtaskError::Invalid {
+                return Err(RunError::Invalid {
                     field: "reference_sql",
                     reason: format!("does not run: {e}"),
                 });
@@ -242,7 +243,7 @@ pub fn diagnose(
     db: &DatabaseHandle,
     sql: &str,
     reference: Option<(&str, &QueryResult)>,
-) -> Result<Diagnosis, SubtaskError> {
+) -> Result<Diagnosis, RunError> {
     let result = match session.execute(sql) {
         Ok(result) => result,
         Err(e) => {
@@ -497,7 +498,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                SubtaskError::Invalid {
+                RunError::Invalid {
                     field: "reference_sql",
                     ..
                 }
@@ -510,7 +511,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                SubtaskError::Invalid {
+                RunError::Invalid {
                     field: "rounds",
                     ..
                 }

@@ -8,10 +8,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Asker, SubtaskError};
+use super::Asker;
 use crate::dialect::Dialect;
 use crate::model::{ModelCallError, Selector};
 use crate::postprocess::postprocess;
+use crate::run_error::RunError;
 
 const EXPLAIN_INSTRUCTION: &str = "Write the question in plain English that this query answers, as one sentence. Use the words of the query's tables and columns.";
 
@@ -39,9 +40,9 @@ pub fn explain_sql(
     asker: &Asker<'_>,
     dialect: Dialect,
     sql: &str,
-) -> Result<Explanation, SubtaskError> {
+) -> Result<Explanation, RunError> {
     if sql.trim().is_empty() {
-        return Err(SubtaskError::Invalid {
+        return Err(RunError::Invalid {
             field: "sql",
             reason: "must not be empty".into(),
         });
@@ -101,7 +102,7 @@ pub fn check_consistency(
     question: &str,
     explanation: &str,
     threshold: f64,
-) -> Result<Consistency, SubtaskError> {
+) -> Result<Consistency, RunError> {
     let labels: Vec<String> = LABELS.iter().map(|l| (*l).to_owned()).collect();
     let mut p = [0.0; 2];
     for (i, (a, b)) in [(question, explanation), (explanation, question)]
@@ -110,11 +111,11 @@ pub fn check_consistency(
     {
         let scores = judge
             .choose(&consistency_prompt(a, b), &labels)
-            .map_err(|source| SubtaskError::Model {
+            .map_err(|source| RunError::Model {
                 stage: "consistency",
                 source,
             })?;
-        p[i] = p_true(&scores).ok_or_else(|| SubtaskError::Model {
+        p[i] = p_true(&scores).ok_or_else(|| RunError::Model {
             stage: "consistency",
             source: ModelCallError::Failed {
                 name: "judge".into(),

@@ -15,12 +15,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Asker, SubtaskError, schema_lines};
+use super::{Asker, schema_lines};
 use crate::lexer::{LexKind, lex};
 use crate::linking::tables::{link_tables, referenced_tables_in};
 use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX};
 use crate::postprocess::postprocess;
 use crate::prompt::{RepOptions, render_rep};
+use crate::run_error::RunError;
 use crate::schema::Schema;
 
 /// The linking methods of the benchmarking paper.
@@ -179,7 +180,7 @@ pub fn link_schema(
     asker: &Asker<'_>,
     schema: &Schema,
     q: &LinkQuestion<'_>,
-) -> Result<LinkAnswer, SubtaskError> {
+) -> Result<LinkAnswer, RunError> {
     let mut requests = Vec::new();
     if q.method.lists() {
         let few_shot = q.method != LinkMethod::ZeroShot;

@@ -16,43 +16,11 @@ pub mod taxonomy;
 
 use crate::backend::Session;
 use crate::database::DatabaseHandle;
-use crate::model::{
-    Generation, GenerationRequest, Generator, ModelCallError, PromptMessages, Sampling,
-};
+use crate::model::{Generation, GenerationRequest, Generator, PromptMessages, Sampling};
 use crate::prompt::simple_ddl;
+use crate::run_error::RunError;
 use crate::sandbox::{ExecError, Limits};
 use crate::schema::Schema;
-
-/// Why a sub-task could not answer. A wrong or failing SQL is not an error: it is what the
-/// answer reports.
-#[derive(Debug, thiserror::Error)]
-pub enum SubtaskError {
-    /// The request cannot be served as given (a SQL that must run does not, a field out of
-    /// range); asking again cannot help.
-    #[error("{field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
-    #[error("the {stage} model call failed: {source}")]
-    Model {
-        stage: &'static str,
-        source: ModelCallError,
-    },
-    #[error("the generator answered {got} results for {expected} requests")]
-    BatchSize { expected: usize, got: usize },
-    #[error("cannot run SQL on database {db_id}: {source}")]
-    Database { db_id: String, source: ExecError },
-}
-
-impl SubtaskError {
-    /// A stable label for metrics.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Invalid { .. } => "invalid",
-            Self::Model { .. } => "model",
-            Self::BatchSize { .. } => "batch_size",
-            Self::Database { .. } => "database",
-        }
-    }
-}
 
 /// The generator a sub-task asks, by its configured name, and how long answers may be.
 #[derive(Clone, Copy)]
@@ -104,17 +72,17 @@ impl Asker<'_> {
         &self,
         stage: &'static str,
         requests: &[GenerationRequest],
-    ) -> Result<Vec<Generation>, SubtaskError> {
+    ) -> Result<Vec<Generation>, RunError> {
         let outputs = self.generator.generate_batch(requests);
         if outputs.len() != requests.len() {
-            return Err(SubtaskError::BatchSize {
+            return Err(RunError::BatchSize {
                 expected: requests.len(),
                 got: outputs.len(),
             });
         }
         outputs
             .into_iter()
-            .map(|r| r.map_err(|source| SubtaskError::Model { stage, source }))
+            .map(|r| r.map_err(|source| RunError::Model { stage, source }))
             .collect()
     }
 }
@@ -123,10 +91,10 @@ impl Asker<'_> {
 pub(crate) fn open_session(
     db: &DatabaseHandle,
     limits: Limits,
-) -> Result<Box<dyn Session>, SubtaskError> {
+) -> Result<Box<dyn Session>, RunError> {
     db.backend
         .open_session(limits)
-        .map_err(|source| SubtaskError::Database {
+        .map_err(|source| RunError::Database {
             db_id: db.db_id.clone(),
             source,
         })
@@ -134,8 +102,8 @@ pub(crate) fn open_session(
 
 /// A database that stopped answering fails the sub-task; any other execution error is an
 /// outcome to report.
-pub(crate) fn unavailable(db: &DatabaseHandle, error: &ExecError) -> Option<SubtaskError> {
-    matches!(error, ExecError::Unavailable { .. }).then(|| SubtaskError::Database {
+pub(crate) fn unavailable(db: &DatabaseHandle, error: &ExecError) -> Option<RunError> {
+    matches!(error, ExecError::Unavailable { .. }).then(|| RunError::Database {
         db_id: db.db_id.clone(),
         source: error.clone(),
     })

@@ -14,11 +14,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Asker, SubtaskError, open_session, same_text, schema_lines, unavailable};
+use super::{Asker, open_session, same_text, schema_lines, unavailable};
 use crate::compare::{order_matters, spider_eq};
 use crate::database::DatabaseHandle;
 use crate::model::{SQL_ANSWER_END, SQL_ANSWER_PREFIX, Sampling};
 use crate::postprocess::postprocess;
+use crate::run_error::RunError;
 use crate::sandbox::{Limits, QueryResult};
 use crate::timing::time_pair;
 
@@ -126,9 +127,9 @@ pub struct OptimizeAnswer {
 
 impl OptimizeQuestion<'_> {
     /// Refuses a request that cannot be served, before anything runs.
-    pub fn check(&self) -> Result<(), SubtaskError> {
+    pub fn check(&self) -> Result<(), RunError> {
         let q = self;
-        let invalid = |field: &'static str, reason: String| SubtaskError::Invalid { field, reason };
+        let invalid = |field: &'static str, reason: String| RunError::Invalid { field, reason };
         if q.sql.trim().is_empty() {
             return Err(invalid("sql", "must not be empty".into()));
         }
@@ -165,9 +166,9 @@ pub fn optimize_sql(
     q: &OptimizeQuestion<'_>,
     limits: Limits,
     on_rewrite: &mut dyn FnMut(&Rewrite),
-) -> Result<OptimizeAnswer, SubtaskError> {
+) -> Result<OptimizeAnswer, RunError> {
     q.check()?;
-    let invalid = |field: &'static str, reason: String| SubtaskError::Invalid { field, reason };
+    let invalid = |field: &'static str, reason: String| RunError::Invalid { field, reason };
     let question = q.question();
     let mut session = open_session(db, limits)?;
     let original = match session.execute(q.sql) {
@@ -238,7 +239,7 @@ fn measure(
     original: &QueryResult,
     sql: String,
     tokens_generated: usize,
-) -> Result<Rewrite, SubtaskError> {
+) -> Result<Rewrite, RunError> {
     let mut rewrite = Rewrite {
         sql,
         verdict: RewriteVerdict::Unchanged,
@@ -465,16 +466,13 @@ mod tests {
         let mut q = question(OptimizeMethod::Direct, 1);
         q.sql = "SELECT nope FROM singer";
         let e = optimize_sql(&asker, &db, &q, Limits::default(), &mut |_| {}).unwrap_err();
-        assert!(
-            matches!(e, SubtaskError::Invalid { field: "sql", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, RunError::Invalid { field: "sql", .. }), "{e}");
         let mut q = question(OptimizeMethod::Direct, 9);
         let e = optimize_sql(&asker, &db, &q, Limits::default(), &mut |_| {}).unwrap_err();
         assert!(
             matches!(
                 e,
-                SubtaskError::Invalid {
+                RunError::Invalid {
                     field: "rewrites",
                     ..
                 }
@@ -487,7 +485,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                SubtaskError::Invalid {
+                RunError::Invalid {
                     field: "question",
                     ..
                 }
@@ -500,7 +498,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                SubtaskError::Invalid {
+                RunError::Invalid {
                     field: "min_speedup",
                     ..
                 }

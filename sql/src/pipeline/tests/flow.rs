@@ -538,7 +538,7 @@ fn an_embedder_that_answers_no_question_vector_fails_the_filter_stage() {
     assert!(
         matches!(
             err,
-            crate::pipeline::PipelineError::Model {
+            crate::pipeline::RunError::Model {
                 stage: "schema_filter",
                 ..
             }
@@ -839,7 +839,7 @@ fn term_hints_tell_every_prompt_what_a_word_means_and_are_reported() {
     hinted.term_hints = true;
     let without_embedder = Pipeline::new(hinted.clone(), models(None));
     assert!(
-        matches!(without_embedder, Err(crate::pipeline::PipelineError::MissingModel { what }) if what.contains("term hints")),
+        matches!(without_embedder, Err(crate::pipeline::RunError::MissingModel { what }) if what.contains("term hints")),
         "term hints need an embedder"
     );
     let answer = Pipeline::new(hinted, models(Some(Arc::new(Synonyms))))
