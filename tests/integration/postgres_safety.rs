@@ -380,3 +380,45 @@ fn postgres_type_errors_drive_their_repairs() {
         vec![vec![Value::Text("a".into())], vec![Value::Text("b".into())]]
     );
 }
+
+/// `calendar_days` on a real server: a window of whole days back from now keeps its first day,
+/// and a weekend written in ISO's numbering finds Sunday.
+#[test]
+fn calendar_days_count_whole_days_and_find_sunday() {
+    let server = PgServer::start();
+    let mut admin = server.client();
+    admin
+        .batch_execute(
+            "CREATE SCHEMA diary; \
+             CREATE TABLE diary.visit (id integer PRIMARY KEY, day date); \
+             INSERT INTO diary.visit VALUES (1, CURRENT_DATE - 30), (2, CURRENT_DATE - 2), \
+               (3, CURRENT_DATE - 31), (4, '2022-12-31'), (5, '2023-01-01'), (6, '2023-01-02')",
+        )
+        .expect("fixtures");
+    let handle = PgDatabase::connect(PgSource::new(server.url.clone(), "diary"))
+        .expect("connects")
+        .into_handle("diary", IntrospectOptions::default())
+        .expect("introspects");
+    let mut session = handle
+        .backend
+        .open_session(Limits::default())
+        .expect("session");
+    let mut count = |sql: &str| {
+        let rewritten = quorum_sql::rules::calendar_days::calendar_days(sql, handle.schema.dialect)
+            .unwrap_or_else(|| panic!("a rewrite of {sql}"));
+        session.execute(&rewritten).expect("the rewrite runs").rows
+    };
+    // The visit of 30 days ago counts: the window starts at that day's midnight.
+    assert_eq!(
+        count("SELECT COUNT(*) FROM visit WHERE day >= NOW() - INTERVAL '30 days'"),
+        vec![vec![Value::Integer(2)]]
+    );
+    // Saturday 2022-12-31 and Sunday 2023-01-01, not Monday 2023-01-02.
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM visit WHERE day < '2023-02-01' \
+             AND EXTRACT(DOW FROM day) IN (6, 7)"
+        ),
+        vec![vec![Value::Integer(2)]]
+    );
+}

@@ -211,6 +211,11 @@ pub struct PipelineConfig {
     /// ([`crate::rules::translate::like_ignoring_case`]).
     #[serde(default)]
     pub case_blind_like: bool,
+    /// On a database server, a window of whole days back from now starts at midnight, and a
+    /// day of the week compared with 7 is read in ISO's numbering
+    /// ([`crate::rules::calendar_days`]).
+    #[serde(default)]
+    pub calendar_days: bool,
     /// Which query rules rewrite a query that ran ([`crate::rules`]): one switch each, named
     /// as its knob.
     #[serde(flatten)]

@@ -291,6 +291,12 @@ knobs! {
     case_blind_like: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.case_blind_like,
         write |c, v| c.case_blind_like = v;
+    /// On PostgreSQL, DuckDB and MySQL, a window of whole days back from now (`NOW() -
+    /// INTERVAL '30 days'` as a lower bound) starts at midnight (`CURRENT_DATE - ...`), and
+    /// `EXTRACT(DOW ...)` compared with 7 is read as ISO's `ISODOW`.
+    calendar_days: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.calendar_days,
+        write |c, v| c.calendar_days = v;
     /// A query that ran and, counting a joined table's rows for each row of another, groups
     /// by that row's name or title alone has the row's key added to its GROUP BY: two rows
     /// with the same name stay two groups; kept when it still runs.
@@ -455,6 +461,7 @@ impl PipelineConfig {
             schema_filter_above: Default::default(),
             defect_check: Default::default(),
             case_blind_like: Default::default(),
+            calendar_days: Default::default(),
             rules: Default::default(),
             term_hints: Default::default(),
             evidence_filter: Default::default(),

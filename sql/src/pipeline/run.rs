@@ -28,6 +28,7 @@ use crate::linking::{PresqlLinking, PresqlLinks, link_presql};
 use crate::model::{Generation, GenerationRequest, ModelCallError};
 use crate::postprocess::postprocess_for;
 use crate::prompt::{Demo, Prompt};
+use crate::rules::calendar_days::calendar_days;
 use crate::rules::repair::repair_column;
 use crate::rules::translate::{like_ignoring_case, repair_for_server};
 use crate::rules::{AFTER_RUN, QueryRule, REPAIR, RuleInput};
@@ -773,6 +774,11 @@ impl<'r> Run<'r> {
                 if self.pipeline.config.case_blind_like && self.db.schema.dialect.like_minds_case()
                 {
                     sql = like_ignoring_case(&sql);
+                }
+                if self.pipeline.config.calendar_days
+                    && let Some(calendar) = calendar_days(&sql, self.db.schema.dialect)
+                {
+                    sql = calendar;
                 }
                 let (mut outcome, mut result) = self.execute(&sql);
                 if let Some((fixed, fixed_outcome, fixed_result)) = self.repair(&sql, &outcome) {

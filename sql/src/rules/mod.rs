@@ -5,7 +5,9 @@
 //! Two kinds. **Repairs** read a query that failed: schema repair respells a column the
 //! database does not have ([`repair`]), and the PostgreSQL habits of Spider-trained models are
 //! translated ([`translate`]), SQLite's loose typing among them ([`typed_comparisons`]); the
-//! pipeline runs them on the error message. **Rewrites after
+//! pipeline runs them on the error message. Before a generated query first runs on a database
+//! server, its windows of whole days start at midnight and its Sunday is numbered as the
+//! server numbers it ([`calendar_days`]). **Rewrites after
 //! a run** read a query that ran, in the fixed order of [`AFTER_RUN`]: a join on nothing gets
 //! the schema's keys ([`join_keys`]), a join the question does not speak of is dropped
 //! ([`unused_joins`]), a grouping whose groups the answer does not name, for a question that
@@ -19,6 +21,7 @@
 //! and every candidate an answer reports lists the rules that rewrote it, so a rule's effect on
 //! a benchmark is a query over the records.
 
+pub mod calendar_days;
 pub mod group_by_key;
 pub mod intersection;
 pub mod join_keys;
