@@ -13,6 +13,8 @@
 #     dashboard (deploy/grafana/) charts served (scripts/http/metrics_check.py);
 #   - the playground in headless Chromium (scripts/http/playground_check.py), whose screenshot
 #     goes to $QUORUM_ARTIFACTS (default ci-artifacts/) as playground.png.
+# With SURFACE_BENCH_ROUNDS=N it then times one question through gRPC, HTTP and MCP, N rounds
+# (scripts/http/surface_overhead_bench.py): a benchmark, off unless asked for.
 # Called by .ci/run after the models are fetched; installs Debian's chromium if missing.
 set -euo pipefail
 
@@ -168,3 +170,7 @@ QUORUM_TARGET="127.0.0.1:$grpc_port" QUORUM_TOKEN="$token" "$py" -m pytest -q "$
 "$py" "$repo/scripts/http/metrics_check.py" "$base/metrics" "$repo/deploy/grafana/quorum-dashboard.json"
 "$py" "$repo/scripts/http/playground_check.py" "$base/" "$token" "$artifacts/playground.png"
 echo "http api test: OK"
+if [[ -n "${SURFACE_BENCH_ROUNDS:-}" ]]; then
+    "$py" "$repo/scripts/http/surface_overhead_bench.py" "$base" "127.0.0.1:$grpc_port" "$token" \
+        concert_singer "How many singers do we have?" "$SURFACE_BENCH_ROUNDS"
+fi

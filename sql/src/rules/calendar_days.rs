@@ -182,7 +182,7 @@ fn is_whole_days(expr: &Expr) -> bool {
         None => {
             let words: Vec<&str> = text.split_whitespace().collect();
             !words.is_empty()
-                && words.len() % 2 == 0
+                && words.len().is_multiple_of(2)
                 && words
                     .chunks(2)
                     .all(|pair| pair[0].parse::<u32>().is_ok() && is_day_or_longer(pair[1]))
@@ -209,7 +209,10 @@ fn literal_text(expr: &Expr) -> Option<String> {
 }
 
 fn is_seven(expr: &Expr) -> bool {
-    matches!(unnest(expr), Expr::Value(value) if matches!(&value.value, Value::Number(n, _) if n.to_string() == "7"))
+    let Expr::Value(value) = unnest(expr) else {
+        return false;
+    };
+    matches!(&value.value, Value::Number(number, _) if number == "7")
 }
 
 #[cfg(test)]
