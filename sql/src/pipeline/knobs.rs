@@ -276,7 +276,8 @@ knobs! {
         write |c, v| c.rules.respell_values = v;
     /// A query that ran and joins a table whose columns it reads only in the join's own key,
     /// a table the question does not speak of, has that join dropped (when no row-counting
-    /// aggregate depends on it); kept when it still runs.
+    /// aggregate depends on it, or the join is on the table's whole primary key and so
+    /// repeats no row); kept when it still runs.
     drop_unused_joins: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.rules.drop_unused_joins,
         write |c, v| c.rules.drop_unused_joins = v;

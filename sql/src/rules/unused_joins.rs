@@ -12,7 +12,11 @@
 //!   `avg`, `total`, `group_concat`, `string_agg`) unless over DISTINCT values: there the
 //!   repeated rows are the answer's substance ("the museum visited most times" counts visits
 //!   through the join), while `count(DISTINCT T1.Code)` sees only which values occur, as
-//!   `max` does;
+//!   `max` does. A join on the joined table's whole primary key is the exception: it finds at
+//!   most one row for each row before it, so it repeats nothing and only drops the rows that
+//!   have no match ("the total sent by each country's users" joined to the coupons of the
+//!   transactions loses every transaction without a coupon), which a question that does not
+//!   speak of the table does not ask for;
 //! - the join's condition only equates columns of the joined table with columns of one other
 //!   table of the same SELECT, so it is a key and filters on nothing else;
 //! - the joined table is read nowhere else in the SELECT, its subqueries and its ORDER BY: not
@@ -105,11 +109,10 @@ impl Dropper<'_> {
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
                 )
             })
-            || counts_repeated_rows(select)
-            || order_by.iter().any(counts_repeated_rows)
         {
             return;
         }
+        let counts_rows = counts_repeated_rows(select) || order_by.iter().any(counts_repeated_rows);
         let [from] = select.from.as_slice() else {
             return;
         };
@@ -128,17 +131,20 @@ impl Dropper<'_> {
             }
             names.push(name);
         }
-        while let Some(i) =
-            (0..select.from[0].joins.len()).find(|&i| self.droppable(select, i, order_by))
+        while let Some(i) = (0..select.from[0].joins.len())
+            .find(|&i| self.droppable(select, i, order_by, counts_rows))
         {
             select.from[0].joins.remove(i);
             self.dropped += 1;
         }
-        self.drop_first_table(select, order_by);
+        if !counts_rows {
+            self.drop_first_table(select, order_by);
+        }
     }
 
-    /// Whether join `i` of the SELECT's one FROM item can go.
-    fn droppable(&self, select: &Select, i: usize, order_by: &[Expr]) -> bool {
+    /// Whether join `i` of the SELECT's one FROM item can go; where the SELECT `counts_rows`,
+    /// only a join on the joined table's whole primary key.
+    fn droppable(&self, select: &Select, i: usize, order_by: &[Expr], counts_rows: bool) -> bool {
         let join = &select.from[0].joins[i];
         let Some((name, table)) = self.table_of(&join.relation) else {
             return false;
@@ -146,7 +152,9 @@ impl Dropper<'_> {
         let Some(condition) = on_condition(join, true) else {
             return false;
         };
-        if !self.only_key(condition, &name, table) {
+        if !self.only_key(condition, &name, table)
+            || (counts_rows && !on_whole_primary_key(condition, &name, table))
+        {
             return false;
         }
         let mut without = select.clone();
@@ -284,6 +292,26 @@ pub(crate) fn key_pairs(condition: &Expr) -> Option<Vec<(Vec<String>, Vec<String
         Expr::Nested(inner) => key_pairs(inner),
         _ => None,
     }
+}
+
+/// Whether `condition` (equalities of columns, [`key_pairs`]) equates every column of the
+/// primary key of `table`, which goes by `name`: then each row before the join meets at most
+/// one of its rows.
+fn on_whole_primary_key(condition: &Expr, name: &str, table: &Table) -> bool {
+    let Some(pairs) = key_pairs(condition) else {
+        return false;
+    };
+    let equated: Vec<&str> = pairs
+        .iter()
+        .flat_map(|(a, b)| [a, b])
+        .filter(|column| column[0] == name)
+        .map(|column| column[1].as_str())
+        .collect();
+    !table.primary_key.is_empty()
+        && table
+            .primary_key
+            .iter()
+            .all(|key| equated.iter().any(|c| c.eq_ignore_ascii_case(key)))
 }
 
 /// Whether the SELECT (its subqueries included) or its ORDER BY reads the table going by
@@ -479,6 +507,32 @@ mod tests {
             "What are the names of the teachers aged 32?",
             "SELECT T1.Name FROM teacher AS T1 JOIN course_arrange AS T2 \
              ON T2.Teacher_ID = T2.Teacher_ID WHERE T1.Age = 32",
+        );
+    }
+
+    #[test]
+    fn a_join_on_the_joined_primary_key_goes_even_under_a_count() {
+        // country.Code is country's key: each city meets one country, the sum repeats nothing,
+        // and the join would only drop cities without a country.
+        assert_eq!(
+            dropped(
+                "world_1",
+                "What is the total population of the district of Kabol?",
+                "SELECT sum(T1.Population) FROM city AS T1 JOIN country AS T2 \
+                 ON T1.CountryCode = T2.Code WHERE T1.District = 'Kabol'"
+            )
+            .as_deref(),
+            Some("SELECT sum(T1.Population) FROM city AS T1 WHERE T1.District = 'Kabol'")
+        );
+        // The first table is not its join's key: it stays under a count.
+        assert_eq!(
+            dropped(
+                "world_1",
+                "What is the total population of the district of Kabol?",
+                "SELECT sum(T2.Population) FROM country AS T1 JOIN city AS T2 \
+                 ON T2.CountryCode = T1.Code WHERE T2.District = 'Kabol'"
+            ),
+            None
         );
     }
 
