@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -166,6 +166,18 @@ fn mcp_service(
     )
 }
 
+/// A session's end (`DELETE /mcp`) answered 204 rather than the SDK's 202: the official
+/// clients take anything but 200 or 204 for a failed termination and warn of it at every
+/// disconnect, though the session did end.
+async fn session_end_as_no_content(request: Request, next: Next) -> Response {
+    let ending = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if ending && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
 /// Every route of the HTTP port.
 pub fn router(http: Http) -> Router {
     let api = Router::new()
@@ -177,7 +189,11 @@ pub fn router(http: Http) -> Router {
         .route("/v1/databases", get(sql::list_databases))
         .route("/v1/databases/{db_id}", get(sql::describe_database))
         .route("/v1/databases/{db_id}/query", post(sql::query))
-        .route_service("/mcp", mcp_service(&http))
+        .merge(
+            Router::new()
+                .route_service("/mcp", mcp_service(&http))
+                .layer(middleware::from_fn(session_end_as_no_content)),
+        )
         .route(
             "/v1/databases/{db_id}/notes",
             get(sql::list_notes).post(sql::add_note),
