@@ -11,8 +11,9 @@
 #     (clients/python/tests), after checking its generated stubs are current;
 #   - /metrics read by Prometheus' own text-format parser, and every metric the Grafana
 #     dashboard (deploy/grafana/) charts served (scripts/http/metrics_check.py);
-#   - the playground in headless Chromium (scripts/http/playground_check.py), whose screenshot
-#     goes to $QUORUM_ARTIFACTS (default ci-artifacts/) as playground.png.
+#   - the playground in headless Chromium (scripts/http/playground_check.py): a question, its
+#     SQL edited and run again, a chart, pages, CSV, a refused DELETE; its screenshots go to
+#     $QUORUM_ARTIFACTS (default ci-artifacts/) as playground.png and playground-chart.png.
 # With SURFACE_BENCH_ROUNDS=N it then times one question through gRPC, HTTP and MCP, N rounds
 # (scripts/http/surface_overhead_bench.py): a benchmark, off unless asked for.
 # Called by .ci/run after the models are fetched; installs Debian's chromium if missing.
@@ -168,7 +169,8 @@ echo "429 with Retry-After while the run slot is taken: $(cat "$work/body")"
     "$spider/database/concert_singer/concert_singer.sqlite"
 QUORUM_TARGET="127.0.0.1:$grpc_port" QUORUM_TOKEN="$token" "$py" -m pytest -q "$repo/clients/python/tests"
 "$py" "$repo/scripts/http/metrics_check.py" "$base/metrics" "$repo/deploy/grafana/quorum-dashboard.json"
-"$py" "$repo/scripts/http/playground_check.py" "$base/" "$token" "$artifacts/playground.png"
+"$py" "$repo/scripts/http/playground_check.py" "$base/" "$token" "$artifacts/playground.png" \
+    "$spider/database/concert_singer/concert_singer.sqlite"
 echo "http api test: OK"
 if [[ -n "${SURFACE_BENCH_ROUNDS:-}" ]]; then
     "$py" "$repo/scripts/http/surface_overhead_bench.py" "$base" "127.0.0.1:$grpc_port" "$token" \

@@ -1,12 +1,18 @@
 """The playground in a real headless Chromium (Debian's chromium and chromedriver, driven by
 Selenium): the page loads the databases with the bearer token typed into it, a question is
 asked through the form, and the answer's SQL, its rows, the vote groups and the candidate
-table appear. A screenshot of the answered page is written to OUT.
+table appear; the question is in the history; the SQL is edited and run again (a grouping,
+whose rows, chart bars and CSV are checked against the SQLite file itself; a 36-row cross
+join, paged; a DELETE, refused with the file unchanged). Screenshots of the answered page and
+of the chart are written to OUT and OUT with `-chart` before its suffix.
 
-Usage: python playground_check.py URL TOKEN OUT.png
+Usage: python playground_check.py URL TOKEN OUT.png DATABASE_FILE
 """
 
+import hashlib
+import sqlite3
 import sys
+import urllib.parse
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -15,7 +21,23 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
-url, token, out = sys.argv[1], sys.argv[2], sys.argv[3]
+url, token, out, database = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+GROUPED = "SELECT country, count(*) AS singers FROM singer GROUP BY country ORDER BY country"
+
+
+def digest(path: str) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def run_edited(driver, wait, sql: str) -> str:
+    """Types `sql` into the editor, runs it, and returns the run's status line."""
+    editor = driver.find_element(By.ID, "sql-editor")
+    editor.clear()
+    editor.send_keys(sql)
+    driver.find_element(By.ID, "run-sql").click()
+    wait.until(lambda d: d.find_element(By.ID, "run-status").text not in ("", "running…"))
+    return driver.find_element(By.ID, "run-status").text
+
 options = webdriver.ChromeOptions()
 options.binary_location = "/usr/bin/chromium"
 for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -54,6 +76,52 @@ try:
     assert "wins" in why or "answer" in why, why
     ec.visibility_of_element_located((By.ID, "timings"))
     driver.save_screenshot(out)
-    print(f"playground: answered {sql!r} with {len(rows)} candidates in {len(groups)} group(s); screenshot {out}")
+    history = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#history li")]
+    assert any("How many singers do we have?" in h for h in history), history
+
+    # Edit the answer's SQL and run it again: a grouping, checked against the file itself.
+    driver.find_element(By.ID, "edit-sql").click()
+    status = run_edited(driver, wait, GROUPED)
+    expected = sqlite3.connect(f"file:{database}?mode=ro", uri=True).execute(GROUPED).fetchall()
+    assert status == f"ran: {len(expected)} rows", status
+    table = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+             for tr in driver.find_elements(By.CSS_SELECTOR, "#rows tbody tr")]
+    assert table == [[c, str(n)] for c, n in expected], table
+    href = driver.find_element(By.ID, "csv-link").get_attribute("href")
+    csv = urllib.parse.unquote(href.split(",", 1)[1])
+    # The header is the columns as the database names them (SQLite: `Country`, as declared).
+    header, body = csv.split("\r\n", 1)
+    assert header.lower() == "country,singers", header
+    assert body == "".join(f"{c},{n}\r\n" for c, n in expected), csv
+    driver.find_element(By.ID, "show-chart").click()
+    assert not driver.find_element(By.ID, "pager").is_displayed(), "a pager for one page"
+    chart = driver.find_element(By.CSS_SELECTOR, "#chart svg")
+    assert chart.get_attribute("data-kind") == "bar", chart.get_attribute("data-kind")
+    bars = driver.find_elements(By.CSS_SELECTOR, "#chart rect.bar")
+    assert len(bars) == len(expected), len(bars)
+    heights = [float(b.get_attribute("height")) for b in bars]
+    tallest = max(range(len(expected)), key=lambda i: expected[i][1])
+    assert heights.index(max(heights)) == tallest, heights
+    chart_out = out.rsplit(".", 1)[0] + "-chart." + out.rsplit(".", 1)[1]
+    driver.save_screenshot(chart_out)
+    driver.find_element(By.ID, "show-table").click()
+
+    # More rows than a page: 36 pairs of singers, 10 a page, within the server's preview.
+    status = run_edited(driver, wait, "SELECT a.name, b.name FROM singer AS a, singer AS b")
+    assert status == "ran: 36 rows", status
+    label = driver.find_element(By.ID, "page-label").text
+    assert label.startswith("page 1 of "), label
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#rows tbody tr")) == 10
+    driver.find_element(By.ID, "page-next").click()
+    assert driver.find_element(By.ID, "page-label").text.startswith("page 2 of ")
+
+    # A write through the editor is refused, and the file is as it was.
+    before = digest(database)
+    status = run_edited(driver, wait, "DELETE FROM singer")
+    assert "error" in driver.find_element(By.ID, "run-status").get_attribute("class"), status
+    assert digest(database) == before, "the database changed"
+    print(f"playground: answered {sql!r} with {len(rows)} candidates in {len(groups)} group(s); "
+          f"edited and ran {len(expected)} rows, {len(bars)} bars, CSV and pages as the file has them; "
+          f"a DELETE refused ({status}); screenshots {out}, {chart_out}")
 finally:
     driver.quit()
