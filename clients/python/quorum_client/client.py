@@ -6,7 +6,8 @@
         print(answer.sql, [c.model for c in answer.candidates])
 
 Every method returns the generated protobuf messages (`quorum_client.pb`), so nothing the
-server says is lost in translation. A server that is busy answers RESOURCE_EXHAUSTED with a
+server says is lost in translation; `query` and `rows` give result rows as Python values
+(`Rows`: tuples, dicts, a pandas DataFrame). A server that is busy answers RESOURCE_EXHAUSTED with a
 `grpc-retry-pushback-ms` trailer; the client waits that long and tries again, up to `retries`
 times, before it raises. Streaming calls are retried only when the refusal comes before the
 first message, so a retry never repeats a message the caller has seen.
@@ -20,6 +21,7 @@ from typing import Callable, Iterator, Optional, Sequence, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from .rows import Rows
 from ._proto.quorum.v1 import (
     databases_pb2,
     databases_pb2_grpc,
@@ -244,6 +246,16 @@ class Client:
 
     def describe(self, db_id: str, *, timeout: Optional[float] = None) -> databases_pb2.DescribeDatabaseResponse:
         return self._unary(self._databases.Describe, databases_pb2.DescribeDatabaseRequest(db_id=db_id), timeout)
+
+    def query(self, db_id: str, sql: str, *, timeout: Optional[float] = None) -> Rows:
+        """Runs one read-only query (the server's guard and limits apply) and returns its rows."""
+        request = databases_pb2.QueryRequest(db_id=db_id, sql=sql)
+        return Rows.of(self._unary(self._databases.Query, request, timeout).result)
+
+    @staticmethod
+    def rows(answer: text2sql_pb2.Text2SqlResponse) -> Rows:
+        """The rows of an answer's SQL (`ask`'s preview) as Python values."""
+        return Rows.of(answer.preview)
 
     def register(self, db_id: str, path: str, *, timeout: Optional[float] = None) -> databases_pb2.RegisterDatabaseResponse:
         """Registers an SQLite file under the server's allowed directory."""

@@ -7,13 +7,19 @@ second run is refused with the server's pushback), the Spider database concert_s
 bearer token. QUORUM_TARGET and QUORUM_TOKEN name it; without them the tests fail.
 """
 
+import contextlib
+import io
 import os
+import pathlib
+import re
 import threading
 
 import grpc
 import pytest
 
-from quorum_client import Client, QuorumError, pb
+from quorum_client import Client, QuorumError, Rows, pb
+
+README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +166,40 @@ def test_a_busy_server_is_retried_after_its_pushback(target: str, token: str, qu
         assert patient.retries_made >= 1
         drain.join(timeout=120)
     assert rest and rest[-1].WhichOneof("event") == "answer"
+
+
+def test_rows_come_back_as_python_values(quorum: Client) -> None:
+    answer = quorum.ask("concert_singer", "How many singers do we have?")
+    assert quorum.rows(answer).rows == [(6,)]
+    grouped = quorum.query(
+        "concert_singer",
+        "SELECT country, count(*) AS n, avg(age) AS age, NULL AS missing FROM singer "
+        "GROUP BY country ORDER BY country",
+    )
+    assert isinstance(grouped, Rows)
+    assert [c.lower() for c in grouped.columns] == ["country", "n", "age", "missing"]
+    assert grouped.total_rows == 3 and not grouped.truncated
+    country, n, age, missing = grouped.rows[0]
+    assert (country, n, missing) == ("France", 4, None) and isinstance(age, float)
+    assert grouped.dicts()[1][grouped.columns[1]] == 1
+    frame = grouped.to_pandas()
+    assert list(frame.columns) == grouped.columns and frame.shape == (3, 4)
+    assert int(frame[grouped.columns[1]].sum()) == 6
+
+
+def test_a_write_through_query_is_refused(quorum: Client) -> None:
+    with pytest.raises(QuorumError) as refused:
+        quorum.query("concert_singer", "DELETE FROM singer")
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_the_readme_example_runs(target: str, token: str) -> None:
+    """The README's example, as written but for the server's address and token."""
+    example = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
+    example = example.replace('"127.0.0.1:50051", token=None', f"{target!r}, token={token!r}")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(example, str(README), "exec"), {})
+    out = printed.getvalue()
+    assert "SELECT count(*) FROM singer [(6,)]" in out, out
+    assert "'France', " in out, out
