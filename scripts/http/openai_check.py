@@ -121,6 +121,11 @@ stranger = openai.OpenAI(base_url=base_url, api_key="not-the-token", max_retries
 expect(openai.AuthenticationError, 401, lambda: stranger.models.list())
 expect(openai.NotFoundError, 404, lambda: client.chat.completions.create(
     model="no-such-model", messages=[{"role": "user", "content": "hi"}]))
+one = client.models.retrieve("rep-s2")
+assert one.id == "rep-s2" and one.model_extra["parent"] == "qwen2.5-coder-0.5b", one
+assert client.models.retrieve("quorum-sql").model_extra["roles"] == ["text2sql"]
+expect(openai.NotFoundError, 404, lambda: client.models.retrieve("no-such-model"))
+print("models.retrieve: rep-s2 and quorum-sql found, an unknown id 404")
 bad = expect(openai.BadRequestError, 400, lambda: client.chat.completions.create(
     model="qwen2.5-coder-0.5b", messages=[{"role": "user", "content": "hi"}], temperature=-1))
 assert "sampling.temperature" in str(bad), bad

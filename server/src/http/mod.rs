@@ -182,6 +182,7 @@ async fn session_end_as_no_content(request: Request, next: Next) -> Response {
 pub fn router(http: Http) -> Router {
     let api = Router::new()
         .route("/v1/models", get(openai::list_models))
+        .route("/v1/models/{id}", get(openai::retrieve_model))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(embeddings::embeddings))

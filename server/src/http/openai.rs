@@ -14,7 +14,7 @@
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use quorum_proto::v1 as pb;
@@ -478,15 +478,40 @@ async fn generate(
 }
 
 /// `GET /v1/models`: the decoders, their adapters (each a model of its own whose `parent` is
-/// its base) and the embedder.
+/// its base), the embedder and the pipeline's model.
 pub async fn list_models(
     State(http): State<Http>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
+    let data = model_cards(&http, &caller, &headers).await?;
+    Ok(Json(json!({ "object": "list", "data": data })))
+}
+
+/// `GET /v1/models/{id}`: one of [`list_models`]' entries, or 404.
+pub async fn retrieve_model(
+    State(http): State<Http>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    model_cards(&http, &caller, &headers)
+        .await?
+        .into_iter()
+        .find(|card| card["id"] == id.as_str())
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("the model `{id}` does not exist")))
+}
+
+/// Every model the server answers for, as OpenAI's model objects.
+async fn model_cards(
+    http: &Http,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Result<Vec<Value>, ApiError> {
     let listed = http
         .inference()
-        .list_models(grpc_request(&headers, &caller, pb::ListModelsRequest {}))
+        .list_models(grpc_request(headers, caller, pb::ListModelsRequest {}))
         .await?
         .into_inner();
     let created = unix_now();
@@ -549,5 +574,5 @@ pub async fn list_models(
         "max_model_len": null,
         "roles": ["text2sql"],
     }));
-    Ok(Json(json!({ "object": "list", "data": data })))
+    Ok(data)
 }
