@@ -1,9 +1,10 @@
 //! Schema linking: which tables, columns and stored values a question is about, and which words
 //! of it name the schema.
 //!
-//! Before the first prompt, a large schema is cut down to the tables the question is about
-//! ([`schema_filter`]); the question's words are matched against the database's stored text
-//! values ([`value_index`]) and, by meaning, against table and column names ([`term_hints`]).
+//! Before the first prompt, [`link_question`] is that step whole: the question's words are
+//! matched against the database's stored text values ([`value_index`]) and, by meaning,
+//! against table and column names ([`term_hints`]), and a large schema is cut down to the
+//! tables the question is about ([`schema_filter`]).
 //! After the preliminary SQL, the tables it reads become the linked schema of the second round:
 //! [`link_presql`] is that step whole, over the helpers of [`tables`]. For retrieving demonstrations, the words that name the schema are found
 //! ([`relevance`], in the Poincaré ball of [`poincare`]) and masked ([`mask`]), and a query's
@@ -20,8 +21,94 @@ pub mod tables;
 pub mod term_hints;
 pub mod value_index;
 
+use crate::model::{Embedder, ModelCallError};
 use crate::schema::Schema;
+use schema_filter::{TableVectors, filter_tables};
 use tables::{link_tables, tables_named_in, tables_of_unplaced_columns, with_join_paths};
+use term_hints::{TermHint, term_hints};
+use value_index::{ValueIndex, ValueMatch};
+
+/// The most stored values value retrieval shows a prompt, and per column.
+const MAX_VALUE_MATCHES: usize = 6;
+const MAX_VALUE_MATCHES_PER_COLUMN: usize = 2;
+
+/// What a question is linked with before any SQL is written; each part is off when `None`.
+#[derive(Clone, Copy, Default)]
+pub struct QuestionLinking<'a> {
+    /// The database's stored text values (value retrieval).
+    pub values: Option<&'a ValueIndex>,
+    /// The embedder that finds the question's words for schema names (term hints).
+    pub hints_by: Option<&'a dyn Embedder>,
+    /// A schema of more tables than this is cut down to the question's (0: never).
+    pub filter_above: usize,
+    /// The tables' meaning for that cut, and the embedder that reads the question's; without
+    /// it the cut goes by names and values alone.
+    pub meaning: Option<(&'a TableVectors, &'a dyn Embedder)>,
+}
+
+/// A question's links before any SQL is written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QuestionLinks {
+    /// The stored values the question names.
+    pub values: Vec<ValueMatch>,
+    /// The question's words for table and column names it does not spell.
+    pub hints: Vec<TermHint>,
+    /// The tables to show, in schema order; `None` when the schema is shown whole.
+    pub shown: Option<Vec<String>>,
+}
+
+/// A model call question linking needed, failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{stage}: {source}")]
+pub struct LinkingError {
+    /// `term_hints` or `schema_filter`.
+    pub stage: &'static str,
+    pub source: ModelCallError,
+}
+
+/// Links `question` to the values, names and tables of `schema` as `how` says.
+pub fn link_question(
+    question: &str,
+    schema: &Schema,
+    how: QuestionLinking<'_>,
+) -> Result<QuestionLinks, LinkingError> {
+    let values = how.values.map_or_else(Vec::new, |index| {
+        index.matches(question, MAX_VALUE_MATCHES, MAX_VALUE_MATCHES_PER_COLUMN)
+    });
+    let hints = match how.hints_by {
+        Some(embedder) => {
+            term_hints(question, schema, embedder).map_err(|source| LinkingError {
+                stage: "term_hints",
+                source,
+            })?
+        }
+        None => Vec::new(),
+    };
+    let meaning = match how.meaning {
+        Some((tables, embedder)) if how.filter_above > 0 => {
+            let asked = tables
+                .embed_question(embedder, question)
+                .map_err(|source| LinkingError {
+                    stage: "schema_filter",
+                    source,
+                })?;
+            Some((tables, asked))
+        }
+        _ => None,
+    };
+    let shown = filter_tables(
+        schema,
+        how.filter_above,
+        question,
+        meaning.as_ref().map(|(t, q)| (*t, q.as_slice())),
+        &values,
+    );
+    Ok(QuestionLinks {
+        values,
+        hints,
+        shown,
+    })
+}
 
 /// How a preliminary SQL is linked to tables beyond the tables it names.
 #[derive(Debug, Clone, Copy, Default)]
@@ -119,6 +206,28 @@ mod tests {
             PresqlLinking::default(),
         );
         assert_eq!(bare.tables, ["model_list"]);
+    }
+
+    #[test]
+    fn a_question_is_linked_as_asked_and_a_large_schema_filtered() {
+        let car = schema("car_1");
+        let whole = link_question(
+            "Which car makers are there?",
+            &car,
+            QuestionLinking::default(),
+        )
+        .expect("links");
+        assert_eq!(whole, QuestionLinks::default());
+        let cut = QuestionLinking {
+            filter_above: 2,
+            ..QuestionLinking::default()
+        };
+        let links = link_question("Which car makers are there?", &car, cut).expect("links");
+        // The filter ran (it keeps a few areas at least, here all six tables).
+        let shown = links
+            .shown
+            .expect("a schema of more than 2 tables goes through the filter");
+        assert!(shown.iter().any(|t| t == "car_makers"), "{shown:?}");
     }
 
     #[test]

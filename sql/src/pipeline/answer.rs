@@ -116,6 +116,8 @@ pub struct VoteReport {
 /// wherever it happened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageTimings {
+    /// The question's linking (stored values, term hints, the schema filter) and the demos'
+    /// retrieval.
     pub retrieval_ms: f64,
     pub round1_ms: f64,
     pub linking_ms: f64,

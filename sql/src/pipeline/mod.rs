@@ -22,10 +22,12 @@ pub(crate) mod tests;
 
 use crate::run_error::RunError;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::database::DatabaseHandle;
 use crate::evidence_filter::{FilteredEvidence, filter_evidence};
-use crate::linking::term_hints::{TermHint, hints_as_evidence, term_hints};
+use crate::linking::term_hints::{TermHint, hints_as_evidence};
+use crate::linking::{QuestionLinking, QuestionLinks, link_question};
 use crate::model::{Embedder, Generator, Selector};
 pub use answer::{
     Candidate, CandidateOutcome, CandidateRound, ConsistencyReport, LinkingReport, PipelineAnswer,
@@ -62,10 +64,6 @@ impl std::fmt::Debug for PipelineModels {
             .finish_non_exhaustive()
     }
 }
-
-/// The most stored values value retrieval shows a prompt, and per column.
-const MAX_VALUE_MATCHES: usize = 6;
-const MAX_VALUE_MATCHES_PER_COLUMN: usize = 2;
 
 /// A configured pipeline; cheap to share across requests (`run` takes `&self`).
 #[derive(Debug, Clone)]
@@ -147,21 +145,55 @@ impl Pipeline {
         self.run_with_events(question, evidence, db, &mut |_| {})
     }
 
-    /// The question's words for schema names when `term_hints` is on ([`crate::linking::term_hints`]).
-    fn term_hints(&self, question: &str, db: &DatabaseHandle) -> Result<Vec<TermHint>, RunError> {
-        if !self.config.term_hints {
-            return Ok(Vec::new());
-        }
-        let embedder = self
-            .models
-            .embedder
-            .as_ref()
-            .ok_or(RunError::MissingModel {
+    /// The question's links before any SQL is written ([`link_question`]): its stored values
+    /// when `value_retrieval` is on, its words for schema names when `term_hints` is, and a
+    /// schema of more than `schema_filter_above` tables cut down to the question's.
+    fn link_question(
+        &self,
+        question: &str,
+        db: &DatabaseHandle,
+    ) -> Result<QuestionLinks, RunError> {
+        let values = if self.config.value_retrieval {
+            // A database whose values cannot be read cannot run candidates either: the run
+            // fails here as it would at its first execution.
+            Some(db.value_index().map_err(|source| RunError::Database {
+                db_id: db.db_id.clone(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        let embedder = self.models.embedder.as_deref();
+        let hints_by = if self.config.term_hints {
+            Some(embedder.ok_or(RunError::MissingModel {
                 what: "term hints (an embedder model)",
-            })?;
-        term_hints(question, &db.schema, embedder.as_ref()).map_err(|source| RunError::Model {
-            stage: "term_hints",
-            source,
+            })?)
+        } else {
+            None
+        };
+        let above = self.config.schema_filter_above;
+        let filters = above > 0 && db.schema.tables.len() > above;
+        let meaning = match embedder {
+            Some(embedder) if filters => {
+                let tables = db
+                    .table_vectors(embedder)
+                    .map_err(|source| RunError::Model {
+                        stage: "schema_filter",
+                        source,
+                    })?;
+                Some((tables, embedder))
+            }
+            _ => None,
+        };
+        let how = QuestionLinking {
+            values,
+            hints_by,
+            filter_above: above,
+            meaning,
+        };
+        link_question(question, &db.schema, how).map_err(|e| RunError::Model {
+            stage: e.stage,
+            source: e.source,
         })
     }
 
@@ -189,27 +221,20 @@ impl Pipeline {
         db: &DatabaseHandle,
         on_event: &mut dyn FnMut(PipelineEvent),
     ) -> Result<PipelineAnswer, RunError> {
-        let values = if self.config.value_retrieval {
-            // A database whose values cannot be read cannot run candidates either: the run
-            // fails here as it would at its first execution.
-            db.value_index()
-                .map_err(|source| RunError::Database {
-                    db_id: db.db_id.clone(),
-                    source,
-                })?
-                .matches(question, MAX_VALUE_MATCHES, MAX_VALUE_MATCHES_PER_COLUMN)
-        } else {
-            Vec::new()
-        };
-        let hints = self.term_hints(question, db)?;
+        let started = Instant::now();
+        let links = self.link_question(question, db)?;
+        let linking_ms = started.elapsed().as_secs_f64() * 1e3;
         let filtered = self.filtered_evidence(question, evidence);
-        let evidence = with_hints(filtered.told.as_deref(), &hints);
+        let evidence = with_hints(filtered.told.as_deref(), &links.hints);
         let question = run::Question {
             question,
             evidence: evidence.as_deref(),
-            values: &values,
-            term_hints: &hints,
+            values: &links.values,
+            term_hints: &links.hints,
+            shown_tables: links.shown.as_deref(),
             evidence_set_aside: &filtered.set_aside,
+            linking_ms,
+            started,
         };
         run::Run::new(self, question, db, on_event)?.answer()
     }

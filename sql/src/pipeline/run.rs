@@ -20,7 +20,6 @@ use crate::database::DatabaseHandle;
 use crate::defect::find_defect;
 use crate::demo_index::{Rerank, SKELETON_THRESHOLD};
 use crate::grammar::schema_grammar;
-use crate::linking::schema_filter::filter_tables;
 use crate::linking::skeleton::sql_skeleton;
 use crate::linking::term_hints::TermHint;
 use crate::linking::value_index::ValueMatch;
@@ -48,6 +47,12 @@ pub(super) struct Question<'a> {
     pub values: &'a [ValueMatch],
     /// The question's words for schema names, already in `evidence` (empty when off).
     pub term_hints: &'a [TermHint],
+    /// The tables the schema filter kept; `None` when the schema is shown whole.
+    pub shown_tables: Option<&'a [String]>,
+    /// How long linking the question took: retrieval's time, with the demos'.
+    pub linking_ms: f64,
+    /// When the run began (its question's linking first).
+    pub started: Instant,
     /// The statements of the given evidence not told (`evidence_filter`).
     pub evidence_set_aside: &'a [String],
 }
@@ -127,18 +132,26 @@ impl<'r> Run<'r> {
             ranked: None,
             demo_questions: Vec::new(),
             linking: None,
-            filtered: None,
-            timings: StageTimings::default(),
+            filtered: question.shown_tables.map(|tables| {
+                let report = SchemaFilterReport {
+                    schema_tables: db.schema.tables.len(),
+                    tables: tables.to_vec(),
+                };
+                (db.schema.restrict_to(tables), report)
+            }),
+            timings: StageTimings {
+                retrieval_ms: question.linking_ms,
+                ..StageTimings::default()
+            },
             tokens: 0,
             unrevised: Vec::new(),
-            started: Instant::now(),
+            started: question.started,
             unavailable: None,
         })
     }
 
     pub(super) fn answer(mut self) -> Result<PipelineAnswer, RunError> {
         let config = &self.pipeline.config;
-        self.filter_schema()?;
         self.retrieve()?;
         self.round1()?;
         self.check_available()?;
@@ -175,50 +188,6 @@ impl<'r> Run<'r> {
         self.filtered
             .as_ref()
             .map_or(&self.db.schema, |(schema, _)| schema)
-    }
-
-    /// Cuts a large schema down to the tables the question is about ([`filter_tables`]); its
-    /// time counts as retrieval.
-    fn filter_schema(&mut self) -> Result<(), RunError> {
-        let above = self.pipeline.config.schema_filter_above;
-        let schema = &self.db.schema;
-        if above == 0 || schema.tables.len() <= above {
-            return Ok(());
-        }
-        let start = Instant::now();
-        let model_error = |source| RunError::Model {
-            stage: "schema_filter",
-            source,
-        };
-        let meaning = match &self.pipeline.models.embedder {
-            Some(embedder) => {
-                let tables = self
-                    .db
-                    .table_vectors(embedder.as_ref())
-                    .map_err(model_error)?;
-                let question = tables
-                    .embed_question(embedder.as_ref(), self.ask.question)
-                    .map_err(model_error)?;
-                Some((tables, question))
-            }
-            None => None,
-        };
-        let shown = filter_tables(
-            schema,
-            above,
-            self.ask.question,
-            meaning.as_ref().map(|(t, q)| (*t, q.as_slice())),
-            self.ask.values,
-        );
-        if let Some(tables) = shown {
-            let report = SchemaFilterReport {
-                schema_tables: schema.tables.len(),
-                tables: tables.clone(),
-            };
-            self.filtered = Some((schema.restrict_to(&tables), report));
-        }
-        self.timings.retrieval_ms += elapsed_ms(start);
-        Ok(())
     }
 
     fn retrieve(&mut self) -> Result<(), RunError> {
