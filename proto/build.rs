@@ -24,6 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = std::fs::read(&descriptor_path)?;
     pbjson_build::Builder::new()
         .register_descriptors(&descriptors)?
+        // Every field is written, defaults included, so a program never meets a missing `id`.
+        .emit_fields()
+        // Cells and rows are written as plain JSON by hand (`src/plain_json.rs`).
+        .exclude([".quorum.v1.Value", ".quorum.v1.Row"])
         .build(&[".quorum.v1"])?;
     for proto in PROTOS {
         println!("cargo:rerun-if-changed={proto}");

@@ -4,7 +4,10 @@
 # text-to-SQL run at a time and none waiting), over loopback sockets:
 #   - curl: 503 while the models load, 401/404/400/413/429 with OpenAI-style error bodies,
 #     /v1/sql answered and streamed as server-sent events;
-#   - the official `openai` Python client (scripts/http/openai_check.py);
+#   - CORS for the configured origin only;
+#   - the official `openai` Python client and LangChain's ChatOpenAI (scripts/http/openai_check.py);
+#   - every /v1 operation of /openapi.json called, each answer checked against its schema
+#     (scripts/http/openapi_check.py);
 #   - the official MCP Python client over streamable HTTP and over stdio through `quorum mcp`
 #     (scripts/http/mcp_check.py);
 #   - the Python client package, installed into a fresh venv, and its test suite
@@ -42,7 +45,8 @@ fi
 # A fresh venv: the client package must install from the checkout alone.
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install --quiet "$repo/clients/python[test]" openai selenium prometheus-client grpcio-tools==1.85.1 mcp
+"$py" -m pip install --quiet "$repo/clients/python[test]" openai selenium prometheus-client grpcio-tools==1.85.1 mcp \
+    openapi-spec-validator jsonschema langchain-openai
 "$py" "$repo/clients/python/generate.py" --check
 
 (cd "$repo" && cargo build --quiet -p quorum-server)
@@ -55,6 +59,7 @@ cat > "$work/quorum.toml" <<TOML
 listen = "127.0.0.1:$grpc_port"
 metrics_listen = "127.0.0.1:$http_port"
 auth_token = "$token"
+cors_origins = ["http://app.example"]
 
 [limits]
 max_concurrent_text2sql = 1
@@ -75,6 +80,7 @@ roles = ["embedder"]
 
 [databases]
 dir = "$work/no-scan"
+allowed_dir = "$spider/database"
 [databases.entries]
 concert_singer = "$spider/database/concert_singer/concert_singer.sqlite"
 
@@ -134,13 +140,28 @@ status 200 "$base/"
 grep -q 'Quorum' "$work/body" || fail "the playground page"
 echo "errors: 401, 404, 400 (field named), 413; the playground page is served"
 
+# CORS: a page on the configured origin may call the API (the preflight carries no token); one
+# on another origin gets no permission.
+curl -s -D "$work/headers" -o /dev/null -X OPTIONS -H 'origin: http://app.example' \
+    -H 'access-control-request-method: POST' -H 'access-control-request-headers: authorization, content-type' \
+    "$base/v1/sql"
+grep -qi '^access-control-allow-origin: http://app.example' "$work/headers" || fail "no CORS for the allowed origin: $(cat "$work/headers")"
+grep -qi '^access-control-allow-headers:.*authorization' "$work/headers" || fail "the preflight does not allow authorization"
+curl -s -D "$work/headers" -o /dev/null -X OPTIONS -H 'origin: http://evil.example' \
+    -H 'access-control-request-method: POST' "$base/v1/sql"
+! grep -qi '^access-control-allow-origin' "$work/headers" || fail "CORS allowed another origin: $(cat "$work/headers")"
+curl -s -D "$work/headers" -o /dev/null "${auth[@]}" -H 'origin: http://app.example' "$base/v1/databases"
+grep -qi '^access-control-allow-origin: http://app.example' "$work/headers" || fail "a CORS response without its origin"
+echo "CORS: the configured origin allowed (preflight and response), another refused"
+
 # /v1/sql: one answer as JSON, then the stages as events.
 status 200 "${auth[@]}" "${json[@]}" -d '{"dbId":"concert_singer","question":"How many singers do we have?"}' "$base/v1/sql"
 "$py" - "$work/body" <<'PY'
 import json, sys
 answer = json.load(open(sys.argv[1]))
 assert "count" in answer["sql"].lower(), answer["sql"]
-assert answer["preview"]["rows"][0]["values"][0]["integer"] == "6", answer["preview"]
+assert answer["preview"]["rows"] == [[6]] and answer["preview"]["totalRows"] == 1, answer["preview"]
+assert all("id" in c for c in answer["candidates"]), answer["candidates"]
 assert len(answer["candidates"]) >= 2 and answer["vote"]["clusters"], answer
 print(f"/v1/sql: {answer['sql']!r}, {len(answer['candidates'])} candidates")
 PY
@@ -165,9 +186,10 @@ grep -q '^event: answer' "$work/holder" || fail "the holding run did not answer"
 echo "429 with Retry-After while the run slot is taken: $(cat "$work/body")"
 
 "$py" "$repo/scripts/http/openai_check.py" "$base/v1" "$token"
+"$py" "$repo/scripts/http/openapi_check.py" "$base" "$token" pets_1/pets_1.sqlite
 "$py" "$repo/scripts/http/mcp_check.py" "$base" "127.0.0.1:$grpc_port" "$token" "$target/debug/quorum" \
     "$spider/database/concert_singer/concert_singer.sqlite"
-QUORUM_TARGET="127.0.0.1:$grpc_port" QUORUM_TOKEN="$token" "$py" -m pytest -q "$repo/clients/python/tests"
+QUORUM_TARGET="127.0.0.1:$grpc_port" QUORUM_HTTP="$base" QUORUM_TOKEN="$token" "$py" -m pytest -q "$repo/clients/python/tests"
 "$py" "$repo/scripts/http/metrics_check.py" "$base/metrics" "$repo/deploy/grafana/quorum-dashboard.json"
 "$py" "$repo/scripts/http/playground_check.py" "$base/" "$token" "$artifacts/playground.png" \
     "$spider/database/concert_singer/concert_singer.sqlite"

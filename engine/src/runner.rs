@@ -51,6 +51,8 @@ struct Active {
     prompt: Vec<u32>,
     generated: Vec<u32>,
     submitted: Instant,
+    /// The first engine step that computed the request's tokens: its prefill starts here.
+    first_step: Option<Instant>,
     first_token: Option<Instant>,
     last_token: Option<Instant>,
     deadline: Option<Instant>,
@@ -243,6 +245,7 @@ impl Runner {
             prompt: req.prompt_tokens,
             generated: Vec::new(),
             submitted: now,
+            first_step: None,
             first_token: None,
             last_token: None,
             deadline: req.deadline,
@@ -429,6 +432,7 @@ impl Runner {
             {
                 // The request's first step: it waited from submission until now.
                 a.cached_tokens = Some(s.start_position);
+                a.first_step = Some(Instant::now());
                 queued.push(a.submitted.elapsed());
             }
         }
@@ -633,6 +637,17 @@ impl Runner {
         stats.prompt_tokens_total += a.prompt.len() as u64;
         stats.prompt_tokens.observe(a.prompt.len() as f64);
         stats.generation_tokens.observe(a.generated.len() as f64);
+        // Prefill: from the first step to the first token; decode: from there to the last.
+        if let (Some(step), Some(first)) = (a.first_step, a.first_token) {
+            stats
+                .prefill_time
+                .observe_duration(first.saturating_duration_since(step));
+            if let Some(last) = a.last_token {
+                stats
+                    .decode_time
+                    .observe_duration(last.saturating_duration_since(first));
+            }
+        }
         *stats.finished_by_reason.entry(reason.as_str()).or_insert(0) += 1;
         *stats.finished_by_adapter.entry(adapter).or_insert(0) += 1;
     }

@@ -76,6 +76,10 @@ pub struct EngineStats {
     pub inter_token_latency: Histogram,
     /// From submission to the first step that computes a request's tokens.
     pub queue_time: Histogram,
+    /// Of each finished request: from its first step to its first token (the prompt's
+    /// prefill, chunked or preempted as it was), and from its first token to its last.
+    pub prefill_time: Histogram,
+    pub decode_time: Histogram,
     /// Prompt and generated tokens of each finished request.
     pub prompt_tokens: Histogram,
     pub generation_tokens: Histogram,
@@ -104,6 +108,8 @@ impl Default for EngineStats {
             ttft: Histogram::latency(),
             inter_token_latency: Histogram::latency(),
             queue_time: Histogram::latency(),
+            prefill_time: Histogram::latency(),
+            decode_time: Histogram::latency(),
             prompt_tokens: Histogram::token_counts(),
             generation_tokens: Histogram::token_counts(),
             finished_by_reason: std::collections::BTreeMap::new(),

@@ -35,6 +35,10 @@ expected = {
     "quorum_text2sql_answers": "counter",
     "quorum_text2sql_selector_calls": "counter",
     "quorum_text2sql_candidates": "counter",
+    "quorum_text2sql_stage_seconds": "histogram",
+    "quorum_rpc_time_to_first_message_seconds": "histogram",
+    "quorum_engine_request_prefill_seconds": "histogram",
+    "quorum_engine_request_decode_seconds": "histogram",
     "quorum_pipeline_generator_info": "gauge",
     "quorum_pipeline_selector_info": "gauge",
     "quorum_databases": "gauge",
@@ -54,7 +58,8 @@ def samples(name, suffix=""):
 
 generators = {s.labels["generator"]: s.labels["adapter"] for s in samples("quorum_pipeline_generator_info")}
 assert generators == {"qwen-rep": "rep-s2", "qwen-ddl": ""}, generators
-assert samples("quorum_databases")[0].value == 1
+# concert_singer from the configuration, pets_http registered over HTTP by openapi_check.py.
+assert samples("quorum_databases")[0].value == 2
 assert samples("quorum_unauthenticated_open")[0].value == 0, "the server has a token"
 adapters = {s.labels["adapter"]: s.value for s in samples("quorum_engine_adapter_requests", "_total")}
 assert adapters.get("rep-s2", 0) >= 1 and adapters.get("", 0) >= 1, adapters
@@ -68,6 +73,13 @@ for expected_pair in [("/v1/chat/completions", "200"), ("/v1/chat/completions", 
     assert expected_pair in http, (expected_pair, sorted(http))
 ttft = [s for s in samples("quorum_engine_time_to_first_token_seconds", "_count") if s.value > 0]
 assert ttft, "no time to first token observed"
+stages = {s.labels["stage"]: s.value for s in samples("quorum_text2sql_stage_seconds", "_count")}
+assert all(stages.get(k, 0) >= answers for k in ("round1", "execution", "total")), (stages, answers)
+assert stages.get("queue", 0) >= answers, stages
+first = {s.labels["method"]: s.value for s in samples("quorum_rpc_time_to_first_message_seconds", "_count")}
+assert first.get("Inference/Generate", 0) >= 1 and first.get("Text2Sql/GenerateStream", 0) >= 1, first
+for name in ("quorum_engine_request_prefill_seconds", "quorum_engine_request_decode_seconds"):
+    assert any(s.value > 0 for s in samples(name, "_count")), f"no {name} observed"
 dashboard = json.load(open(sys.argv[2]))
 charted = {re.sub(r"_(bucket|total)$", "", name)
            for panel in dashboard["panels"] for target in panel["targets"]

@@ -95,7 +95,7 @@ reply = asked.choices[0].message.content
 full = asked.model_extra["quorum"]
 assert reply.startswith("```sql\n") and full["sql"] in reply, reply
 assert "| 6 |" in reply, reply
-assert full["preview"]["totalRows"] == "1" or full["preview"]["totalRows"] == 1, full["preview"]
+assert full["preview"]["rows"] == [[6]] and full["preview"]["totalRows"] == 1, full["preview"]
 print(f"pipeline model: {full['sql']!r} -> 6")
 pieces, extension = [], None
 for chunk in client.chat.completions.create(
@@ -107,6 +107,18 @@ for chunk in client.chat.completions.create(
     extension = (chunk.model_extra or {}).get("quorum") or extension
 assert "| 6 |" in "".join(pieces) and extension and extension["sql"], (pieces, extension)
 print("pipeline model, streamed: the SQL, its table and the whole answer")
+
+# LangChain's OpenAI chat model, as an agent framework would hold it: the pipeline behind it,
+# and the fields LangChain sends accepted (none of them is dropped silently or refused).
+from langchain_openai import ChatOpenAI
+
+chain_model = ChatOpenAI(model="quorum-sql", base_url=base_url, api_key=token, max_retries=0,
+                         extra_body={"database": "concert_singer"})
+said = chain_model.invoke("How many singers do we have?")
+assert "| 6 |" in said.content, said.content
+streamed = "".join(part.content for part in chain_model.stream("How many singers do we have?"))
+assert "| 6 |" in streamed, streamed
+print("LangChain ChatOpenAI: the pipeline model answers 6, invoked and streamed")
 
 
 def expect(error_type, status, call):

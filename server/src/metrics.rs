@@ -26,6 +26,11 @@ pub struct Metrics {
     candidates: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     outcomes: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     latency: Mutex<BTreeMap<&'static str, Histogram>>,
+    /// Streaming RPCs: from arrival to the first message (for `Inference.Generate`, the first
+    /// token), waiting in every queue included.
+    first_message: Mutex<BTreeMap<&'static str, Histogram>>,
+    /// Text-to-SQL answers: each stage's wall time, and the wait for a run slot.
+    stages: Mutex<BTreeMap<&'static str, Histogram>>,
     http_outcomes: Mutex<BTreeMap<(String, u16), u64>>,
     http_latency: Mutex<BTreeMap<String, Histogram>>,
 }
@@ -37,6 +42,22 @@ impl Metrics {
         *lock(&self.outcomes).entry((method, code)).or_insert(0) += 1;
         lock(&self.latency)
             .entry(method)
+            .or_insert_with(|| Histogram::new(RPC_BUCKETS))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a streaming RPC's first message, `elapsed` after the request arrived.
+    pub fn record_first_message(&self, method: &'static str, elapsed: Duration) {
+        lock(&self.first_message)
+            .entry(method)
+            .or_insert_with(|| Histogram::new(RPC_BUCKETS))
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one text-to-SQL stage's wall time (`queue` is the wait for a run slot).
+    pub fn record_stage(&self, stage: &'static str, elapsed: Duration) {
+        lock(&self.stages)
+            .entry(stage)
             .or_insert_with(|| Histogram::new(RPC_BUCKETS))
             .observe(elapsed.as_secs_f64());
     }
@@ -66,6 +87,20 @@ impl Metrics {
                 Some(_) => "overruled_vote",
             };
             *lock(&self.selector_calls).entry(outcome).or_insert(0) += 1;
+        }
+        let t = &answer.timings;
+        for (stage, ms) in [
+            ("retrieval", t.retrieval_ms),
+            ("round1", t.round1_ms),
+            ("linking", t.linking_ms),
+            ("round2", t.round2_ms),
+            ("revision", t.revision_ms),
+            ("execution", t.execution_ms),
+            ("vote", t.vote_ms),
+            ("selection", t.selection_ms),
+            ("total", t.total_ms),
+        ] {
+            self.record_stage(stage, Duration::from_secs_f64(ms.max(0.0) / 1e3));
         }
         let mut candidates = lock(&self.candidates);
         for c in &answer.candidates {
@@ -116,6 +151,18 @@ impl Metrics {
             "Candidate SQL by stage (pre_sql, fin_sql, revision) and outcome (ok, failed to execute).",
             &candidates,
         );
+        out.push_str(
+            "# HELP quorum_text2sql_stage_seconds Wall time of each text-to-SQL stage (queue: the wait for a run slot; retrieval, round1, linking, round2, revision, execution, vote, selection; total: the run).\n",
+        );
+        out.push_str("# TYPE quorum_text2sql_stage_seconds histogram\n");
+        for (stage, h) in lock(&self.stages).iter() {
+            render_histogram(
+                out,
+                "quorum_text2sql_stage_seconds",
+                &format!("stage=\"{stage}\""),
+                h,
+            );
+        }
     }
 
     /// Records one HTTP request: its route pattern, status and time to the response head (a
@@ -165,7 +212,19 @@ impl Metrics {
                 "quorum_rpc_requests_total{{method=\"{method}\",code=\"{code}\"}} {n}"
             );
         }
-        out.push_str("# HELP quorum_rpc_duration_seconds RPC latency until the last message.\n");
+        out.push_str(
+            "# HELP quorum_rpc_time_to_first_message_seconds Streaming RPCs: time from arrival (queues included) to the first message; for Generate, the time to first token.\n",
+        );
+        out.push_str("# TYPE quorum_rpc_time_to_first_message_seconds histogram\n");
+        for (method, h) in lock(&self.first_message).iter() {
+            render_histogram(
+                out,
+                "quorum_rpc_time_to_first_message_seconds",
+                &format!("method=\"{method}\""),
+                h,
+            );
+        }
+        out.push_str("# HELP quorum_rpc_duration_seconds RPC latency from arrival (queues included) until the last message.\n");
         out.push_str("# TYPE quorum_rpc_duration_seconds histogram\n");
         for (method, h) in lock(&self.latency).iter() {
             render_histogram(

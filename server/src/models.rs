@@ -321,6 +321,16 @@ impl ModelRegistry {
                 |s: &EngineStats| &s.queue_time,
             ),
             (
+                "quorum_engine_request_prefill_seconds",
+                "Time from a request's first engine step to its first token (its prefill).",
+                |s: &EngineStats| &s.prefill_time,
+            ),
+            (
+                "quorum_engine_request_decode_seconds",
+                "Time from a request's first token to its last (its decode).",
+                |s: &EngineStats| &s.decode_time,
+            ),
+            (
                 "quorum_engine_request_prompt_tokens",
                 "Prompt tokens of each finished request.",
                 |s: &EngineStats| &s.prompt_tokens,

@@ -36,6 +36,8 @@ pub struct RpcContext {
     pub caller: Caller,
     facts: Arc<Mutex<AuditFacts>>,
     started: Instant,
+    /// Set by the first message a stream sends (shared by the context's clones).
+    first_message_sent: Arc<std::sync::atomic::AtomicBool>,
     state: Arc<AppState>,
 }
 
@@ -82,6 +84,7 @@ impl RpcContext {
             caller,
             facts: Arc::default(),
             started,
+            first_message_sent: Arc::default(),
             state: state.clone(),
         }
     }
@@ -118,6 +121,16 @@ impl RpcContext {
         self.facts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a streaming call's first message (its time from arrival) the first time only.
+    pub fn note_first_message(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.first_message_sent.swap(true, Ordering::AcqRel) {
+            self.state
+                .metrics
+                .record_first_message(self.method, self.started.elapsed());
+        }
     }
 
     /// Records the outcome; call exactly once per RPC.

@@ -142,6 +142,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             let face = http::Http {
                 state: state.clone(),
                 auth: auth.clone(),
+                cors: config.cors.clone(),
             };
             tokio::spawn(http::serve(l, face, stop_transport.clone()));
             Some(bound)
@@ -157,6 +158,7 @@ pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
             let face = http::Http {
                 state: state.clone(),
                 auth: auth.clone(),
+                cors: config.cors.clone(),
             };
             tokio::spawn(http::serve_scrape(l, face, stop_transport.clone()));
             Some(bound)

@@ -16,6 +16,10 @@ pub const RETRY_PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 /// several text-to-SQL runs or generations of seconds each, so sooner is rarely useful.
 pub const RETRY_PUSHBACK_MS: u32 = 1000;
 
+/// How a request whose prompt and generation budget overflow the model's context is told so;
+/// the HTTP face recognises it to answer OpenAI's `context_length_exceeded`.
+pub const CONTEXT_EXCEEDED: &str = "exceed the model's context";
+
 /// Why an RPC failed, in terms a caller can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -127,10 +131,10 @@ impl From<EngineError> for ServiceError {
                 max_new_tokens,
                 max,
             } => Self::invalid(
-                "prompt",
+                "max_tokens",
                 format!(
-                    "{n_tokens} prompt tokens plus {max_new_tokens} new tokens exceed the \
-                     model's limit of {max}"
+                    "{n_tokens} prompt tokens plus {max_new_tokens} new tokens {CONTEXT_EXCEEDED} \
+                     of {max} tokens"
                 ),
             ),
             EngineError::EmptyPrompt => Self::invalid("prompt", "must not be empty"),

@@ -94,7 +94,7 @@ def test_tokenize_counts_tokens(quorum: Client) -> None:
 
 def test_databases_are_listed_and_described(quorum: Client) -> None:
     listed = quorum.list_databases()
-    assert [d.db_id for d in listed.databases] == ["concert_singer"]
+    assert "concert_singer" in [d.db_id for d in listed.databases]
     assert listed.note == ""
     schema = quorum.describe("concert_singer")
     assert {"singer", "concert", "stadium"} <= {t.name for t in schema.tables}

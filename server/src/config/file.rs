@@ -48,6 +48,9 @@ pub struct RawServer {
     /// An address that serves only `/metrics`, `/live` and `/ready`: for Prometheus and probes,
     /// without the API (unset: none).
     pub scrape_listen: Option<String>,
+    /// Web pages on other origins that may call the HTTP API from a browser (CORS): whole
+    /// origins like `https://app.example.com`, or `["*"]` for any. Unset: same-origin only.
+    pub cors_origins: Option<Vec<String>>,
     /// Clients must send `authorization: Bearer <token>` when set.
     pub auth_token: Option<String>,
     /// Several tokens, each with a name, the databases it reaches, its rights and quotas,

@@ -7,6 +7,7 @@
 //! Spider dev databases, so that `quorum serve` works right after `scripts/fetch-models.sh`;
 //! `--profile` ([`profile::Profile`]) picks another shipped set of models.
 
+pub mod cors;
 pub mod file;
 pub mod profile;
 pub mod resolved;

@@ -17,13 +17,17 @@ use super::file::{RawConfig, RawDatabases, RawLimits, RawModel, RawPipeline, Rol
 use super::shipped::{
     profile_generators, profile_models, profile_round1, profile_selection, shipped_adapters,
 };
+use crate::config::cors::CorsPolicy;
 use crate::model_source::ModelDirs;
 
 /// Limits the server enforces per request and per engine.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     pub max_prompt_tokens: usize,
-    pub max_new_tokens: u32,
+    /// The most tokens one request may generate, when the operator caps it; unset, a request
+    /// may generate up to the model's context (what `/v1/models` advertises), as OpenAI's
+    /// `max_tokens` allows.
+    pub max_new_tokens: Option<u32>,
     pub max_n: u32,
     pub max_queue: usize,
     pub max_running: usize,
@@ -176,6 +180,8 @@ pub struct ServerConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// `/metrics`, `/live` and `/ready` alone, for scrapers and probes.
     pub scrape_listen: Option<SocketAddr>,
+    /// Which other origins' pages may call the HTTP API.
+    pub cors: CorsPolicy,
     pub auth_token: Option<String>,
     /// The tokens file, when tokens are kept in one.
     pub tokens_file: Option<PathBuf>,
@@ -323,6 +329,7 @@ pub fn resolve(
             None | Some("") => None,
             Some(addr) => Some(parse_addr(addr, "scrape_listen")?),
         },
+        cors: CorsPolicy::parse(server.cors_origins.as_deref())?,
         auth_token,
         tokens_file,
         audit: resolve_audit(server)?,
@@ -398,11 +405,15 @@ fn parse_addr(text: &str, field: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("server.{field}: `{text}` is not an address like 127.0.0.1:50051"))
 }
 
+/// The generation room a model's context leaves above the longest prompt, when neither the
+/// model's `max_model_len` nor `limits.max_new_tokens` says.
+const DEFAULT_GENERATION_ROOM: u32 = 1024;
+
 pub(super) fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
     // Defaults sized for the 0.5B model on a CPU: a few concurrent sequences of Spider prompts.
     let limits = Limits {
         max_prompt_tokens: raw.max_prompt_tokens.unwrap_or(4096),
-        max_new_tokens: raw.max_new_tokens.unwrap_or(1024),
+        max_new_tokens: raw.max_new_tokens,
         max_n: raw.max_n.unwrap_or(8),
         max_queue: raw.max_queue.unwrap_or(64),
         max_running: raw.max_running.unwrap_or(16),
@@ -423,7 +434,7 @@ pub(super) fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         "limits.max_prompt_tokens must be > 0"
     );
     ensure!(
-        limits.max_new_tokens > 0,
+        limits.max_new_tokens != Some(0),
         "limits.max_new_tokens must be > 0"
     );
     ensure!(
@@ -487,9 +498,10 @@ fn resolve_models(
             adapters.insert(adapter.clone(), dir);
         }
         // The prompt limit plus the generation budget must fit the context.
-        let max_model_len = m
-            .max_model_len
-            .unwrap_or(limits.max_prompt_tokens + limits.max_new_tokens as usize);
+        let max_model_len = m.max_model_len.unwrap_or(
+            limits.max_prompt_tokens
+                + limits.max_new_tokens.unwrap_or(DEFAULT_GENERATION_ROOM) as usize,
+        );
         out.push(ModelSpec {
             name,
             source: m.source,

@@ -18,13 +18,20 @@ pub fn sampling_params(
 ) -> Result<SamplingParams, ServiceError> {
     let default = pb::SamplingOptions::default();
     let o = options.unwrap_or(&default);
-    let max_tokens = o
-        .max_tokens
-        .unwrap_or(DEFAULT_MAX_TOKENS.min(limits.max_new_tokens));
-    if max_tokens == 0 || max_tokens > limits.max_new_tokens {
+    let cap = limits.max_new_tokens.unwrap_or(u32::MAX);
+    let max_tokens = o.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS.min(cap));
+    if max_tokens == 0 {
         return Err(ServiceError::invalid(
             "sampling.max_tokens",
-            format!("must be in 1..={}", limits.max_new_tokens),
+            "must be at least 1",
+        ));
+    }
+    // Beyond an operator's cap the request is refused here; otherwise the engine refuses a
+    // prompt plus `max_tokens` that overflows the model's context.
+    if max_tokens > cap {
+        return Err(ServiceError::invalid(
+            "sampling.max_tokens",
+            format!("must be in 1..={cap} (the server's `limits.max_new_tokens`)"),
         ));
     }
     let n = o.n.unwrap_or(1);

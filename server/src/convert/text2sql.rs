@@ -169,7 +169,7 @@ fn candidate(c: &Candidate) -> pb::Candidate {
             truncated,
         } => pb::candidate::Outcome::Ok(pb::ExecutionOk {
             result_signature: signature.clone(),
-            rows: *rows as u64,
+            rows: u32::try_from(*rows).unwrap_or(u32::MAX),
             truncated: *truncated,
         }),
         CandidateOutcome::Error { kind, message } => {
@@ -242,7 +242,7 @@ pub fn preview(p: &ResultPreview) -> pb::ResultPreview {
                 values: r.iter().map(value).collect(),
             })
             .collect(),
-        total_rows: p.total_rows as u64,
+        total_rows: u32::try_from(p.total_rows).unwrap_or(u32::MAX),
         truncated: p.truncated,
     }
 }

@@ -29,12 +29,14 @@ enum Input {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EmbeddingsRequest {
-    #[serde(default)]
     model: String,
     input: Input,
     encoding_format: Option<String>,
     dimensions: Option<usize>,
+    /// The end user, for the server's log.
+    user: Option<String>,
 }
 
 pub async fn embeddings(
@@ -87,7 +89,10 @@ async fn embed(http: &Http, req: EmbeddingsRequest) -> Result<Value, ServiceErro
         .ok_or_else(|| ServiceError::FailedPrecondition {
             what: "an embedder model".into(),
         })?;
-    if !req.model.is_empty() && req.model != embedder.spec.name {
+    if let Some(user) = &req.user {
+        tracing::info!(user, "request for an end user");
+    }
+    if req.model != embedder.spec.name {
         return Err(ServiceError::NotFound {
             what: "embedding model",
             id: req.model,

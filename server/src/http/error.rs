@@ -1,6 +1,9 @@
 //! How a failure answers over HTTP: the gRPC status the services return, mapped onto the HTTP
 //! status a web client expects (Google's published mapping of the two code tables), in the
-//! error body OpenAI clients parse (`{"error": {"message", "type", "param", "code"}}`).
+//! error body OpenAI clients parse: `{"error": {"message", "type", "param", "code",
+//! "grpc_code"}}`, where `type` and `code` are OpenAI's (`invalid_request_error`,
+//! `model_not_found`, `context_length_exceeded`, `rate_limit_exceeded`, ...; `code` is null
+//! where OpenAI has none) and `grpc_code` is the gRPC status the same call answers over gRPC.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -18,6 +21,8 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, when one is.
     pub param: Option<String>,
+    /// OpenAI's code for the error where the status alone does not say it.
+    pub openai_code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -28,7 +33,22 @@ impl ApiError {
             code: Code::InvalidArgument,
             message: format!("invalid `{param}`: {}", message.into()),
             param: Some(param.to_owned()),
+            openai_code: None,
         }
+    }
+
+    /// A request field this API does not know; refused rather than ignored.
+    pub fn unknown_field(param: &str) -> Self {
+        Self {
+            openai_code: Some("unknown_parameter"),
+            ..Self::invalid(param, "unrecognized request argument")
+        }
+    }
+
+    /// With OpenAI's code for it.
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.openai_code = Some(code);
+        self
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -37,6 +57,7 @@ impl ApiError {
             code: Code::NotFound,
             message: message.into(),
             param: None,
+            openai_code: None,
         }
     }
 
@@ -52,6 +73,22 @@ impl ApiError {
         }
     }
 
+    /// OpenAI's `code`: the one set, else what the status and message say, else none.
+    fn openai_code(&self) -> Option<&'static str> {
+        if self.openai_code.is_some() {
+            return self.openai_code;
+        }
+        match self.status.as_u16() {
+            401 => Some("invalid_api_key"),
+            429 => Some("rate_limit_exceeded"),
+            400 if self.message.contains(crate::status::CONTEXT_EXCEEDED) => {
+                Some("context_length_exceeded")
+            }
+            400 if self.param.is_some() => Some("invalid_value"),
+            _ => None,
+        }
+    }
+
     /// The error as a JSON value, for the body and for a stream's error event.
     pub fn body(&self) -> serde_json::Value {
         json!({
@@ -59,7 +96,8 @@ impl ApiError {
                 "message": self.message,
                 "type": self.kind(),
                 "param": self.param,
-                "code": crate::metrics::code_label(self.code),
+                "code": self.openai_code(),
+                "grpc_code": crate::metrics::code_label(self.code),
             }
         })
     }
@@ -99,6 +137,7 @@ impl From<tonic::Status> for ApiError {
             code: status.code(),
             message: status.message().to_owned(),
             param,
+            openai_code: None,
         }
     }
 }
@@ -106,6 +145,19 @@ impl From<tonic::Status> for ApiError {
 impl From<axum::extract::rejection::JsonRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         let status = rejection.status();
+        let message = rejection.body_text();
+        // serde names the field at fault as "missing field `model`" or "unknown field `x`".
+        let named = |phrase: &str| {
+            message
+                .split_once(phrase)
+                .and_then(|(_, rest)| rest.split_once('`'))
+                .map(|(field, _)| field.to_owned())
+        };
+        let (param, openai_code) = match (named("missing field `"), named("unknown field `")) {
+            (Some(field), _) => (Some(field), Some("missing_required_parameter")),
+            (None, Some(field)) => (Some(field), Some("unknown_parameter")),
+            (None, None) => (None, None),
+        };
         Self {
             status: if status == StatusCode::UNPROCESSABLE_ENTITY {
                 StatusCode::BAD_REQUEST
@@ -117,8 +169,9 @@ impl From<axum::extract::rejection::JsonRejection> for ApiError {
             } else {
                 Code::InvalidArgument
             },
-            message: rejection.body_text(),
-            param: None,
+            openai_code,
+            message,
+            param,
         }
     }
 }
@@ -172,7 +225,26 @@ mod tests {
         assert_eq!(e.param.as_deref(), Some("sampling.temperature"));
         let body = e.body();
         assert_eq!(body["error"]["type"], "invalid_request_error");
-        assert_eq!(body["error"]["code"], "INVALID_ARGUMENT");
+        assert_eq!(body["error"]["code"], "invalid_value");
+        assert_eq!(body["error"]["grpc_code"], "INVALID_ARGUMENT");
+    }
+
+    #[test]
+    fn openai_codes_stand_beside_the_grpc_ones() {
+        let context = ApiError::from(tonic::Status::invalid_argument(format!(
+            "invalid `max_tokens`: 900 prompt tokens plus 8000 new tokens {} of 8192 tokens",
+            crate::status::CONTEXT_EXCEEDED
+        )));
+        assert_eq!(context.body()["error"]["code"], "context_length_exceeded");
+        assert_eq!(context.param.as_deref(), Some("max_tokens"));
+        let unknown = ApiError::unknown_field("logit_bias").body();
+        assert_eq!(unknown["error"]["code"], "unknown_parameter");
+        assert_eq!(unknown["error"]["param"], "logit_bias");
+        let key = ApiError::from(tonic::Status::unauthenticated("no token")).body();
+        assert_eq!(key["error"]["code"], "invalid_api_key");
+        assert_eq!(key["error"]["grpc_code"], "UNAUTHENTICATED");
+        let missing = ApiError::not_found("no such route").body();
+        assert_eq!(missing["error"]["code"], serde_json::Value::Null);
     }
 
     #[test]

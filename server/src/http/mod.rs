@@ -1,7 +1,8 @@
 //! The HTTP face, on the metrics port: Prometheus metrics and probes, the OpenAI-compatible API
 //! (`/v1/models`, `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`), the text-to-SQL
-//! endpoint (`/v1/sql`, streamed as server-sent events on request), the databases, and the
-//! playground page at `/`.
+//! endpoint (`/v1/sql`, streamed as server-sent events on request) and its sub-tasks
+//! (`/v1/sql/{link,debug,optimize,explain}`), the databases (listed, registered, described,
+//! queried, with their notes), MCP at `/mcp`, and the playground page at `/`.
 //!
 //! Every `/v1` handler translates its request into the gRPC message and calls the gRPC service
 //! in-process, so both faces share one implementation: the same validation, limits, queues,
@@ -9,15 +10,18 @@
 //! is authenticated as the gRPC services are, and the caller (its token's scope and rights)
 //! travels into the in-process gRPC request, so each face enforces the same rules in one place.
 
+mod databases;
 mod embeddings;
 mod error;
 mod openai;
 mod openai_pipeline;
 mod openai_stream;
+mod openapi;
 mod playground;
 mod probes;
 mod sql;
 mod sse;
+mod subtasks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,6 +39,7 @@ pub use error::{ApiError, http_status};
 
 use crate::auth::authenticator::unauthenticated_status;
 use crate::auth::{Authenticator, Caller, Surface};
+use crate::config::cors::CorsPolicy;
 use crate::services::databases::DatabasesService;
 use crate::services::inference::InferenceService;
 use crate::services::text2sql::Text2SqlService;
@@ -49,6 +54,7 @@ const MAX_BODY_BYTES: usize = 2 << 20;
 pub struct Http {
     pub state: Arc<AppState>,
     pub auth: Authenticator,
+    pub cors: CorsPolicy,
 }
 
 impl Http {
@@ -178,6 +184,40 @@ async fn session_end_as_no_content(request: Request, next: Next) -> Response {
     response
 }
 
+/// The CORS layer of a policy: preflights answered and responses marked for the allowed
+/// origins, with the methods and headers the API takes; none for same-origin only.
+fn cors_layer(policy: &CorsPolicy) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{HeaderName, HeaderValue, header};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origins = match policy {
+        CorsPolicy::SameOrigin => return None,
+        CorsPolicy::AnyOrigin => AllowOrigin::any(),
+        CorsPolicy::Origins(list) => AllowOrigin::list(
+            list.iter()
+                .filter_map(|o| HeaderValue::from_str(o).ok())
+                .collect::<Vec<_>>(),
+        ),
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                HeaderName::from_static("x-request-id"),
+                HeaderName::from_static("mcp-session-id"),
+                HeaderName::from_static("mcp-protocol-version"),
+            ])
+            .expose_headers([
+                header::RETRY_AFTER,
+                HeaderName::from_static("mcp-session-id"),
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
+}
+
 /// Every route of the HTTP port.
 pub fn router(http: Http) -> Router {
     let api = Router::new()
@@ -187,9 +227,16 @@ pub fn router(http: Http) -> Router {
         .route("/v1/completions", post(openai::completions))
         .route("/v1/embeddings", post(embeddings::embeddings))
         .route("/v1/sql", post(sql::generate))
-        .route("/v1/databases", get(sql::list_databases))
-        .route("/v1/databases/{db_id}", get(sql::describe_database))
-        .route("/v1/databases/{db_id}/query", post(sql::query))
+        .route("/v1/sql/link", post(subtasks::link))
+        .route("/v1/sql/debug", post(subtasks::debug))
+        .route("/v1/sql/optimize", post(subtasks::optimize))
+        .route("/v1/sql/explain", post(subtasks::explain))
+        .route(
+            "/v1/databases",
+            get(databases::list_databases).post(databases::register_database),
+        )
+        .route("/v1/databases/{db_id}", get(databases::describe_database))
+        .route("/v1/databases/{db_id}/query", post(databases::query))
         .merge(
             Router::new()
                 .route_service("/mcp", mcp_service(&http))
@@ -197,23 +244,29 @@ pub fn router(http: Http) -> Router {
         )
         .route(
             "/v1/databases/{db_id}/notes",
-            get(sql::list_notes).post(sql::add_note),
+            get(databases::list_notes).post(databases::add_note),
         )
         .route(
             "/v1/databases/{db_id}/notes/{id}",
-            axum::routing::put(sql::edit_note).delete(sql::remove_note),
+            axum::routing::put(databases::edit_note).delete(databases::remove_note),
         )
         .route_layer(middleware::from_fn_with_state(http.clone(), authorize));
-    Router::new()
+    let app = Router::new()
         .route("/metrics", get(probes::metrics))
         .route("/live", get(probes::live))
         .route("/ready", get(probes::ready))
+        .route("/openapi.json", get(openapi::document))
         .merge(playground::routes())
         .merge(api)
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(middleware::from_fn_with_state(http.clone(), record))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(http)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    // Outermost, so that a preflight (which carries no token) is answered before `/v1`'s
+    // authentication.
+    match cors_layer(&http.cors) {
+        Some(cors) => app.layer(cors).with_state(http),
+        None => app.with_state(http),
+    }
 }
 
 /// The scrape port's routes: metrics and probes, no API. Prometheus and the kubelet reach it

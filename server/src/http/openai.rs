@@ -7,10 +7,13 @@
 //! default is greedy). A LoRA adapter is a model of its own, named by the adapter's name (or
 //! `model:adapter` where two models have an adapter of that name), as vLLM lists them. vLLM's
 //! extra sampling fields `top_k`, `repetition_penalty`, `ignore_eos`, `guided_regex`,
-//! `guided_json` and `guided_grammar` are accepted too. What Quorum does not do is refused
-//! with 400 and the field named, never ignored: tools, non-zero presence or frequency
-//! penalties, top log-probabilities, `echo`, `suffix`, `best_of`. Model `quorum-sql` is the
-//! text-to-SQL pipeline rather than a model (`openai_pipeline.rs`).
+//! `guided_json` and `guided_grammar` are accepted too. `model` is required. What Quorum does
+//! not do is refused with 400 and the field named, never ignored: tools, non-zero presence or
+//! frequency penalties, top log-probabilities, `echo`, `suffix`, `best_of`, and any field it
+//! does not know (`unknown_parameter`); fields it has no part for are accepted at their
+//! defaults only (`check_other_fields`). `max_tokens` may reach the model's context (its
+//! `max_model_len`) unless the operator caps it. Model `quorum-sql` is the text-to-SQL pipeline
+//! rather than a model (`openai_pipeline.rs`).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -210,7 +213,6 @@ struct Message {
 
 #[derive(Debug, Deserialize)]
 pub struct ChatRequest {
-    #[serde(default)]
     model: String,
     messages: Vec<Message>,
     #[serde(flatten)]
@@ -220,6 +222,10 @@ pub struct ChatRequest {
     tools: Option<Vec<Value>>,
     /// Quorum's extension: the database the pipeline model answers over.
     database: Option<String>,
+    /// Every other field, checked by [`check_other_fields`]; last, so that it holds only what
+    /// the fields above did not take.
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,7 +237,6 @@ enum Prompt {
 
 #[derive(Debug, Deserialize)]
 pub struct CompletionRequest {
-    #[serde(default)]
     model: String,
     prompt: Prompt,
     #[serde(flatten)]
@@ -240,16 +245,58 @@ pub struct CompletionRequest {
     echo: Option<bool>,
     suffix: Option<String>,
     best_of: Option<u32>,
+    #[serde(flatten)]
+    other: serde_json::Map<String, Value>,
+}
+
+/// The fields of OpenAI's API that Quorum has no part for but honours at their defaults (which
+/// are what it does anyway), and the value each may take. Any other field, or one of these
+/// with another value, is refused with `unknown_parameter` or `invalid_value`, never dropped.
+fn check_other_fields(other: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    for (name, value) in other {
+        let honoured = match name.as_str() {
+            // The end user, for the server's log: always honoured.
+            "user" | "safety_identifier" => {
+                if let Some(user) = value.as_str() {
+                    tracing::info!(user, "request for an end user");
+                }
+                value.is_string()
+            }
+            // Quorum stores no completions.
+            "store" => value == &Value::Bool(false),
+            // One tier of service.
+            "service_tier" => matches!(value.as_str(), Some("auto" | "default")),
+            // Without tools there is no tool to choose or to call in parallel.
+            "tool_choice" => matches!(value.as_str(), Some("none" | "auto")),
+            "parallel_tool_calls" => value.is_boolean(),
+            "modalities" => value == &serde_json::json!(["text"]),
+            "logit_bias" => value.as_object().is_some_and(serde_json::Map::is_empty),
+            _ => return Err(ApiError::unknown_field(name)),
+        };
+        if !honoured && !value.is_null() {
+            return Err(ApiError::invalid(
+                name,
+                format!("only its default is supported, not {value}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The model (and adapter) a request's `model` names: a model, an adapter by its name, or
 /// `model:adapter`. While the models load, the name goes on as given (the call then answers
 /// UNAVAILABLE).
 fn resolve_model(http: &Http, name: &str) -> Result<(String, Option<String>), ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::invalid(
+            "model",
+            "must name a model (GET /v1/models lists them)",
+        ));
+    }
     let Some(models) = http.state.loaded_models() else {
         return Ok((name.to_owned(), None));
     };
-    if name.is_empty() || models.decoders.iter().any(|d| d.spec.name == name) {
+    if models.decoders.iter().any(|d| d.spec.name == name) {
         return Ok((name.to_owned(), None));
     }
     if let Some((model, adapter)) = name.split_once(':')
@@ -278,7 +325,8 @@ fn resolve_model(http: &Http, name: &str) -> Result<(String, Option<String>), Ap
         }
         [] => Err(ApiError::not_found(format!(
             "unknown model `{name}` (GET /v1/models lists them)"
-        ))),
+        ))
+        .with_code("model_not_found")),
         several => Err(ApiError::invalid(
             "model",
             format!(
@@ -346,6 +394,7 @@ pub async fn chat_completions(
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(req) = body?;
+    check_other_fields(&req.other)?;
     if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid("tools", "tool calls are not supported"));
     }
@@ -402,6 +451,7 @@ pub async fn completions(
     body: Result<Json<CompletionRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(req) = body?;
+    check_other_fields(&req.other)?;
     if req.echo.unwrap_or(false) {
         return Err(ApiError::invalid("echo", "not supported"));
     }
@@ -500,7 +550,10 @@ pub async fn retrieve_model(
         .into_iter()
         .find(|card| card["id"] == id.as_str())
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("the model `{id}` does not exist")))
+        .ok_or_else(|| {
+            ApiError::not_found(format!("the model `{id}` does not exist"))
+                .with_code("model_not_found")
+        })
 }
 
 /// Every model the server answers for, as OpenAI's model objects.

@@ -124,8 +124,8 @@ pub fn reply_text(answer: &pb::Text2SqlResponse) -> String {
         let cells: Vec<String> = row.values.iter().map(cell).collect();
         text.push_str(&format!("| {} |\n", cells.join(" | ")));
     }
-    let shown = preview.rows.len().min(TABLE_ROWS) as u64;
-    let total = preview.total_rows;
+    let shown = preview.rows.len().min(TABLE_ROWS);
+    let total = preview.total_rows as usize;
     let more = if preview.truncated { "+" } else { "" };
     text.push_str(&format!(
         "\n{total}{more} row{}{}\n",

@@ -141,6 +141,7 @@ impl Forward {
                 }
             };
             let finished = message.finish_reason != pb::FinishReason::Unspecified as i32;
+            self.ctx.note_first_message();
             if self.tx.send(Ok(message)).await.is_err() {
                 return Code::Cancelled;
             }

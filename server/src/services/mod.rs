@@ -62,6 +62,7 @@ pub(crate) async fn join_run<T>(
 /// then its answer or its error, and returns the code the call ends with: `Cancelled` as soon
 /// as the caller has gone.
 pub(crate) async fn stream_run<T, E, M>(
+    ctx: &RpcContext,
     finish: impl Future<Output = Result<T, ServiceError>>,
     events: &mut mpsc::UnboundedReceiver<E>,
     tx: &mpsc::Sender<Result<M, Status>>,
@@ -73,10 +74,11 @@ pub(crate) async fn stream_run<T, E, M>(
         tokio::select! {
             biased;
             Some(event) = events.recv() => {
-                if let Some(m) = message(event)
-                    && tx.send(Ok(m)).await.is_err()
-                {
-                    return Code::Cancelled;
+                if let Some(m) = message(event) {
+                    ctx.note_first_message();
+                    if tx.send(Ok(m)).await.is_err() {
+                        return Code::Cancelled;
+                    }
                 }
             }
             result = &mut finish => break result,
@@ -85,14 +87,18 @@ pub(crate) async fn stream_run<T, E, M>(
     };
     // The run has ended: whatever it reported before returning is already queued.
     while let Ok(event) = events.try_recv() {
-        if let Some(m) = message(event)
-            && tx.send(Ok(m)).await.is_err()
-        {
-            return Code::Cancelled;
+        if let Some(m) = message(event) {
+            ctx.note_first_message();
+            if tx.send(Ok(m)).await.is_err() {
+                return Code::Cancelled;
+            }
         }
     }
     let (last, code) = match result {
-        Ok(done) => (Ok(answer(done)), Code::Ok),
+        Ok(done) => {
+            ctx.note_first_message();
+            (Ok(answer(done)), Code::Ok)
+        }
         Err(e) => {
             let code = e.code();
             (Err(Status::from(e)), code)

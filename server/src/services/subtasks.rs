@@ -187,7 +187,15 @@ impl Subtasks {
         let this = self.clone();
         let task = async move {
             let _guard = cancel.drop_guard();
-            let code = stream_run(this.finish(&ctx, handle), &mut events, &tx, Some, answer).await;
+            let code = stream_run(
+                &ctx,
+                this.finish(&ctx, handle),
+                &mut events,
+                &tx,
+                Some,
+                answer,
+            )
+            .await;
             ctx.finish(code);
         };
         let span = tracing::Span::current();

@@ -108,11 +108,15 @@ impl Text2SqlService {
             config.evidence_filter,
         );
         let evidence = with_notes(&notes, req.evidence.as_deref());
+        let queued_at = std::time::Instant::now();
         let permit = self
             .state
             .text2sql_queue
             .enter(ctx.deadline, &self.state.cancel_all)
             .await?;
+        self.state
+            .metrics
+            .record_stage("queue", queued_at.elapsed());
         // A child token: cancelled by this request's own end or by the server's grace period.
         let cancel = self.state.cancel_all.child_token();
         let scope = CallScope {
@@ -195,6 +199,7 @@ impl Text2SqlService {
         notes: &[Note],
     ) -> Code {
         stream_run(
+            ctx,
             self.finish(ctx, handle),
             events,
             tx,

@@ -50,14 +50,9 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// A cell as shown: cells are plain JSON values (a blob is its base64 text).
 function cell(v) {
-  if (!v) return "";
-  if (v.null) return "NULL";
-  if ("text" in v) return v.text;
-  if ("integer" in v) return v.integer;
-  if ("real" in v) return v.real;
-  if ("blob" in v) return `<blob ${atob(v.blob).length} bytes>`;
-  return "";
+  return v === null || v === undefined ? "NULL" : String(v);
 }
 
 function setStatus(text, kind) {
@@ -173,7 +168,7 @@ function drawView() {
   const pages = Math.max(1, Math.ceil(all.length / PAGE_ROWS));
   const shown = all.slice(view.page * PAGE_ROWS, (view.page + 1) * PAGE_ROWS);
   const head = el("tr", {}, (preview.columns || []).map((c) => el("th", {}, c)));
-  const rows = shown.map((r) => el("tr", {}, (r.values || []).map((v) => el("td", {}, cell(v)))));
+  const rows = shown.map((r) => el("tr", {}, r.map((v) => el("td", {}, cell(v)))));
   const total = Number(preview.totalRows || 0);
   box.append(el("table", { id: "rows" }, el("thead", {}, head), el("tbody", {}, rows)));
   box.append(el("p", { class: "note" },
@@ -194,10 +189,7 @@ function turnPage(step) {
 
 // A cell as a number, or null when it is not one.
 function number(v) {
-  if (!v) return null;
-  if ("integer" in v) return Number(v.integer);
-  if ("real" in v) return Number(v.real);
-  return null;
+  return typeof v === "number" ? v : null;
 }
 
 // How a result can be drawn: labels from the first column that is not all numbers (else the
@@ -206,7 +198,7 @@ function number(v) {
 // or too many rows to draw.
 function chartSpec(preview) {
   const columns = preview.columns || [];
-  const rows = (preview.rows || []).map((r) => r.values || []);
+  const rows = preview.rows || [];
   if (columns.length < 2 || rows.length < 1 || rows.length > CHART_MAX_ROWS) return null;
   const numeric = columns.map((_, i) => rows.every((r) => number(r[i]) !== null));
   let label = numeric.findIndex((n) => !n);
@@ -279,7 +271,7 @@ function toCsv(preview) {
   const field = (text) => (/[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text);
   const lines = [(preview.columns || []).map(field).join(",")];
   for (const row of preview.rows || []) {
-    lines.push((row.values || []).map((v) => (v && v.null ? "" : field(String(cell(v))))).join(","));
+    lines.push(row.map((v) => (v === null ? "" : field(String(v)))).join(","));
   }
   return lines.join("\r\n") + "\r\n";
 }
