@@ -11,16 +11,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use candle_core::{DType, Device};
 use clap::Parser;
-use quorum_models::BertEmbedder;
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dataset::{SpiderDataset, database_path};
 use quorum_sql::linking::schema_filter::filter_tables;
 use quorum_sql::linking::tables::link_tables;
-use quorum_sql::model::{Embedder, ModelCallError};
 use quorum_sql::schema::IntrospectOptions;
-use quorum_tests::{MINILM, model_path, spider_dir};
+use quorum_tests::{MiniLm, spider_dir};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -44,29 +41,9 @@ struct Args {
     no_foreign_keys: bool,
 }
 
-/// MiniLM as the pipeline's embedder.
-struct MiniLm(BertEmbedder);
-
-impl Embedder for MiniLm {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelCallError> {
-        let failed = |e: &dyn std::fmt::Display| ModelCallError::Failed {
-            name: MINILM.to_owned(),
-            message: e.to_string(),
-        };
-        self.0
-            .embed(texts)
-            .map_err(|e| failed(&e))?
-            .to_vec2()
-            .map_err(|e| failed(&e))
-    }
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
-    let device = Device::Cpu;
-    let checkpoint = quorum_weights::load_checkpoint(&model_path(MINILM), &device, DType::F32)
-        .context("loading MiniLM")?;
-    let embedder = MiniLm(BertEmbedder::load(checkpoint, &device)?);
+    let embedder = MiniLm::load()?;
     let data = SpiderDataset::new(spider_dir());
     let dev = data.dev()?;
     let slices = data.slices()?;

@@ -103,6 +103,35 @@ pub fn spider_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/spider")
 }
 
+/// The real all-MiniLM-L6-v2 on the CPU as the pipeline's sentence embedder.
+pub struct MiniLm(pub quorum_models::BertEmbedder);
+
+impl MiniLm {
+    pub fn load() -> Result<Self> {
+        let device = Device::Cpu;
+        let checkpoint =
+            quorum_weights::load_checkpoint(&model_path(MINILM), &device, candle_core::DType::F32)
+                .context("loading MiniLM")?;
+        Ok(Self(quorum_models::BertEmbedder::load(
+            checkpoint, &device,
+        )?))
+    }
+}
+
+impl quorum_sql::model::Embedder for MiniLm {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, quorum_sql::model::ModelCallError> {
+        let failed = |e: &dyn std::fmt::Display| quorum_sql::model::ModelCallError::Failed {
+            name: MINILM.to_owned(),
+            message: e.to_string(),
+        };
+        self.0
+            .embed(texts)
+            .map_err(|e| failed(&e))?
+            .to_vec2()
+            .map_err(|e| failed(&e))
+    }
+}
+
 /// Where servers started by tests find models and the shipped adapters: the environment's
 /// directories, with the adapters of this checkout unless `QUORUM_ADAPTERS_DIR` says otherwise
 /// (tests run in their crate's directory, not the checkout's root).

@@ -59,6 +59,8 @@ pub struct AppState {
     pub cancel_all: CancellationToken,
     /// Text-to-SQL requests wait here for a run slot.
     pub text2sql_queue: RunQueue,
+    /// Notes' sentence embeddings, for choosing among a database's many notes.
+    pub note_embeddings: crate::note_retrieval::NoteEmbeddings,
     next_request: AtomicU64,
     /// Distinguishes request ids across restarts.
     boot_id: u64,
@@ -127,6 +129,7 @@ impl AppState {
                 limits.max_concurrent_text2sql,
                 limits.max_waiting_text2sql,
             ),
+            note_embeddings: crate::note_retrieval::NoteEmbeddings::default(),
             limits,
             metrics: Metrics::default(),
             adapter_admin,

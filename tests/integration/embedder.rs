@@ -79,3 +79,57 @@ fn minilm_matches_candle_bert() {
         assert!(diff < 1e-4, "hidden states differ by {diff} on {text:?}");
     }
 }
+
+/// A team with more notes than a prompt holds: each question is told the notes that mean what
+/// it asks, in its own words or in others, and none of the unrelated ones.
+#[test]
+fn many_notes_reach_the_questions_that_mean_them_in_other_words() {
+    use quorum_server::note_retrieval::{NoteEmbeddings, NoteRanker, notes_for};
+    use quorum_server::notes::Note;
+    let mut notes: Vec<Note> = (1..=30)
+        .map(|id| Note {
+            id,
+            // No word of three letters or more in common with any question below.
+            text: format!(
+                "Warehouse bay {id} restocks on shift {} overnight, pallets before crates.",
+                id % 3
+            ),
+        })
+        .collect();
+    let meaningful = [
+        (31, "Revenue is the sum of price times quantity, in cents."),
+        (
+            32,
+            "A churned customer is one with no order in the last 90 days.",
+        ),
+        (33, "Ages are in whole years."),
+    ];
+    notes.extend(meaningful.iter().map(|(id, text)| Note {
+        id: *id,
+        text: (*text).to_owned(),
+    }));
+    let embedder = quorum_tests::MiniLm(embedder());
+    let cache = NoteEmbeddings::default();
+    for (question, want) in [
+        ("How much money did we make in March?", 31),
+        ("Which clients stopped buying from us?", 32),
+        ("How old is the oldest singer?", 33),
+    ] {
+        let by_words = notes_for(question, &notes, false, None).unwrap();
+        assert!(
+            by_words.iter().all(|n| n.id != want),
+            "{question}: shares a word with note {want}, so it tests nothing"
+        );
+        let ranker = NoteRanker {
+            embedder: &embedder,
+            cache: &cache,
+        };
+        let told = notes_for(question, &notes, false, Some(ranker)).unwrap();
+        let ids: Vec<u32> = told.iter().map(|n| n.id).collect();
+        assert_eq!(ids.first(), Some(&want), "{question}: told {ids:?}");
+        assert!(
+            ids.iter().all(|id| *id > 30),
+            "{question}: an unrelated note told: {ids:?}"
+        );
+    }
+}

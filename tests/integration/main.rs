@@ -16,6 +16,7 @@ mod lora;
 mod mysql_gold;
 mod mysql_safety;
 mod mysql_support;
+mod note_recall;
 mod postgres_gold;
 mod postgres_safety;
 mod postgres_support;

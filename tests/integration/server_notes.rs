@@ -343,7 +343,7 @@ fn a_note_reaches_the_prompt_of_every_format() {
     }];
     let question = "How many singers are older?";
     let evidence = with_notes(
-        &notes_for(question, &notes, true),
+        &notes_for(question, &notes, true, None).expect("no ranker to fail"),
         Some("EVIDENCE-3K: singers are people."),
     );
     let formats = [

@@ -21,9 +21,10 @@ use crate::auth::Right;
 use crate::auth::quota::RunSlot;
 use crate::convert;
 use crate::databases::Database;
-use crate::note_retrieval::{notes_for, with_notes};
+use crate::models::ModelRegistry;
+use crate::note_retrieval::{NoteRanker, notes_for, with_notes};
 use crate::notes::Note;
-use crate::pipeline_models::CallScope;
+use crate::pipeline_models::{BertSentenceEmbedder, CallScope};
 use crate::rpc::RpcContext;
 use crate::state::{Admission, AppState};
 use crate::status::ServiceError;
@@ -82,6 +83,33 @@ impl Text2SqlService {
         }
     }
 
+    /// The notes `question` is told, chosen off the async workers when the embedder ranks them.
+    async fn notes_for(
+        &self,
+        question: &str,
+        db_id: &str,
+        evidence_filter: bool,
+        models: &ModelRegistry,
+    ) -> Result<Vec<Note>, ServiceError> {
+        let stored = self.state.databases.notes.list(db_id);
+        let embedder = models
+            .embedder
+            .clone()
+            .map(|model| BertSentenceEmbedder { model });
+        let state = self.state.clone();
+        let question = question.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let ranker = embedder.as_ref().map(|e| NoteRanker {
+                embedder: e,
+                cache: &state.note_embeddings,
+            });
+            notes_for(&question, &stored, evidence_filter, ranker)
+        })
+        .await
+        .map_err(ServiceError::internal)?
+        .map_err(|e| ServiceError::internal(format!("ranking the database's notes: {e}")))
+    }
+
     /// Validates the request, then waits for a run slot.
     async fn prepare(
         &self,
@@ -102,11 +130,9 @@ impl Text2SqlService {
         self.state.sync_databases().await;
         let runtime = self.state.pipeline_runtime()?;
         let config = convert::pipeline_config(&runtime.base, req.options.as_ref())?;
-        let notes = notes_for(
-            &req.question,
-            &self.state.databases.notes.list(&req.db_id),
-            config.evidence_filter,
-        );
+        let notes = self
+            .notes_for(&req.question, &req.db_id, config.evidence_filter, &models)
+            .await?;
         let evidence = with_notes(&notes, req.evidence.as_deref());
         let queued_at = std::time::Instant::now();
         let permit = self
