@@ -22,7 +22,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .errors import DEFAULT_PUSHBACK_S, QuorumError, from_rpc_error
-from .methods import Call, Methods
+from .methods import Call, Methods, wait_until_serving
 from ._proto.quorum.v1 import databases_pb2_grpc, inference_pb2_grpc, text2sql_pb2_grpc
 
 #: The generated stub of each service.
@@ -133,16 +133,7 @@ class Client(Methods):
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         """Returns once the server reports SERVING; raises TimeoutError after `timeout`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if self.health() == "SERVING":
-                    return
-            except QuorumError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the server was not ready within {timeout} s")
-            time.sleep(0.2)
+        wait_until_serving(self.health, timeout)
 
 
 __all__ = ["Client", "QuorumError"]

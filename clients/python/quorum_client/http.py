@@ -29,7 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from .errors import DEFAULT_PUSHBACK_S, PUSHBACK_KEY, QuorumError, pushback_s
-from .methods import Call, Methods
+from .methods import Call, Methods, wait_until_serving
 
 
 def _tagged_cell(value: Any) -> dict:
@@ -183,13 +183,4 @@ class HttpClient(Methods):
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         """Returns once the server is ready; raises TimeoutError after `timeout`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if self.health() == "SERVING":
-                    return
-            except QuorumError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the server was not ready within {timeout} s")
-            time.sleep(0.2)
+        wait_until_serving(self.health, timeout)

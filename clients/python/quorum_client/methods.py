@@ -7,10 +7,12 @@ asyncio client, a coroutine of it) and its `_stream` an iterator (or an async it
 stream's messages; `then` turns an answer into what the method promises (`query`'s `Rows`).
 """
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 from urllib.parse import quote
 
+from .errors import QuorumError
 from .rows import Rows
 from ._proto.quorum.v1 import databases_pb2, inference_pb2, text2sql_pb2
 
@@ -30,6 +32,21 @@ class Call:
     http_path: Optional[str] = None
     #: The HTTP body when it is not the request itself (routes that take the id in the path).
     http_body: Optional[dict] = field(default=None)
+
+
+def wait_until_serving(health: Callable[[], str], timeout: float) -> None:
+    """Polls `health` until it says SERVING; raises TimeoutError after `timeout` seconds. A
+    refusal while the server starts counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if health() == "SERVING":
+                return
+        except QuorumError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the server was not ready within {timeout} s")
+        time.sleep(0.2)
 
 
 def _db(db_id: str) -> str:

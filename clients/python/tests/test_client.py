@@ -9,7 +9,6 @@ bearer token. QUORUM_TARGET and QUORUM_TOKEN name it; without them the tests fai
 
 import contextlib
 import io
-import os
 import pathlib
 import re
 import threading
@@ -20,20 +19,6 @@ import pytest
 from quorum_client import Client, QuorumError, Rows, pb
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
-
-
-@pytest.fixture(scope="module")
-def target() -> str:
-    value = os.environ.get("QUORUM_TARGET")
-    assert value, "set QUORUM_TARGET (host:port of a running quorum serve)"
-    return value
-
-
-@pytest.fixture(scope="module")
-def token() -> str:
-    value = os.environ.get("QUORUM_TOKEN")
-    assert value, "set QUORUM_TOKEN (the server's bearer token)"
-    return value
 
 
 @pytest.fixture(scope="module")

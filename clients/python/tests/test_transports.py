@@ -5,34 +5,12 @@ QUORUM_TARGET and QUORUM_TOKEN; without them the tests fail.
 """
 
 import asyncio
-import os
 import threading
 
 import grpc
 import pytest
 
 from quorum_client import AsyncClient, Client, HttpClient, QuorumError, Rows, pb
-
-
-@pytest.fixture(scope="module")
-def target() -> str:
-    value = os.environ.get("QUORUM_TARGET")
-    assert value, "set QUORUM_TARGET (host:port of a running quorum serve)"
-    return value
-
-
-@pytest.fixture(scope="module")
-def base_url() -> str:
-    value = os.environ.get("QUORUM_HTTP")
-    assert value, "set QUORUM_HTTP (http://host:port of the server's HTTP port)"
-    return value
-
-
-@pytest.fixture(scope="module")
-def token() -> str:
-    value = os.environ.get("QUORUM_TOKEN")
-    assert value, "set QUORUM_TOKEN (the server's bearer token)"
-    return value
 
 
 @pytest.fixture(scope="module")
