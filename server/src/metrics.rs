@@ -100,7 +100,11 @@ impl Metrics {
             ("selection", t.selection_ms),
             ("total", t.total_ms),
         ] {
-            self.record_stage(stage, Duration::from_secs_f64(ms.max(0.0) / 1e3));
+            // A stage the answer skipped (no revision, no selector) is not a zero-second stage:
+            // counting it would pull its quantiles to zero.
+            if ms > 0.0 || stage == "total" {
+                self.record_stage(stage, Duration::from_secs_f64(ms.max(0.0) / 1e3));
+            }
         }
         let mut candidates = lock(&self.candidates);
         for c in &answer.candidates {
@@ -152,7 +156,7 @@ impl Metrics {
             &candidates,
         );
         out.push_str(
-            "# HELP quorum_text2sql_stage_seconds Wall time of each text-to-SQL stage (queue: the wait for a run slot; retrieval, round1, linking, round2, revision, execution, vote, selection; total: the run).\n",
+            "# HELP quorum_text2sql_stage_seconds Wall time of each text-to-SQL stage an answer ran (queue: the wait for a run slot; retrieval, round1, linking, round2, revision, execution, vote, selection; total: the run).\n",
         );
         out.push_str("# TYPE quorum_text2sql_stage_seconds histogram\n");
         for (stage, h) in lock(&self.stages).iter() {
