@@ -8,13 +8,17 @@
 //! pipeline's join repairs and foreign keys inferred from names (`quorum_sql::inferred_keys`,
 //! which reads single-column primary keys) have nothing to stand on. So in a database that
 //! declares no primary key at all, a table's key is read off its data: the first column named
-//! `id` or ending in `id` whose values are all present and distinct.
+//! `id` or ending in `id` whose values are all present and distinct. Its foreign keys are then
+//! those its names imply, and the columns named after another table
+//! (`quorum_sql::inferred_keys::keys_named_after_tables`) whose values are, but for a few, that
+//! table's key: in such a database the data can settle what a name alone does not.
 
 use std::sync::Arc;
 
 use duckdb::Connection;
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dialect::Dialect;
+use quorum_sql::inferred_keys::{inferred_foreign_keys, keys_named_after_tables};
 use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
 use quorum_sql::value::Value;
 
@@ -150,12 +154,54 @@ pub(crate) fn introspect(
             rows,
         });
     }
-    Ok(Schema {
+    let mut schema = Schema {
         db_id: db_id.to_owned(),
         tables,
         foreign_keys,
         dialect: Dialect::DuckDb,
-    })
+    };
+    if !declares_keys && schema.foreign_keys.is_empty() {
+        let mut keys = inferred_foreign_keys(&schema);
+        schema.foreign_keys.clone_from(&keys);
+        for candidate in keys_named_after_tables(&schema) {
+            if values_within_key(&conn, &candidate)? {
+                keys.push(candidate);
+            }
+        }
+        schema.foreign_keys = keys;
+    }
+    Ok(schema)
+}
+
+/// Share of a named column's distinct values that must be the referenced key's for the link to
+/// be kept: data exported from a live system keeps a few references whose row is gone (Spider's
+/// `model_list` names a maker `car_makers` lacks), and a column that only shares a name with a
+/// table holds other values altogether.
+const KEY_VALUE_SHARE: f64 = 0.9;
+
+/// Whether the referencing column holds values and at least [`KEY_VALUE_SHARE`] of its distinct
+/// ones are the referenced key's (compared as text, so that an integer key read from one file
+/// meets the same numbers read as text from another).
+fn values_within_key(conn: &Connection, key: &ForeignKey) -> Result<bool, DuckDbError> {
+    let q = |name: &str| Dialect::DuckDb.quote(name);
+    let (from, column) = (q(&key.from_table), q(&key.from_column));
+    let (to, to_column) = (q(&key.to_table), q(&key.to_column));
+    let counts = cells(
+        conn,
+        &format!(
+            "SELECT count(*), count(k.v) FROM \
+             (SELECT DISTINCT CAST({column} AS VARCHAR) AS v FROM {from} \
+              WHERE {column} IS NOT NULL) AS d \
+             LEFT JOIN (SELECT DISTINCT CAST({to_column} AS VARCHAR) AS v FROM {to}) AS k \
+             ON d.v = k.v"
+        ),
+    )?;
+    let [Value::Integer(values), Value::Integer(in_key)] =
+        counts.first().map(Vec::as_slice).unwrap_or_default()
+    else {
+        return Err(unexpected("a key's values", &key.from_table));
+    };
+    Ok(*values > 0 && *in_key as f64 >= KEY_VALUE_SHARE * *values as f64)
 }
 
 /// A catalog row not of the shape its query asks for (names are text, never NULL).
@@ -262,7 +308,17 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let shop = dir.path().join("shop");
         std::fs::create_dir(&shop).expect("folder");
-        std::fs::write(shop.join("orders.csv"), "id,total\n1,9.5\n2,20\n3,4\n").expect("csv");
+        std::fs::write(
+            shop.join("orders.csv"),
+            "id,total,warehouse,customer\n1,9.5,1,Ada\n2,20,2,Bob\n3,4,1,Ada\n",
+        )
+        .expect("csv");
+        std::fs::write(shop.join("warehouses.csv"), "wh_id,city\n1,Oslo\n2,Rome\n").expect("csv");
+        std::fs::write(
+            shop.join("customers.csv"),
+            "customer_id,name\n1,Ada\n2,Bob\n",
+        )
+        .expect("csv");
         std::fs::write(
             shop.join("items.csv"),
             "order_id,item_id,sku\n1,10,a\n1,11,b\n2,12,a\n",
@@ -279,8 +335,16 @@ mod tests {
         assert_eq!(key("orders"), ["id"]);
         // `paid` ends in "id" but repeats; nothing else is named like a key.
         assert!(key("notes").is_empty());
+        // `warehouse` is named after a table and holds its keys; `customer` is named after one
+        // but holds names, not `customer_id`s.
         let fks = foreign_keys(&handle.schema);
-        assert_eq!(fks, ["items.order_id->orders.id"]);
+        assert_eq!(
+            fks,
+            [
+                "items.order_id->orders.id",
+                "orders.warehouse->warehouses.wh_id"
+            ]
+        );
     }
 
     /// A DuckDB file is served as it is (no copy), read-only, with the keys it declares.

@@ -19,7 +19,7 @@
 //! primary key references nothing, and a column that could mean two tables is left alone.
 
 use crate::schema::{ForeignKey, Schema, Table};
-use crate::words::singular;
+use crate::words::{name_words, singular};
 
 /// The keys [`Schema::foreign_keys`] should hold when the database declares none; empty when it
 /// declares some, or when no name says anything.
@@ -50,6 +50,57 @@ pub fn inferred_foreign_keys(schema: &Schema) -> Vec<ForeignKey> {
                     from_column: column.name.clone(),
                     to_table: target.table.name.clone(),
                     to_column: target.key.to_owned(),
+                });
+            }
+        }
+    }
+    keys
+}
+
+/// Columns named after another table, as candidates for a backend that can read the data to
+/// confirm: `model_list.Maker` → `car_makers.Id`, `countries.Continent` → `continents.ContId`.
+/// A name alone does not settle these (a `country` column may hold a country's name, not its
+/// key), so [`inferred_foreign_keys`] does not take them; a backend keeps a candidate whose
+/// every value is one of the referenced key's. A column matches a table whose single-column
+/// key it is not, by its singular words: the table's whole name (`car maker`) or its last word
+/// (`maker`, three letters at least); one that would mean two tables is left alone, as is one
+/// that already references something.
+pub fn keys_named_after_tables(schema: &Schema) -> Vec<ForeignKey> {
+    let targets: Vec<(&Table, &str, String, Option<String>)> = schema
+        .tables
+        .iter()
+        .filter_map(|t| {
+            let key = single_key(t)?;
+            let words = name_words(&t.name);
+            let last = words
+                .rsplit(' ')
+                .next()
+                .filter(|w| w.len() >= 3 && w.len() < words.len())
+                .map(str::to_owned);
+            Some((t, key, words, last))
+        })
+        .collect();
+    let mut keys = Vec::new();
+    for table in &schema.tables {
+        let own_key = single_key(table);
+        for column in &table.columns {
+            let references = schema
+                .foreign_keys
+                .iter()
+                .any(|k| k.from_table == table.name && k.from_column == column.name);
+            if own_key == Some(column.name.as_str()) || references {
+                continue;
+            }
+            let words = name_words(&column.name);
+            let mut meant = targets.iter().filter(|(t, _, whole, last)| {
+                !std::ptr::eq(*t, table) && (*whole == words || last.as_ref() == Some(&words))
+            });
+            if let (Some((target, key, _, _)), None) = (meant.next(), meant.next()) {
+                keys.push(ForeignKey {
+                    from_table: table.name.clone(),
+                    from_column: column.name.clone(),
+                    to_table: target.name.clone(),
+                    to_column: (*key).to_owned(),
                 });
             }
         }
@@ -255,6 +306,49 @@ mod tests {
             table("visits", &["visit_id"], &["visit_id", "user_id"]),
         ]);
         assert!(pairs(&inferred_foreign_keys(&s)).is_empty());
+    }
+
+    /// car_1's links that no key name reveals: three are columns named after the table they
+    /// reference; `Maker` in `car_makers` is the table's own and `Model` names no table.
+    #[test]
+    fn columns_named_after_tables_are_candidates() {
+        let s = schema(vec![
+            table("continents", &["ContId"], &["ContId", "Continent"]),
+            table(
+                "countries",
+                &["CountryId"],
+                &["CountryId", "CountryName", "Continent"],
+            ),
+            table(
+                "car_makers",
+                &["Id"],
+                &["Id", "Maker", "FullName", "Country"],
+            ),
+            table("model_list", &["ModelId"], &["ModelId", "Maker", "Model"]),
+            table("car_names", &["MakeId"], &["MakeId", "Model", "Make"]),
+        ]);
+        assert_eq!(
+            pairs(&keys_named_after_tables(&s)),
+            [
+                "countries.Continent -> continents.ContId",
+                "car_makers.Country -> countries.CountryId",
+                "model_list.Maker -> car_makers.Id",
+            ]
+        );
+        // Two tables whose last word is the column's, and a column that already references.
+        let mut s = schema(vec![
+            table("home_teams", &["id"], &["id"]),
+            table("away_teams", &["id"], &["id"]),
+            table("games", &["id"], &["id", "team", "country"]),
+            table("countries", &["code"], &["code"]),
+        ]);
+        s.foreign_keys.push(ForeignKey {
+            from_table: "games".into(),
+            from_column: "country".into(),
+            to_table: "countries".into(),
+            to_column: "code".into(),
+        });
+        assert!(keys_named_after_tables(&s).is_empty());
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod constrained;
 mod cpu_forward;
 mod dense_parity;
 mod duckdb_gold;
+mod duckdb_keys;
 mod duckdb_safety;
 mod embedder;
 mod engine;
