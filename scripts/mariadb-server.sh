@@ -12,6 +12,10 @@
 # DIR. As root the server runs as the `mysql` user. When no server binaries are found and
 # apt-get is available (CI), the `mariadb-server` package is installed first (and the system
 # service it starts is stopped).
+#
+# With MARIADB_TLS=1 at the first start, TCP clients must use TLS (`require_secure_transport`):
+# a private CA (DIR/tls/ca.pem) signs the server's certificate, which names 127.0.0.1 and no
+# host name. A restarted server keeps TLS.
 set -euo pipefail
 cmd=${1:?usage: mariadb-server.sh start|stop DIR}
 dir=${2:?usage: mariadb-server.sh start|stop DIR}
@@ -47,6 +51,15 @@ case "$cmd" in
         || { cat "$dir/install.log" >&2; exit 1; }
       head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' >"$dir/admin-password"
       chmod 600 "$dir/admin-password"
+      if [ "${MARIADB_TLS:-0}" = 1 ]; then
+        bash "$(dirname "$0")/tls-test-certs.sh" "$dir/tls"
+        [ "$user" = mysql ] && chown -R mysql "$dir/tls"
+      fi
+    fi
+    tls=()
+    if [ -f "$dir/tls/server.pem" ]; then
+      tls=(--ssl-ca="$dir/tls/ca.pem" --ssl-cert="$dir/tls/server.pem"
+        --ssl-key="$dir/tls/server.key" --require-secure-transport=ON)
     fi
     # A restarted server keeps its port, so clients' URLs stay valid.
     if [ -f "$dir/port" ]; then
@@ -58,7 +71,7 @@ case "$cmd" in
       --port="$port" --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" \
       --lower-case-table-names=1 --skip-name-resolve --max-connections=200 \
       --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 \
-      --log-error="$dir/server.log" >/dev/null 2>&1 &
+      --log-error="$dir/server.log" "${tls[@]}" >/dev/null 2>&1 &
     for _ in $(seq 1 120); do
       mariadb-admin --no-defaults --socket="$sock" -uroot ping >/dev/null 2>&1 && break
       [ -f "$dir/admin-password" ] && mariadb-admin --no-defaults --socket="$sock" -uroot \

@@ -60,19 +60,7 @@ case "$cmd" in
         --pwfile="$dir/admin-password" -E UTF8 --locale=C.UTF-8 --no-sync >"$dir/initdb.log" 2>&1 \
         || { cat "$dir/initdb.log" >&2; exit 1; }
       if [ "${PG_TLS:-0}" = 1 ]; then
-        mkdir -p "$dir/tls"
-        (
-          cd "$dir/tls"
-          openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=quorum test CA" \
-            -keyout ca.key -out ca.pem -addext basicConstraints=critical,CA:TRUE \
-            -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
-          openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key \
-            -out server.csr 2>/dev/null
-          printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext.cnf
-          openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
-            -extfile ext.cnf -out server.pem 2>/dev/null
-          chmod 600 server.key
-        )
+        bash "$(dirname "$0")/tls-test-certs.sh" "$dir/tls"
         [ ${#as_owner[@]} -gt 0 ] && chown -R postgres "$dir/tls"
         sed -i 's/^host /hostssl /' "$dir/data/pg_hba.conf"
         cat >>"$dir/data/postgresql.conf" <<CONF

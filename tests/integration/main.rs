@@ -17,6 +17,7 @@ mod lora;
 mod mysql_gold;
 mod mysql_safety;
 mod mysql_support;
+mod mysql_tls;
 mod note_recall;
 mod postgres_gold;
 mod postgres_safety;

@@ -19,11 +19,26 @@ fn script() -> std::path::PathBuf {
 
 impl MariaDbServer {
     pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// A server that refuses TCP clients without TLS (`require_secure_transport`).
+    pub fn start_tls() -> Self {
+        Self::start_with(true)
+    }
+
+    /// The CA that signed a TLS server's certificate (which names 127.0.0.1 only).
+    pub fn tls_ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("tls/ca.pem")
+    }
+
+    fn start_with(tls: bool) -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         let out = Command::new("bash")
             .arg(script())
             .arg("start")
             .arg(dir.path())
+            .env("MARIADB_TLS", if tls { "1" } else { "0" })
             .output()
             .expect("mariadb-server.sh runs");
         assert!(
