@@ -22,7 +22,7 @@ use quorum_sql::dataset::{Example, database_path};
 use quorum_sql::dialect::Dialect;
 use quorum_sql::hardness::hardness;
 use quorum_sql::linking::tables::link_tables;
-use quorum_sql::rules::translate::sqlite_gold_to_postgres;
+use quorum_sql::rules::translate::sqlite_gold_for;
 use quorum_sql::sandbox::{ExecError, Sandbox};
 use quorum_sql::schema::{IntrospectOptions, Schema};
 
@@ -69,7 +69,7 @@ pub struct EvalOptions {
     /// Spider layout: `<database_dir>/<db_id>/<db_id>.sqlite`.
     pub database_dir: PathBuf,
     /// Databases from elsewhere instead of the SQLite files; gold queries are read in the
-    /// database's dialect ([`sqlite_gold_to_postgres`] on PostgreSQL) unless
+    /// database's dialect ([`sqlite_gold_for`]) unless
     /// `gold_as_written`.
     pub opener: Option<Arc<DatabaseOpener>>,
     /// The gold queries are already in the databases' dialect (a PostgreSQL benchmark's
@@ -161,10 +161,12 @@ fn score_question(
     let golds: Vec<String> = example
         .golds()
         .into_iter()
-        .map(|gold| match (db.dialect, options.gold_as_written) {
-            // DuckDB reads PostgreSQL's spelling of them (`ILIKE`, `DISTINCT ON`, single quotes).
-            (Dialect::Postgres | Dialect::DuckDb, false) => sqlite_gold_to_postgres(gold),
-            _ => gold.to_owned(),
+        .map(|gold| {
+            if options.gold_as_written {
+                gold.to_owned()
+            } else {
+                sqlite_gold_for(db.dialect, gold)
+            }
         })
         .collect();
     let golds: Vec<&str> = golds.iter().map(String::as_str).collect();

@@ -19,6 +19,7 @@ use quorum_eval::{
 use quorum_models::CpuPath;
 use quorum_proto::v1 as pb;
 use quorum_sql::dataset::{Example, load_examples, load_slices_if_present};
+use quorum_sql::dialect::Dialect;
 use quorum_sql::pipeline::PipelineKnobs;
 use serde_json::json;
 
@@ -253,13 +254,22 @@ pub fn eval(
         concurrency: args.concurrency.max(1),
     };
     if args.predict_gold {
-        let translate = (args.postgres.is_some() || args.duckdb.is_some()) && !args.gold_as_written;
+        let dialect = if args.gold_as_written {
+            Dialect::Sqlite
+        } else if args.postgres.is_some() {
+            Dialect::Postgres
+        } else if args.duckdb.is_some() {
+            Dialect::DuckDb
+        } else if args.mysql.is_some() {
+            Dialect::MySql
+        } else {
+            Dialect::Sqlite
+        };
         let predictor = |_: usize, example: &Example| {
-            Prediction::sql(if translate {
-                quorum_sql::rules::translate::sqlite_gold_to_postgres(&example.query)
-            } else {
-                example.query.clone()
-            })
+            Prediction::sql(quorum_sql::rules::translate::sqlite_gold_for(
+                dialect,
+                &example.query,
+            ))
         };
         let summary = run_eval(&chosen, &predictor, &out, &options, &mut |_, _| {})?;
         let markdown = summary.to_markdown();

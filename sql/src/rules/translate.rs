@@ -22,6 +22,65 @@ use crate::lexer::{LexKind, lex};
 use crate::rules::typed_comparisons::{booleans_as_booleans, like_over_text};
 use crate::schema::Schema;
 
+/// A Spider gold query (written for SQLite) as a server of `dialect` reads it: unchanged on
+/// SQLite, [`sqlite_gold_to_postgres`] on PostgreSQL and DuckDB (which reads PostgreSQL's
+/// spelling: `ILIKE`, `DISTINCT ON`, single quotes), [`sqlite_gold_to_mysql`] on MySQL.
+pub fn sqlite_gold_for(dialect: Dialect, sql: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => sql.to_owned(),
+        Dialect::Postgres | Dialect::DuckDb => sqlite_gold_to_postgres(sql),
+        Dialect::MySql => sqlite_gold_to_mysql(sql),
+    }
+}
+
+/// A Spider gold query for MySQL and MariaDB, which read SQLite's double-quoted strings and
+/// case-blind `LIKE` (under the loader's settings) as SQLite does, but not two spellings of
+/// it: a built-in function's name apart from its parenthesis (`COUNT (*)`, a syntax error
+/// unless `IGNORE_SPACE` is set) is joined to it, and a subquery in `FROM` gets a name
+/// ([`alias_derived_tables`]; error 1248, 1064 on MariaDB).
+pub fn sqlite_gold_to_mysql(sql: &str) -> String {
+    let joined = functions_joined_to_parentheses(sql);
+    alias_derived_tables(&joined, Dialect::MySql).unwrap_or(joined)
+}
+
+/// MySQL's functions whose name must touch its `(` (the manual's "Function Name Parsing and
+/// Resolution": the aggregates and the functions parsed specially), as far as Spider's SQL
+/// uses them.
+const NAME_TOUCHES_PARENTHESIS: [&str; 12] = [
+    "avg",
+    "count",
+    "max",
+    "min",
+    "sum",
+    "cast",
+    "extract",
+    "group_concat",
+    "substr",
+    "substring",
+    "trim",
+    "now",
+];
+
+/// `sql` with the space between a [`NAME_TOUCHES_PARENTHESIS`] function and its `(` removed.
+fn functions_joined_to_parentheses(sql: &str) -> String {
+    let lexemes = lex(sql);
+    let mut out = String::with_capacity(sql.len());
+    let mut copied = 0;
+    for pair in lexemes.windows(2) {
+        let (name, next) = (pair[0], pair[1]);
+        if name.kind == LexKind::Word
+            && next.text(sql) == "("
+            && next.start > name.end
+            && NAME_TOUCHES_PARENTHESIS.contains(&name.text(sql).to_ascii_lowercase().as_str())
+        {
+            out.push_str(&sql[copied..name.end]);
+            copied = next.start;
+        }
+    }
+    out.push_str(&sql[copied..]);
+    out
+}
+
 /// A Spider gold query for PostgreSQL: [`quote_and_like`], then [`extreme_row`] or else
 /// [`complete_group_by`], then [`alias_derived_tables`].
 pub fn sqlite_gold_to_postgres(sql: &str) -> String {
@@ -362,6 +421,31 @@ fn min_or_max_of_column(expr: &Expr) -> Option<(&'static str, Expr)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mysql_gold_joins_functions_to_parentheses_and_names_subqueries() {
+        assert_eq!(
+            sqlite_gold_to_mysql(
+                "SELECT name FROM t GROUP BY name ORDER BY COUNT (*) DESC, sum  (x) LIMIT 1"
+            ),
+            "SELECT name FROM t GROUP BY name ORDER BY COUNT(*) DESC, sum(x) LIMIT 1"
+        );
+        // Names of other functions, words before a parenthesis and strings stay as written.
+        assert_eq!(
+            sqlite_gold_to_mysql("SELECT x FROM t WHERE y IN (1) AND z = 'count (*)'"),
+            "SELECT x FROM t WHERE y IN (1) AND z = 'count (*)'"
+        );
+        assert_eq!(
+            sqlite_gold_to_mysql(
+                "SELECT COUNT(*) FROM (SELECT a FROM t WHERE b = \"x\" INTERSECT SELECT a FROM u)"
+            ),
+            "SELECT COUNT(*) FROM (SELECT a FROM t WHERE b = \"x\" INTERSECT SELECT a FROM u) AS derived_1"
+        );
+        assert_eq!(
+            sqlite_gold_for(Dialect::Sqlite, "SELECT COUNT (*) FROM t"),
+            "SELECT COUNT (*) FROM t"
+        );
+    }
 
     #[test]
     fn string_quotes_and_like_are_rewritten_and_nothing_else() {
