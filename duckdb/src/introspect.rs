@@ -1,5 +1,6 @@
 //! Files read into the prompt schema from DuckDB's catalog: the `main` schema's tables and
-//! views in the order they were made (a folder's files in name order), columns in their order
+//! views in the order they were made (a folder's files, made in name order, then put after the
+//! tables they reference: `quorum_sql::table_order`), columns in their order
 //! with their types and comments, primary and foreign keys where a DuckDB file declares them,
 //! the first rows of each table and a few distinct values per column, drawn from a bounded
 //! prefix of the table so that a large one costs no more than a small one.
@@ -20,6 +21,7 @@ use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dialect::Dialect;
 use quorum_sql::inferred_keys::{inferred_foreign_keys, keys_named_after_tables};
 use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
+use quorum_sql::table_order::referenced_first;
 use quorum_sql::value::Value;
 
 use crate::error::DuckDbError;
@@ -169,6 +171,8 @@ pub(crate) fn introspect(
             }
         }
         schema.foreign_keys = keys;
+        // A folder's files come in name order, which is no author's.
+        referenced_first(&mut schema);
     }
     Ok(schema)
 }

@@ -1,4 +1,5 @@
-//! A MySQL database read into the prompt schema: tables by name, columns in their order with
+//! A MySQL database read into the prompt schema: tables after the tables they reference, by
+//! name where keys leave a choice (`quorum_sql::table_order`), columns in their order with
 //! their types and comments, primary and foreign keys, the first rows of each table and a few
 //! distinct values per column (from a bounded prefix of the table, so a large table costs no
 //! more than a small one). Everything is read in one read-only transaction under a time limit.
@@ -10,6 +11,7 @@ use mysql::{AccessMode, TxOpts};
 use quorum_sql::database::DatabaseHandle;
 use quorum_sql::dialect::Dialect;
 use quorum_sql::schema::{Column, ForeignKey, IntrospectOptions, Schema, Table};
+use quorum_sql::table_order::referenced_first;
 use quorum_sql::value::Value;
 
 use crate::error::MySqlError;
@@ -126,12 +128,15 @@ pub(crate) fn introspect(
         });
     }
     tx.rollback().map_err(MySqlError::from_query)?;
-    Ok(Schema {
+    let mut schema = Schema {
         db_id: db_id.to_owned(),
         tables,
         foreign_keys,
         dialect: Dialect::MySql,
-    })
+    };
+    // `information_schema` keeps no creation order.
+    referenced_first(&mut schema);
+    Ok(schema)
 }
 
 /// An identifier quoted for MySQL, embedded backticks doubled.

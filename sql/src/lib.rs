@@ -37,6 +37,7 @@ pub mod schema;
 mod spider_fixture;
 pub mod sqlite_copy;
 pub mod subtask;
+pub mod table_order;
 pub mod timing;
 pub mod value;
 pub mod vote;
