@@ -334,6 +334,18 @@ mod tests {
             .into_handle("shop", IntrospectOptions::default())
             .expect("introspects");
         let key = |t: &str| handle.schema.table(t).expect(t).primary_key.clone();
+        // The files in name order, each table after those it references (warehouses before
+        // orders, orders before items).
+        let names: Vec<&str> = handle
+            .schema
+            .tables
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["customers", "notes", "warehouses", "orders", "items"]
+        );
         // `order_id` repeats; `item_id` is the first id-named column that does not.
         assert_eq!(key("items"), ["item_id"]);
         assert_eq!(key("orders"), ["id"]);
@@ -345,8 +357,8 @@ mod tests {
         assert_eq!(
             fks,
             [
-                "items.order_id->orders.id",
-                "orders.warehouse->warehouses.wh_id"
+                "orders.warehouse->warehouses.wh_id",
+                "items.order_id->orders.id"
             ]
         );
     }
