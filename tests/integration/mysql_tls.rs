@@ -22,7 +22,7 @@ fn cipher(url: &str) -> String {
 }
 
 fn refusal(url: &str) -> String {
-    connect_admin(url).err().expect("refused").to_string()
+    connect_admin(url).expect_err("refused").to_string()
 }
 
 #[test]
