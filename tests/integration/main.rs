@@ -43,6 +43,7 @@ mod server_support;
 mod server_text2sql;
 mod server_tls;
 mod synthetic;
+mod tls_support;
 mod tokenizer;
 mod training;
 mod value_index;

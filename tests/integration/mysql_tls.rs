@@ -11,6 +11,7 @@ use quorum_sql::sandbox::Limits;
 use quorum_sql::value::Value;
 
 use crate::mysql_support::MariaDbServer;
+use crate::tls_support::another_ca;
 
 /// The cipher of the client's own connection, by the server's account; empty when plain.
 fn cipher(url: &str) -> String {
@@ -66,24 +67,9 @@ fn mysql_connections_use_tls_as_their_url_says() {
     );
     // Another CA is not trusted.
     let other = tempfile::tempdir().expect("temp dir");
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=another CA", "-keyout"])
-        .arg(other.path().join("other-ca.key"))
-        .arg("-out")
-        .arg(other.path().join("other-ca.pem"))
-        .output()
-        .expect("openssl runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
     let untrusted = refusal(&with(&format!(
         "root_cert_path={}",
-        other.path().join("other-ca.pem").display()
+        another_ca(other.path()).display()
     )));
     assert!(
         untrusted.to_lowercase().contains("certificate"),

@@ -5,6 +5,7 @@
 use quorum_postgres::{PgDatabase, PgSource, connect_client};
 
 use crate::postgres_support::PgServer;
+use crate::tls_support::another_ca;
 
 /// Whether the client's own connection is encrypted, by the server's account.
 fn encrypted(url: &str) -> bool {
@@ -56,22 +57,7 @@ fn postgres_connections_follow_libpq_sslmodes() {
     ))));
     // require with a root file checks the chain, as libpq does: another CA is not trusted.
     let other = tempfile::tempdir().expect("temp dir");
-    let other_ca = other.path().join("other-ca.pem");
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=another CA", "-keyout"])
-        .arg(other.path().join("other-ca.key"))
-        .arg("-out")
-        .arg(&other_ca)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    let other_ca = another_ca(other.path());
     let untrusted = refusal(&with(&format!(
         "sslmode=require&sslrootcert={}",
         other_ca.display()
