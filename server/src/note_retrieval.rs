@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use quorum_sql::evidence_filter::tells_anything;
 use quorum_sql::model::{Embedder, ModelCallError, cosine, embed_checked};
+use quorum_sql::words::is_function_word;
 
 use crate::notes::Note;
 
@@ -84,10 +85,11 @@ pub struct NoteRanker<'a> {
     pub cache: &'a NoteEmbeddings,
 }
 
-/// Lowercased words of three letters or more, without a plural `s`.
+/// Lowercased words of three letters or more, without a plural `s`, and no function word
+/// ("the", "and", "which" would make every note share a word with every question).
 fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 3)
+        .filter(|w| w.chars().count() >= 3 && !is_function_word(&w.to_lowercase()))
         .map(|w| {
             let w = w.to_lowercase();
             match w.strip_suffix('s') {
@@ -221,11 +223,16 @@ mod tests {
 
     #[test]
     fn past_the_budget_only_notes_sharing_words_are_told() {
+        // The unrelated notes share only function words ("what", "was", "the") with the
+        // question.
         let mut notes: Vec<Note> = (1..=40)
             .map(|i| {
                 note(
                     i,
-                    &format!("Unrelated rule number {i} about {}", "padding ".repeat(8)),
+                    &format!(
+                        "What was the unrelated rule number {i} about {}",
+                        "padding ".repeat(8)
+                    ),
                 )
             })
             .collect();

@@ -41,4 +41,4 @@ pub mod table_order;
 pub mod timing;
 pub mod value;
 pub mod vote;
-mod words;
+pub mod words;

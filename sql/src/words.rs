@@ -100,7 +100,8 @@ pub(crate) fn singular(word: &str) -> String {
     word.strip_suffix('s').unwrap_or(word).to_owned()
 }
 
-pub(crate) fn is_function_word(word: &str) -> bool {
+/// Whether a lower-case `word` is one of [`FUNCTION_WORDS`].
+pub fn is_function_word(word: &str) -> bool {
     FUNCTION_WORDS.contains(&word)
 }
 
