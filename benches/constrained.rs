@@ -89,6 +89,7 @@ fn run(h: &EngineHandle, asks: &[Ask], new_tokens: u32, constrained: bool) -> Re
         .map(|a| {
             h.submit(GenerateRequest {
                 draft_hint: Vec::new(),
+                keep_prefix: None,
                 prompt_tokens: a.tokens.clone(),
                 params: SamplingParams {
                     max_new_tokens: new_tokens,

@@ -164,6 +164,7 @@ fn chat(h: &EngineHandle, text: &str) -> Vec<u32> {
 fn request(tokens: Vec<u32>, n: u32, ignore_eos: bool) -> GenerateRequest {
     GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         prompt_tokens: tokens,
         params: SamplingParams {
             max_new_tokens: n,

@@ -191,6 +191,7 @@ fn engine_speed(engine: &quorum_engine::EngineHandle, ids: &[u32], n: usize) -> 
     };
     let req = quorum_engine::GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         prompt_tokens: ids.to_vec(),
         params,
         adapter: None,

@@ -107,6 +107,7 @@ fn prefilled_scheduler() -> Scheduler {
         max_waiting: 64,
         max_model_len: 4096,
         enable_prefix_caching: true,
+        max_pinned_blocks: 0,
     };
     let mut sched = Scheduler::new(config).expect("scheduler");
     for id in 0..16u64 {
@@ -118,6 +119,7 @@ fn prefilled_scheduler() -> Scheduler {
                 max_new_tokens: 1024,
                 cache_key: CacheKey::new("bench", None),
                 drafts: None,
+                keep_prefix: None,
             })
             .expect("add");
     }

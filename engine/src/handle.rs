@@ -328,6 +328,9 @@ pub fn spawn_engine(
         max_waiting: config.max_running_seqs + config.max_waiting,
         max_model_len,
         enable_prefix_caching: config.enable_prefix_caching,
+        // The share is checked where the configuration is read; the cast rounds down.
+        max_pinned_blocks: (f64::from(num_blocks) * config.pinned_prefix_share.clamp(0.0, 1.0))
+            as usize,
     })
     .map_err(|e| EngineError::Config {
         detail: e.to_string(),

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use crate::block_pool::{BlockPool, BlockPoolError};
 use crate::block_table::{BlockCopy, BlockTable, Slot};
 use crate::ids::{BlockId, SeqId};
+use crate::pinned_prefixes::PinnedPrefixes;
 use crate::prefix_cache::{
     BlockHash, CacheKey, PrefixCache, PrefixCacheError, PrefixCacheStats, PrefixHit,
 };
@@ -74,20 +75,83 @@ pub struct KvCache {
     prefix: PrefixCache,
     prefix_caching: bool,
     seqs: HashMap<SeqId, SeqKv>,
+    pins: PinnedPrefixes,
 }
 
 impl KvCache {
+    /// A cache of `num_blocks` blocks, of which pinned prefixes may hold `max_pinned_blocks`.
     pub fn new(
         num_blocks: u32,
         block_size: usize,
         prefix_caching: bool,
+        max_pinned_blocks: usize,
     ) -> Result<Self, KvCacheError> {
         Ok(Self {
             pool: BlockPool::new(num_blocks, block_size)?,
             prefix: PrefixCache::new(block_size),
             prefix_caching,
             seqs: HashMap::new(),
+            pins: PinnedPrefixes::new(max_pinned_blocks),
         })
+    }
+
+    /// Blocks held by pinned prefixes.
+    pub fn pinned_blocks(&self) -> usize {
+        self.pins.held_blocks()
+    }
+
+    /// Every block a pin holds (a block pinned under two tags appears twice).
+    pub fn pinned_block_ids(&self) -> impl Iterator<Item = BlockId> + '_ {
+        self.pins.blocks()
+    }
+
+    /// Keeps the cached full blocks of the first `num_tokens` tokens of `seq` resident under
+    /// `tag`, replacing the tag's earlier pin ([`PinnedPrefixes`]). Returns how many blocks
+    /// the pin holds: none without prefix caching, or when the prefix exceeds the bound.
+    pub fn pin(&mut self, seq: SeqId, tag: &str, num_tokens: usize) -> Result<usize, KvCacheError> {
+        if !self.prefix_caching {
+            return Ok(0);
+        }
+        let kv = self
+            .seqs
+            .get(&seq)
+            .ok_or(KvCacheError::UnknownSeq { seq })?;
+        let full = (num_tokens / self.block_size()).min(kv.hashes.len());
+        // Only blocks the prefix cache can hand out are worth holding; a block that lost the
+        // race to register its prefix ends the pin there.
+        let blocks: Vec<BlockId> = kv.table.blocks()[..full]
+            .iter()
+            .copied()
+            .take_while(|b| self.pool.is_cached(*b))
+            .collect();
+        for &block in &blocks {
+            self.pool.share(block)?;
+        }
+        let count = blocks.len();
+        let released = self.pins.add(tag, blocks);
+        for &block in &released {
+            self.pool.release(block)?;
+        }
+        Ok(if self.pins.holds(tag) { count } else { 0 })
+    }
+
+    /// Returns the oldest pin's blocks to the pool (they stay cached, now evictable). False
+    /// when nothing is pinned.
+    pub fn unpin_oldest(&mut self) -> Result<bool, KvCacheError> {
+        let blocks = self.pins.pop_oldest();
+        for &block in &blocks {
+            self.pool.release(block)?;
+        }
+        Ok(!blocks.is_empty())
+    }
+
+    /// Drops the pin under `tag`, if any.
+    pub fn unpin(&mut self, tag: &str) -> Result<bool, KvCacheError> {
+        let blocks = self.pins.remove(tag);
+        for &block in &blocks {
+            self.pool.release(block)?;
+        }
+        Ok(!blocks.is_empty())
     }
 
     pub fn block_size(&self) -> usize {
@@ -290,7 +354,7 @@ mod tests {
 
     #[test]
     fn freed_blocks_serve_later_prefix_hits() {
-        let mut kv = KvCache::new(8, BS, true).expect("kv");
+        let mut kv = KvCache::new(8, BS, true, 0).expect("kv");
         let prompt: Vec<u32> = (0..10).collect();
         assert_eq!(run_seq(&mut kv, SeqId(0), &prompt), 0);
         assert_eq!(kv.pool().num_used(), 0);
@@ -302,7 +366,7 @@ mod tests {
 
     #[test]
     fn evicted_blocks_leave_the_prefix_cache() {
-        let mut kv = KvCache::new(3, BS, true).expect("kv");
+        let mut kv = KvCache::new(3, BS, true, 0).expect("kv");
         let prompt: Vec<u32> = (0..9).collect();
         run_seq(&mut kv, SeqId(0), &prompt);
         // Another prompt needs all three blocks, evicting both cached ones.
@@ -312,8 +376,55 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_prefix_survives_what_evicts_others_until_it_is_released() {
+        let mut kv = KvCache::new(4, BS, true, 2).expect("kv");
+        let schema: Vec<u32> = (0..9).collect();
+        kv.admit(SeqId(0), key(), PrefixHit::default())
+            .expect("admit");
+        kv.grow(SeqId(0), 0, schema.len()).expect("grow");
+        kv.cache_full_blocks(SeqId(0), &schema, schema.len())
+            .expect("cache");
+        // Both full blocks of the prompt; the partial third is not cacheable.
+        assert_eq!(kv.pin(SeqId(0), "db", schema.len()).expect("pin"), 2);
+        kv.free(SeqId(0)).expect("free");
+        assert_eq!((kv.pool().num_used(), kv.pinned_blocks()), (2, 2));
+        // A prompt that wants every block no longer fits beside the pin...
+        let other: Vec<u32> = (100..116).collect();
+        kv.admit(SeqId(1), key(), PrefixHit::default())
+            .expect("admit");
+        assert!(kv.grow(SeqId(1), 0, 16).expect_err("pinned").is_exhausted());
+        // ...and the pinned prefix is still served whole.
+        assert_eq!(kv.lookup_prefix(key(), &schema).blocks.len(), 2);
+        // Released, the pin's blocks stay cached until an allocation needs them.
+        assert!(kv.unpin_oldest().expect("unpin"));
+        assert!(!kv.unpin_oldest().expect("nothing left"));
+        assert_eq!(kv.pool().num_evictable(), 2);
+        kv.grow(SeqId(1), 0, 16).expect("room now");
+        kv.cache_full_blocks(SeqId(1), &other, 16).expect("cache");
+        kv.free(SeqId(1)).expect("free");
+        assert_eq!(kv.lookup_prefix(key(), &schema), PrefixHit::default());
+    }
+
+    #[test]
+    fn a_pin_over_the_bound_or_without_prefix_caching_holds_nothing() {
+        for (caching, bound) in [(true, 1), (false, 8)] {
+            let mut kv = KvCache::new(8, BS, caching, bound).expect("kv");
+            let prompt: Vec<u32> = (0..12).collect();
+            kv.admit(SeqId(0), key(), PrefixHit::default())
+                .expect("admit");
+            kv.grow(SeqId(0), 0, prompt.len()).expect("grow");
+            kv.cache_full_blocks(SeqId(0), &prompt, prompt.len())
+                .expect("cache");
+            assert_eq!(kv.pin(SeqId(0), "db", prompt.len()).expect("pin"), 0);
+            kv.free(SeqId(0)).expect("free");
+            assert_eq!((kv.pool().num_used(), kv.pinned_blocks()), (0, 0));
+            assert!(!kv.unpin("db").expect("unpin"));
+        }
+    }
+
+    #[test]
     fn disabled_prefix_caching_never_hits() {
-        let mut kv = KvCache::new(8, BS, false).expect("kv");
+        let mut kv = KvCache::new(8, BS, false, 0).expect("kv");
         let prompt: Vec<u32> = (0..10).collect();
         run_seq(&mut kv, SeqId(0), &prompt);
         assert_eq!(run_seq(&mut kv, SeqId(1), &prompt), 0);
@@ -322,7 +433,7 @@ mod tests {
 
     #[test]
     fn forked_samples_share_until_they_write() {
-        let mut kv = KvCache::new(8, BS, true).expect("kv");
+        let mut kv = KvCache::new(8, BS, true, 0).expect("kv");
         let prompt: Vec<u32> = (0..6).collect();
         kv.admit(SeqId(0), key(), PrefixHit::default())
             .expect("admit");
@@ -348,7 +459,7 @@ mod tests {
 
     #[test]
     fn errors_are_structured() {
-        let mut kv = KvCache::new(1, BS, true).expect("kv");
+        let mut kv = KvCache::new(1, BS, true, 0).expect("kv");
         kv.admit(SeqId(0), key(), PrefixHit::default())
             .expect("admit");
         let err = kv

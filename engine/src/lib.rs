@@ -21,6 +21,7 @@ pub mod kv_cache;
 mod logit_rows;
 mod logits_constraint;
 mod paged_attention;
+pub mod pinned_prefixes;
 pub mod prefix_cache;
 pub mod prompt_lookup;
 mod request;
@@ -36,7 +37,9 @@ mod stop;
 
 pub use block_pool::{Allocated, BlockPool, BlockPoolError, blocks_for_budget};
 pub use block_table::{BlockCopy, BlockTable, Growth, Slot};
-pub use config::{DEFAULT_MAX_DRAFT_TOKENS, DEFAULT_TARGET_STEP, EngineConfig};
+pub use config::{
+    DEFAULT_MAX_DRAFT_TOKENS, DEFAULT_PINNED_PREFIX_SHARE, DEFAULT_TARGET_STEP, EngineConfig,
+};
 pub use detokenizer::{Detokenizer, DetokenizerError};
 pub use device_attention::DevicePagedAttention;
 pub use device_kv::{DeviceKvStore, slot_index};

@@ -22,6 +22,11 @@ pub struct GenerateRequest {
     /// speculative decoding drafts from them first, then from the prompt. Never changes the
     /// output, only how many tokens one step can produce.
     pub draft_hint: Vec<u32>,
+    /// Keep this prompt's KV resident under this tag once the request ends (a database's
+    /// schema prompt, warmed before its first question): later prompts that begin the same way
+    /// skip its prefill. One pin per tag; the engine bounds what pins hold in all and takes
+    /// them back, oldest first, before it would preempt a request.
+    pub keep_prefix: Option<String>,
 }
 
 /// A streamed event. Every request ends with exactly one `Finished` per choice (unless the

@@ -186,6 +186,7 @@ impl Runner {
             prompt: req.prompt_tokens.clone(),
             max_new_tokens: req.params.max_new_tokens as usize,
             drafts,
+            keep_prefix: req.keep_prefix.clone(),
             cache_key: CacheKey::new(
                 &self.model_name,
                 req.adapter.as_deref().map(|name| {
@@ -659,6 +660,7 @@ impl Runner {
         stats.waiting = s.waiting;
         stats.kv_blocks_used = s.blocks_used;
         stats.kv_blocks_total = s.blocks_total;
+        stats.kv_blocks_pinned = s.blocks_pinned;
         stats.prefix_cache_queries = s.prefix_cache.queried_tokens;
         stats.prefix_cache_hits = s.prefix_cache.hit_tokens;
         stats.preemptions = s.preemptions;

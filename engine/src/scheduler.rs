@@ -48,6 +48,8 @@ pub struct SchedulerConfig {
     /// Prompt plus output tokens of one request.
     pub max_model_len: usize,
     pub enable_prefix_caching: bool,
+    /// Blocks that pinned prefixes ([`NewRequest::keep_prefix`]) may hold together.
+    pub max_pinned_blocks: usize,
 }
 
 /// Steps of at most this many tokens get drafts (speculative decoding). On two AVX-512 cores
@@ -65,6 +67,9 @@ pub struct NewRequest {
     /// Speculative decoding by prompt lookup for this request, if its output may be guessed
     /// at (the engine asks it only where checking a guess cannot change the output).
     pub drafts: Option<DraftSource>,
+    /// Once the request finishes, its prompt's cached blocks stay resident under this tag
+    /// (replacing the tag's earlier ones) instead of becoming evictable.
+    pub keep_prefix: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +144,8 @@ pub struct SchedulerStats {
     pub waiting: usize,
     pub blocks_used: usize,
     pub blocks_total: u32,
+    /// Blocks held by pinned prefixes (counted in `blocks_used`).
+    pub blocks_pinned: usize,
     pub prefix_cache: PrefixCacheStats,
     pub preemptions: u64,
 }
@@ -158,6 +165,7 @@ struct Request {
     drafts: Option<DraftSource>,
     /// Draft tokens to ask for next (adapted to what the last drafts achieved).
     draft_len: usize,
+    keep_prefix: Option<String>,
 }
 
 impl Request {
@@ -213,6 +221,7 @@ impl Scheduler {
             config.num_blocks,
             config.block_size,
             config.enable_prefix_caching,
+            config.max_pinned_blocks,
         )?;
         Ok(Self {
             step_budget: config.max_batched_tokens,
@@ -237,6 +246,7 @@ impl Scheduler {
             waiting: self.waiting.len(),
             blocks_used: self.kv.pool().num_used(),
             blocks_total: self.kv.pool().num_total(),
+            blocks_pinned: self.kv.pinned_blocks(),
             prefix_cache: self.kv.prefix_stats(),
             preemptions: self.preemptions,
         }
@@ -292,6 +302,7 @@ impl Scheduler {
                 num_computed: 0,
                 draft_len: request.drafts.as_ref().map_or(0, |d| d.max_draft),
                 drafts: request.drafts,
+                keep_prefix: request.keep_prefix,
             },
         );
         self.waiting.push_back(request_id);
@@ -450,6 +461,9 @@ impl Scheduler {
         loop {
             match self.kv.grow(seq, start, start + n) {
                 Ok(copies) => return Ok(Some(copies)),
+                // A pinned prefix is only a bet on the next question: it goes before anyone
+                // who is running.
+                Err(e) if e.is_exhausted() && self.kv.unpin_oldest()? => {}
                 Err(e) if e.is_exhausted() => {
                     let victim = self.running.pop().ok_or(SchedulerError::Kv(e))?;
                     self.preempt(victim)?;
@@ -512,6 +526,12 @@ impl Scheduler {
                 Ok(copies) => copies,
                 Err(e) => {
                     self.kv.free(seq)?;
+                    // Pins give way to a waiting request too, or one that needs the whole
+                    // cache could wait for them forever; it is looked up again, since the
+                    // released blocks may be its own prefix.
+                    if e.is_exhausted() && self.kv.unpin_oldest()? {
+                        continue;
+                    }
                     if e.is_exhausted() {
                         break;
                     }
@@ -679,6 +699,9 @@ impl Scheduler {
             return Ok(None);
         };
         let output = request.tokens[request.prompt_len..].to_vec();
+        if let Some(tag) = &request.keep_prefix {
+            self.kv.pin(request.seq, tag, request.prompt_len)?;
+        }
         self.cancel(id)?;
         Ok(Some(Finished {
             request_id: id,

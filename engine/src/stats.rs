@@ -62,6 +62,8 @@ pub struct EngineStats {
     pub waiting: usize,
     pub kv_blocks_used: usize,
     pub kv_blocks_total: u32,
+    /// Blocks held by pinned prefixes (a database's schema prompt kept warm).
+    pub kv_blocks_pinned: usize,
     pub prefix_cache_queries: u64,
     pub prefix_cache_hits: u64,
     pub prompt_tokens_total: u64,
@@ -96,6 +98,7 @@ impl Default for EngineStats {
             waiting: 0,
             kv_blocks_used: 0,
             kv_blocks_total: 0,
+            kv_blocks_pinned: 0,
             prefix_cache_queries: 0,
             prefix_cache_hits: 0,
             prompt_tokens_total: 0,

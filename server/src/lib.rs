@@ -20,6 +20,7 @@ pub mod note_retrieval;
 pub mod notes;
 pub mod pipeline_models;
 pub mod pipeline_runtime;
+pub mod prefix_warming;
 pub mod registration_log;
 pub mod rpc;
 pub mod run_queue;

@@ -211,6 +211,13 @@ impl ModelRegistry {
         );
         family(
             out,
+            "quorum_engine_kv_blocks_pinned",
+            "gauge",
+            "KV cache blocks held by pinned prefixes (databases' schema prompts kept warm).",
+            &|s| s.kv_blocks_pinned as f64,
+        );
+        family(
+            out,
             "quorum_engine_kv_usage",
             "gauge",
             "Fraction of KV blocks in use.",
@@ -360,6 +367,7 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         max_waiting: limits.max_queue,
         max_model_len: spec.max_model_len,
         enable_prefix_caching: true,
+        pinned_prefix_share: limits.pinned_prefix_share,
         // The engine's own default: the int8 GEMM for prefill and batched decode, and a row's
         // result independent of what else is batched (greedy answers do not change under load).
         matmul_policy: MatmulPolicy::engine(cpu_path),

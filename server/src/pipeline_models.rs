@@ -91,7 +91,7 @@ fn submit(
     params: SamplingParams,
     adapter: Option<String>,
     deadline: Instant,
-    (grammar, draft_hint): (Option<Grammar>, Option<&str>),
+    (grammar, draft_hint, keep_prefix): (Option<Grammar>, Option<&str>, Option<&str>),
 ) -> Result<UnboundedReceiver<EngineEvent>, ModelCallError> {
     let text = render(decoder, prompt)?;
     let prompt_tokens = decoder
@@ -110,6 +110,7 @@ fn submit(
         deadline: Some(deadline),
         grammar,
         draft_hint,
+        keep_prefix: keep_prefix.map(str::to_owned),
     };
     decoder
         .engine
@@ -205,7 +206,7 @@ impl Generator for EngineGenerator {
                         params,
                         target.adapter.clone(),
                         self.scope.deadline,
-                        (grammar, r.draft_hint.as_deref()),
+                        (grammar, r.draft_hint.as_deref(), r.keep_prefix.as_deref()),
                     )?;
                     Ok((decoder.spec.name.clone(), rx))
                 })
@@ -268,7 +269,7 @@ impl Selector for EngineSelector {
             params,
             self.adapter.clone(),
             self.scope.deadline,
-            (None, None),
+            (None, None, None),
         )?;
         let first = self.scope.wait(async {
             while let Some(event) = rx.recv().await {

@@ -259,6 +259,8 @@ impl Lifecycle {
                     if self.state.phase() == Phase::Serving {
                         self.state.publish_health().await;
                         tracing::info!("ready");
+                        let databases = crate::prefix_warming::named_databases(&self.state);
+                        crate::prefix_warming::warm_in_background(&self.state, databases);
                     }
                 }
                 Err(e) => {

@@ -83,6 +83,11 @@ pub struct GenerationRequest {
     /// answer, only how fast it comes.
     #[serde(default)]
     pub draft_hint: Option<String>,
+    /// Keep the prompt's computed prefix resident under this tag (a database's schema
+    /// prompt, warmed before its questions: [`crate::pipeline::Pipeline::warm`]); the server
+    /// holds one such prefix per tag, within a memory bound. It never changes the answer.
+    #[serde(default)]
+    pub keep_prefix: Option<String>,
 }
 
 impl GenerationRequest {

@@ -129,6 +129,7 @@ fn prompt_tokens(h: &EngineHandle, db_id: &str, question: &str) -> Vec<u32> {
 fn request(tokens: Vec<u32>, params: SamplingParams, grammar: Option<Grammar>) -> GenerateRequest {
     GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         prompt_tokens: tokens,
         params,
         adapter: None,

@@ -54,6 +54,7 @@ fn greedy(max_new: u32) -> SamplingParams {
 fn request(tokens: Vec<u32>, max_new: u32) -> GenerateRequest {
     GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         prompt_tokens: tokens,
         params: greedy(max_new),
         adapter: None,
@@ -542,6 +543,7 @@ fn admission_fails_fast_and_bad_requests_are_rejected() {
     );
     let bad = GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         params: SamplingParams {
             temperature: -1.0,
             ..greedy(4)
@@ -574,6 +576,7 @@ fn deadline_cancels_with_a_reason() {
     let p = prompt(&h, QUESTIONS[2]);
     let req = GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         deadline: Some(Instant::now() + Duration::from_millis(150)),
         ..long_request(p, 2000)
     };

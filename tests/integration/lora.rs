@@ -168,6 +168,7 @@ fn request(h: &EngineHandle, question: &str, adapter: Option<&str>) -> GenerateR
         .unwrap();
     GenerateRequest {
         draft_hint: Vec::new(),
+        keep_prefix: None,
         prompt_tokens: h
             .tokenizer()
             .encode(text.as_str(), false)

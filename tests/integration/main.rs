@@ -42,6 +42,7 @@ mod server_subtasks;
 mod server_support;
 mod server_text2sql;
 mod server_tls;
+mod server_warming;
 mod synthetic;
 mod tls_support;
 mod tokenizer;

@@ -44,6 +44,11 @@ pub struct TestConfig {
     pub tokens_file: Option<PathBuf>,
     /// The audit trail (`server.audit_log`).
     pub audit_log: Option<PathBuf>,
+    /// `limits.pinned_prefix_share`: 0 unless a test is about warming, so that no test
+    /// shares the engine with the configured databases' warming at start-up.
+    pub pinned_prefix_share: f64,
+    /// `limits.kv_cache_mib`.
+    pub kv_cache_mib: u64,
 }
 
 impl Default for TestConfig {
@@ -64,6 +69,8 @@ impl Default for TestConfig {
             startup_adapter: None,
             tokens_file: None,
             audit_log: None,
+            pinned_prefix_share: 0.0,
+            kv_cache_mib: 64,
         }
     }
 }
@@ -141,7 +148,8 @@ grace_period_secs = {grace}
 [limits]
 max_queue = {queue}
 max_running = {running}
-kv_cache_mib = 64
+kv_cache_mib = {kv_mib}
+pinned_prefix_share = {pinned:?}
 max_prompt_tokens = {max_prompt}
 max_new_tokens = 512
 request_timeout_secs = 120
@@ -167,6 +175,8 @@ max_new_tokens = 48
 
 {generators}"#,
             grace = self.grace_secs,
+            kv_mib = self.kv_cache_mib,
+            pinned = self.pinned_prefix_share,
             queue = self.max_queue,
             running = self.max_running,
             max_prompt = self.max_prompt_tokens,

@@ -44,9 +44,10 @@ fn scheduler_config() -> impl Strategy<Value = SchedulerConfig> {
         1usize..24,
         1usize..6,
         any::<bool>(),
+        0usize..40,
     )
         .prop_map(
-            |(block_size, num_blocks, max_batched_tokens, max_running_seqs, prefix)| {
+            |(block_size, num_blocks, max_batched_tokens, max_running_seqs, prefix, pinned)| {
                 SchedulerConfig {
                     block_size,
                     num_blocks,
@@ -55,6 +56,8 @@ fn scheduler_config() -> impl Strategy<Value = SchedulerConfig> {
                     max_waiting: 64,
                     max_model_len: 64,
                     enable_prefix_caching: prefix,
+                    // Up to more than the whole pool: pins must give way to every request.
+                    max_pinned_blocks: pinned,
                 }
             },
         )
@@ -82,6 +85,10 @@ impl Rng {
 /// used count is the number of distinct held blocks: no leak, no block in two places unshared.
 fn check_kv(sched: &Scheduler) {
     let mut holders: HashMap<BlockId, u32> = HashMap::new();
+    for block in sched.kv.pinned_block_ids() {
+        *holders.entry(block).or_default() += 1;
+    }
+    assert!(sched.kv.pinned_blocks() <= sched.config().max_pinned_blocks);
     for request in sched.requests.values() {
         if let Ok(blocks) = sched.kv.blocks(request.seq) {
             for &b in blocks {
@@ -171,6 +178,11 @@ fn drive(
                     max_draft: 3,
                 });
             }
+            // Every third request pins its prompt under one of two tags, replacing the other
+            // requests' pins and holding blocks that later requests may need.
+            if i % 3 == 0 {
+                new.keep_prefix = Some(format!("tag{}", i % 2));
+            }
             if sched.add_request(new).is_ok() {
                 out.accepted.insert(RequestId(i as u64), a.max_new_tokens);
             }
@@ -231,7 +243,7 @@ fn sched_prompt_len(sched: &Scheduler, s: &ScheduledSeq) -> usize {
         .map_or(0, |r| r.prompt_len)
 }
 
-fn check_outcome(sched: &Scheduler, out: &Outcome) {
+fn check_outcome(sched: &mut Scheduler, out: &Outcome) {
     assert!(!sched.has_work(), "requests left after the driver loop");
     assert_eq!(out.finished.len() + out.cancelled, out.accepted.len());
     for f in &out.finished {
@@ -246,6 +258,10 @@ fn check_outcome(sched: &Scheduler, out: &Outcome) {
             .collect();
         assert_eq!(f.output, expected);
     }
+    // Once everything is done only pins hold blocks; released, every block is free again.
+    let pinned: HashSet<BlockId> = sched.kv.pinned_block_ids().collect();
+    assert_eq!(sched.stats().blocks_used, pinned.len());
+    while sched.kv.unpin_oldest().expect("unpin") {}
     assert_eq!(sched.stats().blocks_used, 0);
     assert!(sched.kv.pool().num_free() == sched.kv.pool().num_total() as usize);
 }
@@ -263,7 +279,7 @@ proptest! {
     ) {
         let mut sched = Scheduler::new(cfg).expect("scheduler");
         let out = drive(&mut sched, &arrivals, seed, stop, cancel);
-        check_outcome(&sched, &out);
+        check_outcome(&mut sched, &out);
     }
 
     /// Six blocks of two tokens cannot hold four growing requests: preemption must happen,
@@ -281,6 +297,7 @@ proptest! {
             max_waiting: 8,
             max_model_len: 12,
             enable_prefix_caching: true,
+            max_pinned_blocks: 0,
         };
         let mut sched = Scheduler::new(cfg).expect("scheduler");
         let arrivals: Vec<Arrival> = prompts
@@ -288,7 +305,7 @@ proptest! {
             .map(|prompt| Arrival { step: 0, max_new_tokens: 12 - prompt.len(), prompt })
             .collect();
         let out = drive(&mut sched, &arrivals, 1, 0, 0);
-        check_outcome(&sched, &out);
+        check_outcome(&mut sched, &out);
         prop_assert!(sched.stats().preemptions > 0);
         prop_assert_eq!(out.finished.len(), 4);
     }

@@ -14,6 +14,7 @@ pub(super) fn config() -> SchedulerConfig {
         max_waiting: 8,
         max_model_len: 64,
         enable_prefix_caching: true,
+        max_pinned_blocks: 4,
     }
 }
 
@@ -24,6 +25,7 @@ pub(super) fn request(id: u64, prompt: Vec<u32>, max_new_tokens: usize) -> NewRe
         max_new_tokens,
         cache_key: CacheKey::new("m", None),
         drafts: None,
+        keep_prefix: None,
     }
 }
 
@@ -247,6 +249,45 @@ fn a_prefix_hit_skips_the_cached_full_blocks() {
         (3, 3, 12)
     );
     assert_eq!(stats.queried_tokens, 30);
+}
+
+#[test]
+fn a_kept_prefix_outlives_other_prompts_and_gives_way_to_a_request_that_needs_it() {
+    // Six blocks, four of which pins may hold.
+    let cfg = SchedulerConfig {
+        num_blocks: 6,
+        ..config()
+    };
+    let mut sched = Scheduler::new(cfg).expect("scheduler");
+    let schema: Vec<u32> = (0..10).collect();
+    let mut warm = request(1, schema.clone(), 1);
+    warm.keep_prefix = Some("db".into());
+    sched.add_request(warm).expect("add");
+    step(&mut sched);
+    assert_eq!(
+        (sched.stats().blocks_pinned, sched.stats().blocks_used),
+        (2, 2)
+    );
+    // Other prompts that take every free block do not evict the pinned two.
+    sched
+        .add_request(request(2, (100..115).collect(), 1))
+        .expect("add");
+    step(&mut sched);
+    sched
+        .add_request(request(3, [schema.clone(), vec![50, 51]].concat(), 1))
+        .expect("add");
+    let (plan, _) = step(&mut sched);
+    assert_eq!(summary(&plan), vec![(3, 8, 4, true)]);
+    assert_eq!(plan.seqs[0].block_table[..2], [BlockId(0), BlockId(1)]);
+    // A request that needs all six blocks takes the pin back instead of waiting forever.
+    sched
+        .add_request(request(4, (200..223).collect(), 1))
+        .expect("add");
+    let (plan, finished) = step(&mut sched);
+    assert_eq!(summary(&plan), vec![(4, 0, 23, true)]);
+    assert_eq!(finished.len(), 1);
+    assert_eq!(sched.stats().blocks_pinned, 0);
+    assert_eq!(sched.stats().blocks_used, 0);
 }
 
 #[test]

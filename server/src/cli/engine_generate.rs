@@ -234,6 +234,7 @@ fn run_copies(
                 deadline: None,
                 grammar: None,
                 draft_hint: Vec::new(),
+                keep_prefix: None,
             })
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -123,6 +123,12 @@ pub struct EvalArgs {
     /// and ask without evidence: what a team's notes do where users no longer repeat them.
     #[arg(long)]
     pub notes_from_evidence: bool,
+    /// Warm each asked database's schema prompts before the first question and keep them
+    /// resident (what a server does for the databases a team configured or registered), and
+    /// print what that took; without it the in-process server keeps nothing resident, so every
+    /// database's first question computes its schema prompt.
+    #[arg(long, conflicts_with = "server")]
+    pub warm_databases: bool,
     /// Timing pairs per correct question for VES.
     #[arg(long)]
     pub ves_iterations: Option<usize>,
@@ -293,6 +299,31 @@ pub fn eval(
     let db_ids: std::collections::BTreeSet<String> =
         chosen.iter().map(|(_, e)| e.db_id.clone()).collect();
     let (channel, embedded) = runtime.block_on(connect(dirs, device, cpu_path, &args, &db_ids))?;
+    if args.warm_databases {
+        let server = embedded
+            .as_ref()
+            .context("--warm-databases needs the in-process server")?;
+        let handles = db_ids
+            .iter()
+            .map(|id| server.state.databases.get(id).map(|db| db.handle))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let started = Instant::now();
+        let (mut prompt_tokens, mut cached_tokens) = (0, 0);
+        for (db_id, warmed) in
+            quorum_server::prefix_warming::warm(&server.state, runtime.handle(), &handles)
+        {
+            let report = warmed.map_err(|e| anyhow::anyhow!("warming {db_id}: {e}"))?;
+            prompt_tokens += report.prompt_tokens;
+            cached_tokens += report.cached_tokens;
+        }
+        eprintln!(
+            "quorum eval: {} databases' schema prompts warmed in {:.1} s ({prompt_tokens} prompt \
+             tokens, {cached_tokens} of them already cached)",
+            handles.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     if args.notes_from_evidence {
         let added = runtime.block_on(notes_from_evidence(&channel, &chosen))?;
         eprintln!(
@@ -462,6 +493,10 @@ async fn connect(
     }
     let limits = &mut raw.limits;
     limits.request_timeout_secs = Some(args.question_timeout_secs as f64);
+    if !args.warm_databases {
+        // Nothing warmed at start-up either, so that a run measures cold first questions.
+        limits.pinned_prefix_share = Some(0.0);
+    }
     // Several questions in flight, each with several sequences of a few thousand tokens: more
     // room than the serving default so that the scheduler need not preempt (by arithmetic;
     // preemptions were not counted).

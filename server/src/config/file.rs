@@ -93,6 +93,9 @@ pub struct RawLimits {
     pub max_batched_tokens: Option<usize>,
     pub max_draft_tokens: Option<usize>,
     pub kv_cache_mib: Option<u64>,
+    /// The share of each model's KV cache that databases' schema prompts, warmed at
+    /// registration, may keep resident (0 to 1; 0 keeps none resident).
+    pub pinned_prefix_share: Option<f64>,
     pub request_timeout_secs: Option<f64>,
     pub max_concurrent_text2sql: Option<usize>,
     pub max_waiting_text2sql: Option<usize>,

@@ -36,6 +36,8 @@ pub struct Limits {
     /// 0 turns it off). Answers are the same either way.
     pub max_draft_tokens: usize,
     pub kv_cache_bytes: u64,
+    /// See `RawLimits::pinned_prefix_share`.
+    pub pinned_prefix_share: f64,
     pub request_timeout: Duration,
     /// Text-to-SQL runs each hold a blocking thread and several engine sequences: at most
     /// this many run at once.
@@ -425,6 +427,9 @@ pub(super) fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         // sequences of a few thousand tokens (24 KiB each in f32), so 512 MiB (about 21k
         // tokens) fits only two or three runs at once before the scheduler must preempt.
         kv_cache_bytes: raw.kv_cache_mib.unwrap_or(DEFAULT_KV_CACHE_MIB) << 20,
+        pinned_prefix_share: raw
+            .pinned_prefix_share
+            .unwrap_or(quorum_engine::DEFAULT_PINNED_PREFIX_SHARE),
         request_timeout: Duration::from_secs_f64(raw.request_timeout_secs.unwrap_or(300.0)),
         max_concurrent_text2sql: raw.max_concurrent_text2sql.unwrap_or(8),
         max_waiting_text2sql: raw.max_waiting_text2sql.unwrap_or(64),
@@ -448,6 +453,11 @@ pub(super) fn resolve_limits(raw: &RawLimits) -> anyhow::Result<Limits> {
         "limits.max_batched_tokens must be > 0"
     );
     ensure!(limits.kv_cache_bytes > 0, "limits.kv_cache_mib must be > 0");
+    ensure!(
+        (0.0..=1.0).contains(&limits.pinned_prefix_share),
+        "limits.pinned_prefix_share must be between 0 and 1, got {}",
+        limits.pinned_prefix_share
+    );
     ensure!(
         limits.max_concurrent_text2sql > 0,
         "limits.max_concurrent_text2sql must be > 0"

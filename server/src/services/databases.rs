@@ -185,6 +185,9 @@ impl Databases for DatabasesService {
         })
         .await
         .unwrap_or_else(|e| Err(crate::status::ServiceError::internal(e)))
+        .inspect(|db| {
+            crate::prefix_warming::warm_in_background(&self.state, vec![db.handle.clone()]);
+        })
         .map(|db| pb::RegisterDatabaseResponse {
             database: Some(summary(&ctx, &db)),
         });

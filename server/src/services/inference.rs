@@ -82,6 +82,7 @@ impl InferenceService {
         let choices = params.n;
         let events = decoder.engine.submit(GenerateRequest {
             draft_hint: Vec::new(),
+            keep_prefix: None,
             prompt_tokens,
             params,
             adapter: req.adapter.clone(),

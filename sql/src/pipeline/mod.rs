@@ -19,6 +19,7 @@ mod selection;
 pub mod signature;
 #[cfg(test)]
 pub(crate) mod tests;
+mod warm;
 
 use crate::run_error::RunError;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub use config::{
 pub use knobs::{KnobError, KnobSpec, PipelineKnobs, knob_specs};
 pub use render::{generation_messages, generation_prompt};
 pub use selection::{MAX_LABELS, SelectionInput, Shown, render_selection, selection_labels};
+pub use warm::WarmReport;
 
 use crate::demo_index::DemoIndex;
 

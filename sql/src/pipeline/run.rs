@@ -707,6 +707,7 @@ impl<'r> Run<'r> {
             stop: Vec::new(),
             grammar,
             draft_hint: None,
+            keep_prefix: None,
         };
         if self.pipeline.config.answer_prefix {
             request.start_sql_answer();

@@ -64,6 +64,7 @@ impl Asker<'_> {
             grammar: None,
             // The prompts quote the query the answer reworks; the engine drafts from them.
             draft_hint: None,
+            keep_prefix: None,
         }
     }
 

@@ -3,6 +3,7 @@
 mod flow;
 mod switches;
 mod voting;
+mod warming;
 
 use std::sync::Arc;
 
