@@ -55,7 +55,7 @@ fn a_gpu_memory_share_must_be_a_share_and_on_a_gpu() {
 }
 
 #[test]
-fn the_pinned_prefix_share_is_a_share_of_the_cache_a_quarter_by_default() {
+fn the_pinned_prefix_share_is_a_share_of_the_cache_half_by_default() {
     let share = |v: Option<f64>| {
         resolve_limits(&RawLimits {
             pinned_prefix_share: v,
@@ -63,7 +63,7 @@ fn the_pinned_prefix_share_is_a_share_of_the_cache_a_quarter_by_default() {
         })
         .map(|l| l.pinned_prefix_share)
     };
-    assert_eq!(share(None).unwrap(), 0.25);
+    assert_eq!(share(None).unwrap(), 0.5);
     assert_eq!(share(Some(0.0)).unwrap(), 0.0);
     for bad in [-0.1, 1.5, f64::NAN] {
         let err = share(Some(bad)).unwrap_err().to_string();
