@@ -5,7 +5,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{ActRows, KQ_BLOCK, KQuant, PackedKQuant, TILE, TileOffsets};
+use super::{
+    ActRows, KQ_BLOCK, KQuant, PREFETCH_AHEAD, PackedKQuant, TILE, TileOffsets, prefetch_lines,
+};
 use crate::CpuPath;
 use crate::gemm_split::{Split, tile_rows};
 
@@ -41,7 +43,9 @@ pub(super) fn gemm(w: &PackedKQuant, acts: &ActRows, out: &mut [f32]) {
                     sbs: w.superblocks(),
                     acts,
                     row: r,
-                    prefetch: r == rows.start && u % 2 == 1 && u + 1 < halves.end,
+                    // The first pass over a tile (its first half, first row block) reads it
+                    // from memory; the second half and later rows find it in the cache.
+                    prefetch: r == rows.start && u % 2 == 0,
                 };
                 // SAFETY: the weight was packed for this path, which `from_blocks` checked
                 // this CPU supports; rows `r..r + mr` exist.
@@ -92,6 +96,7 @@ struct Job<'a> {
     sbs: usize,
     acts: &'a ActRows,
     row: usize,
+    /// Whether to prefetch the weights ahead ([`PREFETCH_AHEAD`]).
     prefetch: bool,
 }
 
@@ -227,20 +232,20 @@ unsafe fn half_rows<const R: usize, const Q6: bool, const VNNI: bool>(
     unsafe {
         for sb in 0..sbs {
             let base = job.tile.as_ptr().add(sb * tb);
-            if job.prefetch {
-                let mut line = 0;
-                while line < tb {
-                    // A hint only: the next tile starts where this one ends.
-                    _mm_prefetch::<_MM_HINT_T0>(base.wrapping_add(sbs * tb + line).cast());
-                    line += 64;
-                }
-            }
+            // A few lines at each sub-block, `PREFETCH_AHEAD` bytes on (past the tile's end,
+            // the next tile's, which follows it in memory).
+            let ahead = base.wrapping_add(PREFETCH_AHEAD);
+            let lines = tb.div_ceil(64);
             let at: [usize; R] = std::array::from_fn(|i| (job.row + i) * sbs + sb);
             let a: [*const i8; R] = std::array::from_fn(|i| acts.qs.as_ptr().add(at[i] * KQ_BLOCK));
             let mut sb_acc = [_mm256_setzero_ps(); R];
             let mut imin = [_mm256_setzero_si256(); R];
             let d = _mm256_loadu_ps(base.add(o.d + f32_off).cast());
-            for j in 0..kind.sub_blocks() {
+            let subs = kind.sub_blocks();
+            for j in 0..subs {
+                if job.prefetch {
+                    prefetch_lines(ahead, j * lines / subs, (j + 1) * lines / subs);
+                }
                 let scale_bytes = _mm_loadl_epi64(base.add(o.scales + 16 * j + byte_off).cast());
                 let s = if Q6 {
                     _mm256_cvtepi8_epi32(scale_bytes)

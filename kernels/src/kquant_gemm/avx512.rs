@@ -5,7 +5,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{ActRows, KQ_BLOCK, KQuant, PackedKQuant, TILE, TileOffsets};
+use super::{
+    ActRows, KQ_BLOCK, KQuant, PREFETCH_AHEAD, PackedKQuant, TILE, TileOffsets, prefetch_lines,
+};
 use crate::gemm_split::{Split, tile_rows};
 
 /// Activation rows per kernel call: each weight value is unpacked once for them.
@@ -82,19 +84,6 @@ pub(super) fn gemm(w: &PackedKQuant, acts: &ActRows, out: &mut [f32]) {
             }
         }
     });
-}
-
-/// How far ahead of the superblock being computed the weights are prefetched.
-const PREFETCH_AHEAD: usize = 8192;
-
-/// Prefetch hints for lines `from..to` (of 64 bytes) after `p`: hints only, so a line past the
-/// end of the weight does no harm.
-#[inline(always)]
-fn prefetch_lines(p: *const u8, from: usize, to: usize) {
-    for line in from..to {
-        // SAFETY: a prefetch never faults, whatever the address.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64 * line).cast()) };
-    }
 }
 
 /// One tile against a block of activation rows.
