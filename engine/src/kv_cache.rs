@@ -145,15 +145,6 @@ impl KvCache {
         Ok(!blocks.is_empty())
     }
 
-    /// Drops the pin under `tag`, if any.
-    pub fn unpin(&mut self, tag: &str) -> Result<bool, KvCacheError> {
-        let blocks = self.pins.remove(tag);
-        for &block in &blocks {
-            self.pool.release(block)?;
-        }
-        Ok(!blocks.is_empty())
-    }
-
     pub fn block_size(&self) -> usize {
         self.pool.block_size()
     }
@@ -418,7 +409,7 @@ mod tests {
             assert_eq!(kv.pin(SeqId(0), "db", prompt.len()).expect("pin"), 0);
             kv.free(SeqId(0)).expect("free");
             assert_eq!((kv.pool().num_used(), kv.pinned_blocks()), (0, 0));
-            assert!(!kv.unpin("db").expect("unpin"));
+            assert!(!kv.unpin_oldest().expect("nothing pinned"));
         }
     }
 

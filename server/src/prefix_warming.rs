@@ -29,7 +29,7 @@ pub fn named_databases(state: &AppState) -> Vec<Arc<DatabaseHandle>> {
 }
 
 /// Warms `databases` one after the other on this (blocking) thread, each under the request
-/// timeout; nothing when warming is off or the models are not loaded yet.
+/// timeout; nothing when warming is off, or when the models are not loaded yet (logged).
 pub fn warm(
     state: &AppState,
     runtime: &tokio::runtime::Handle,
@@ -39,6 +39,14 @@ pub fn warm(
         return Vec::new();
     }
     let (Ok(pipelines), Some(models)) = (state.pipeline_runtime(), state.loaded_models()) else {
+        // A database registered while the models load is not warmed; say so rather than
+        // leave its first question's wait unexplained.
+        for db in databases {
+            tracing::info!(
+                db_id = %db.db_id,
+                "schema prompts not warmed: the models are still loading; the first question computes them"
+            );
+        }
         return Vec::new();
     };
     let cancel = state.cancel_all.child_token();
