@@ -15,7 +15,8 @@ use quorum_weights::Reencode;
 
 use super::file::{RawConfig, RawDatabases, RawLimits, RawModel, RawPipeline, Role};
 use super::shipped::{
-    profile_generators, profile_models, profile_round1, profile_selection, shipped_adapters,
+    profile_generators, profile_models, profile_revision, profile_round1, profile_selection,
+    shipped_adapters,
 };
 use crate::config::cors::CorsPolicy;
 use crate::model_source::ModelDirs;
@@ -262,6 +263,7 @@ pub fn resolve(
         if raw.pipeline.setup.generators.is_empty() {
             raw.pipeline.setup.generators = profile_generators(profile, &adapters);
             profile_round1(&mut raw.pipeline);
+            profile_revision(profile, &mut raw.pipeline);
         }
         if raw.pipeline.setup.selector_adapter.is_none() {
             profile_selection(profile, &mut raw.pipeline, &adapters);

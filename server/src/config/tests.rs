@@ -214,6 +214,20 @@ fn the_default_profile_writes_two_queries_on_the_bigger_model() {
     own.knobs.round1_format = Some(PromptFormat::MSchema);
     profile_round1(&mut own);
     assert_eq!(own.knobs.round1_format, Some(PromptFormat::MSchema));
+    // Only the default profile revises a failure beside a query that ran no longer, and a
+    // configuration's own setting stands.
+    for (profile, expected) in [
+        (Profile::Default, Some(false)),
+        (Profile::Small, None),
+        (Profile::Accurate, None),
+    ] {
+        let mut pipeline = RawPipeline::default();
+        profile_revision(profile, &mut pipeline);
+        assert_eq!(pipeline.knobs.revise_beside_results, expected, "{profile}");
+    }
+    own.knobs.revise_beside_results = Some(true);
+    profile_revision(Profile::Default, &mut own);
+    assert_eq!(own.knobs.revise_beside_results, Some(true));
     let models = profile_models(Profile::Default, &shipped);
     let sources: Vec<_> = models.iter().map(|m| m.source.as_str()).collect();
     assert_eq!(

@@ -172,7 +172,8 @@ pub struct PipelineAnswer {
     /// The consistency check of the final SQL, when it was asked for.
     #[serde(default)]
     pub consistency: Option<ConsistencyReport>,
-    /// Failed candidates left unrevised because the majority vote was settled without them.
+    /// Failed candidates left unrevised: the majority vote was settled without them, or
+    /// another voter's query had run and `revise_beside_results` was off.
     #[serde(default)]
     pub unrevised: Vec<usize>,
     /// The stored values the prompts showed (value retrieval).

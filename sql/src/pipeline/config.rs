@@ -151,6 +151,10 @@ pub struct RevisionConfig {
     /// their fixes cannot change the answer.
     #[serde(default)]
     pub revise_settled: bool,
+    /// Also revise failed candidates when another voter's query ran. Off, revision is a
+    /// rescue for questions where nothing ran: a failed voter's fix beside a result that
+    /// stands mostly adds a split vote for the selector, at a question's longest decode.
+    pub revise_beside_results: bool,
 }
 
 /// The selection model for split votes (XiYan's candidate selection).

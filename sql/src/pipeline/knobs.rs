@@ -310,6 +310,13 @@ knobs! {
     revise_settled: bool = Some(false), Bounds::Any, aliases [],
         read |c| c.revision.revise_settled,
         write |c, v| c.revision.revise_settled = v;
+    /// Also revise failed candidates when another voter's query ran; off, only a question
+    /// where nothing ran is revised. The default profile turns it off: with its two voters, a
+    /// fix beside the query that ran only makes a split vote for the selector, which gained
+    /// and lost as much as the fixes cost (docs/RESULTS.md).
+    revise_beside_results: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.revision.revise_beside_results,
+        write |c, v| c.revision.revise_beside_results = v;
     /// Fixes sampled per failed candidate and round (1 = one greedy fix). With 4, a query that
     /// runs is found for most failures that a greedy fix repeats (docs/RESULTS.md).
     revision_samples: usize = Some(4), Bounds::Count(1..=16), aliases [],

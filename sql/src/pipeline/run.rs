@@ -88,7 +88,8 @@ pub(super) struct Run<'r> {
     filtered: Option<(Schema, SchemaFilterReport)>,
     timings: StageTimings,
     tokens: usize,
-    /// Failed heads left unrevised because the vote was settled without them.
+    /// Failed heads left unrevised: the vote was settled without them, or a result stood
+    /// (`revise_beside_results` off).
     unrevised: Vec<usize>,
     started: Instant,
     /// Set when the database could not be reached: the run stops at the next stage boundary.
@@ -386,7 +387,7 @@ impl<'r> Run<'r> {
                 break;
             }
             let pending: Vec<usize> = targets.iter().flat_map(|(c, _)| c.clone()).collect();
-            if self.vote_is_settled_without(&pending) {
+            if self.vote_is_settled_without(&pending) || self.a_result_stands() {
                 self.unrevised = pending.iter().map(|&chain| self.heads[chain]).collect();
                 self.unrevised.sort_unstable();
                 break;
@@ -465,6 +466,13 @@ impl<'r> Run<'r> {
             .map(|&id| self.results[id].as_ref())
             .collect();
         settled_without(&heads, pending, config.selector.enabled)
+    }
+
+    /// Whether revision is to be left out because a voter's query ran and the configuration
+    /// revises only when none did (`revise_beside_results` off).
+    fn a_result_stands(&self) -> bool {
+        !self.pipeline.config.revision.revise_beside_results
+            && self.heads.iter().any(|&id| self.results[id].is_some())
     }
 
     /// Among `ids`, the first candidate of the most common result (ties to the earliest);

@@ -455,6 +455,40 @@ fn a_settled_vote_is_revised_when_asked_or_when_voting_is_not_majority() {
     }
 }
 
+#[test]
+fn with_revise_beside_results_off_only_a_question_where_nothing_ran_is_revised() {
+    // Two voters under the selector: the PreSQL and `a`. A lone failure beside a query that ran
+    // is revised by default (its fix could split the vote); with the knob off it is left, and
+    // reported unrevised. When both fail, they are revised either way (one fix for the two:
+    // the same query by the same generator).
+    let selector = Arc::new(crate::fakes::FixedSelector::new(Ok(vec![0.0, 0.0])));
+    for (presql, beside, revised, unrevised) in [
+        (S6, true, vec!["a"], vec![]),
+        (S6, false, vec![], vec![1]),
+        (BAD, true, vec!["a"], vec![]),
+        (BAD, false, vec!["a"], vec![]),
+    ] {
+        let generator = by_stage(presql, |_| BAD);
+        let mut config = config(&["a"]);
+        config.revision.enabled = true;
+        config.selector.enabled = true;
+        config.revision.revise_beside_results = beside;
+        let answer = pipeline(config, &generator, Some(&selector))
+            .run(QUESTION, None, &concert())
+            .expect("answers");
+        let asked: Vec<String> = generator
+            .batches()
+            .iter()
+            .flatten()
+            .filter(|r| stage(r) == Stage::Revision)
+            .map(|r| r.generator.clone())
+            .collect();
+        assert_eq!(asked, revised, "{presql} beside={beside}");
+        assert_eq!(answer.unrevised, unrevised, "{presql} beside={beside}");
+        assert_eq!(answer.sql, S6, "{presql} beside={beside}");
+    }
+}
+
 /// concert_singer's database with 12 copies of its first table beside it: 16 tables.
 fn concert_with_ledgers() -> crate::database::DatabaseHandle {
     let real = concert();
