@@ -1,8 +1,9 @@
 //! Time of causal attention alone (the best of many runs, so that a busy shared machine
 //! disturbs it least) on Qwen2.5-Coder-0.5B's head shapes (14 query heads, 2 kv heads, 64
-//! dims) for a prefill chunk and a decode row over a Spider-sized context:
-//! `cargo run -p quorum-kernels --example attention_throughput [runs]`. The kernel is the
-//! one this CPU runs (`RowKernel::detect`).
+//! dims) for a prefill chunk and a decode row over a Spider-sized context, or on the shapes
+//! given: `cargo run -p quorum-kernels --example attention_throughput [runs [heads kv_heads
+//! head_dim context]]` (Qwen2.5-Coder-1.5B over a business schema's prompt: `20 12 2 128
+//! 2500`). The kernel is the one this CPU runs (`RowKernel::detect`).
 
 use std::time::Instant;
 
@@ -21,15 +22,22 @@ fn values(n: usize, seed: u32) -> Vec<f32> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let runs: usize = std::env::args()
-        .nth(1)
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
         .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(20);
-    let (heads, kv_heads, d, context) = (14, 2, 64, 1024);
+        .collect::<Result<_, _>>()?;
+    let runs = args.first().copied().unwrap_or(20);
+    let (heads, kv_heads, d, context) = match args[..] {
+        [_, heads, kv_heads, d, context] => (heads, kv_heads, d, context),
+        [] | [_] => (14, 2, 64, 1024),
+        _ => anyhow::bail!("give runs, or runs heads kv_heads head_dim context"),
+    };
     let k = values(kv_heads * context * d, 2);
     let v = values(kv_heads * context * d, 3);
-    for (what, len) in [("prefill chunk of 256", 256), ("decode row", 1)] {
+    for (what, len) in [
+        ("prefill chunk of 256", 256.min(context)),
+        ("decode row", 1),
+    ] {
         let dims = AttentionDims {
             num_heads: heads,
             num_kv_heads: kv_heads,

@@ -229,11 +229,15 @@ mod tests {
     fn tiles_equal_one_row_at_a_time_bit_for_bit() {
         // The tiled kernel reads each key once for many queries; every output must still be
         // attend_row's, on both compilations.
-        // 64 dims as the models have, and 20: a tail past the eight-lane chunks.
-        for d in [64, 20] {
-            let (k, v) = (data(53 * d, 4), data(53 * d, 5));
-            let qs: Vec<Vec<f32>> = (0..9).map(|i| data(d, 20 + i)).collect();
-            let visible = [1, 53, 17, 17, 2, 40, 53, 9, 30];
+        // 64 and 128 dims as the models have; 20 and 76: tails past the eight-lane chunks and
+        // past the weighted sum's groups of 64. Queries that see as many positions go in pairs
+        // (the heads of one row), others alone, over several blocks of values.
+        for d in [64, 128, 20, 76] {
+            let (k, v) = (data(150 * d, 4), data(150 * d, 5));
+            let visible = [1, 150, 17, 17, 2, 40, 150, 150, 9, 30, 70, 70, 71];
+            let qs: Vec<Vec<f32>> = (0..visible.len() as u32)
+                .map(|i| data(d, 20 + i))
+                .collect();
             for kernel in [RowKernel::Baseline, RowKernel::detect()] {
                 let queries: Vec<TileQuery<'_>> = qs
                     .iter()
