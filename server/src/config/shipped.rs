@@ -193,10 +193,10 @@ pub(super) fn profile_round1(pipeline: &mut RawPipeline) {
 
 /// The default profile revises a failed query only when no voter's query ran, unless the
 /// configuration sets `revise_beside_results`: with two voters, the PreSQL and one FinSQL, a
-/// fix beside the query that ran can only join it or split the vote for the selector, and on
-/// dev300 and business-pg those splits gained and lost as many answers as the fixes cost in a
-/// quarter of the generated tokens (docs/RESULTS.md). The small and accurate profiles, with
-/// four voters, revise as before.
+/// fix beside the query that ran can only join it or split the vote for the selector. Those
+/// fixes were a quarter of the generated tokens on dev300 and on business-pg; without them
+/// dev300 gained one answer and lost one, business-pg lost one (docs/RESULTS.md). The small
+/// and accurate profiles, with four voters, revise as before.
 pub(super) fn profile_revision(profile: Profile, pipeline: &mut RawPipeline) {
     if profile == Profile::Default {
         pipeline.knobs.revise_beside_results.get_or_insert(false);

@@ -312,8 +312,8 @@ knobs! {
         write |c, v| c.revision.revise_settled = v;
     /// Also revise failed candidates when another voter's query ran; off, only a question
     /// where nothing ran is revised. The default profile turns it off: with its two voters, a
-    /// fix beside the query that ran only makes a split vote for the selector, which gained
-    /// and lost as much as the fixes cost (docs/RESULTS.md).
+    /// fix beside the query that ran only makes a split vote for the selector, which changed
+    /// little for a quarter of the generated tokens (docs/RESULTS.md).
     revise_beside_results: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.revision.revise_beside_results,
         write |c, v| c.revision.revise_beside_results = v;
