@@ -404,14 +404,18 @@ fn revised_when(
         .run(QUESTION, None, &concert())
         .expect("answers");
     assert_eq!(answer.sql, S6);
-    let revised = generator
+    (revision_generators(&generator), answer.unrevised)
+}
+
+/// The generators the revision stage asked, in order.
+fn revision_generators(generator: &ScriptedGenerator) -> Vec<String> {
+    generator
         .batches()
         .iter()
         .flatten()
         .filter(|r| stage(r) == Stage::Revision)
         .map(|r| r.generator.clone())
-        .collect();
-    (revised, answer.unrevised)
+        .collect()
 }
 
 #[test]
@@ -476,14 +480,11 @@ fn with_revise_beside_results_off_only_a_question_where_nothing_ran_is_revised()
         let answer = pipeline(config, &generator, Some(&selector))
             .run(QUESTION, None, &concert())
             .expect("answers");
-        let asked: Vec<String> = generator
-            .batches()
-            .iter()
-            .flatten()
-            .filter(|r| stage(r) == Stage::Revision)
-            .map(|r| r.generator.clone())
-            .collect();
-        assert_eq!(asked, revised, "{presql} beside={beside}");
+        assert_eq!(
+            revision_generators(&generator),
+            revised,
+            "{presql} beside={beside}"
+        );
         assert_eq!(answer.unrevised, unrevised, "{presql} beside={beside}");
         assert_eq!(answer.sql, S6, "{presql} beside={beside}");
     }
