@@ -235,9 +235,7 @@ mod tests {
         for d in [64, 128, 20, 76] {
             let (k, v) = (data(150 * d, 4), data(150 * d, 5));
             let visible = [1, 150, 17, 17, 2, 40, 150, 150, 9, 30, 70, 70, 71];
-            let qs: Vec<Vec<f32>> = (0..visible.len() as u32)
-                .map(|i| data(d, 20 + i))
-                .collect();
+            let qs: Vec<Vec<f32>> = (0..visible.len() as u32).map(|i| data(d, 20 + i)).collect();
             for kernel in [RowKernel::Baseline, RowKernel::detect()] {
                 let queries: Vec<TileQuery<'_>> = qs
                     .iter()
