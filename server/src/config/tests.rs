@@ -214,7 +214,7 @@ fn the_default_profile_writes_two_queries_on_the_bigger_model() {
     own.knobs.round1_format = Some(PromptFormat::MSchema);
     profile_round1(&mut own);
     assert_eq!(own.knobs.round1_format, Some(PromptFormat::MSchema));
-    // Only the default profile revises a failure beside a query that ran no longer, and a
+    // Only the default profile stops revising a failure beside a query that ran, and a
     // configuration's own setting stands.
     for (profile, expected) in [
         (Profile::Default, Some(false)),
