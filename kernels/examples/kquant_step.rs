@@ -1,7 +1,7 @@
 //! One step of a GGUF model's K-quant matrices (every Q4_K and Q6_K matrix but the token
 //! embedding, once each, as a decode step reads them) through the K-quant GEMM on the file's
 //! blocks, against the same matrices re-encoded to Q8_0 through the Q8_0 GEMM: the best of
-//! `runs` for each row count, and the rate the weights are read at.
+//! `runs` for each row count, and the rate the weights are read at, in all and by format.
 //! `cargo run --release -p quorum-kernels --example kquant_step MODEL.gguf [runs] [path] [rows...]`.
 
 use std::time::Instant;
@@ -67,12 +67,21 @@ fn main() -> anyhow::Result<()> {
             })
             .collect();
         let (mut best_kq, mut best_q8) = (f64::INFINITY, f64::INFINITY);
+        // The same run's time split by format: [Q4_K, Q6_K].
+        let mut best_by_kind = [f64::INFINITY; 2];
         for _ in 0..runs {
+            let mut by_kind = [0f64; 2];
             let t = Instant::now();
             for (w, x) in kquant.iter().zip(&xs) {
+                let tw = Instant::now();
                 w.matmul(x, m)?;
+                by_kind[(w.kind() == KQuant::Q6K) as usize] += tw.elapsed().as_secs_f64();
             }
-            best_kq = best_kq.min(t.elapsed().as_secs_f64());
+            let kq = t.elapsed().as_secs_f64();
+            if kq < best_kq {
+                best_kq = kq;
+                best_by_kind = by_kind;
+            }
             let t = Instant::now();
             for (w, x) in q8.iter().zip(&xs) {
                 w.matmul(x, m)?;
@@ -87,6 +96,22 @@ fn main() -> anyhow::Result<()> {
             q8_bytes / best_q8 / 1e9,
             best_q8 / best_kq
         );
+        for (name, kind, secs) in [
+            ("Q4_K", KQuant::Q4K, best_by_kind[0]),
+            ("Q6_K", KQuant::Q6K, best_by_kind[1]),
+        ] {
+            let bytes: usize = kquant
+                .iter()
+                .filter(|w| w.kind() == kind)
+                .map(|w| w.bytes())
+                .sum();
+            println!(
+                "    of which {name}: {:8.2} ms for {:.0} MB ({:5.1} GB/s)",
+                secs * 1e3,
+                bytes as f64 / 1e6,
+                bytes as f64 / secs / 1e9
+            );
+        }
     }
     Ok(())
 }
