@@ -60,15 +60,24 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn summarize(name: &str, runs: &[Speed], prompt_len: usize) -> Speed {
+    summarize_with(name, runs, prompt_len, serde_json::Map::new())
+}
+
+/// [`summarize`] with more fields on the line.
+fn summarize_with(
+    name: &str,
+    runs: &[Speed],
+    prompt_len: usize,
+    extra: serde_json::Map<String, serde_json::Value>,
+) -> Speed {
     let s = Speed {
         prefill_tps: median(runs.iter().map(|r| r.prefill_tps).collect()),
         decode_tps: median(runs.iter().map(|r| r.decode_tps).collect()),
     };
-    println!(
-        "{}",
-        serde_json::json!({"config": name, "prompt_tokens": prompt_len, "runs": runs.len(),
-            "prefill_tok_s": s.prefill_tps, "decode_tok_s": s.decode_tps})
-    );
+    let mut line = serde_json::json!({"config": name, "prompt_tokens": prompt_len,
+        "runs": runs.len(), "prefill_tok_s": s.prefill_tps, "decode_tok_s": s.decode_tps});
+    line.as_object_mut().expect("an object").extend(extra);
+    println!("{line}");
     s
 }
 
@@ -119,7 +128,13 @@ fn main() -> Result<()> {
         let runs = (0..args.runs)
             .map(|_| engine_speed(&engine, &ids, n))
             .collect::<Result<Vec<_>>>()?;
-        summarize(engine_name(args.no_drafts), &runs, ids.len());
+        // How far speculative decoding got: the drafts checked and kept, and the engine's
+        // steps (prefill chunks included), over all runs.
+        let stats = engine.stats();
+        let extra = serde_json::json!({"steps": stats.steps, "draft_tokens": stats.draft_tokens,
+            "draft_tokens_accepted": stats.draft_tokens_accepted});
+        let extra = extra.as_object().expect("an object").clone();
+        summarize_with(engine_name(args.no_drafts), &runs, ids.len(), extra);
         return Ok(());
     }
     let mut reference = ReferenceModel::load(&if args.all_q8_0 {

@@ -1,7 +1,7 @@
 //! The 256-bit kernels (AVX2, AVX-VNNI): half a tile (eight columns, a column per lane)
 //! against up to four activation rows; four activation bytes broadcast and multiplied with four
-//! values of every column (`vpmaddubsw` then `vpmaddwd` on AVX2, `vpdpbusd` on AVX-VNNI), each
-//! sub-block's sum scaled in f32.
+//! values of every column (`vpmaddubsw` on AVX2, its pairs widened once per run that fits an
+//! i16; `vpdpbusd` on AVX-VNNI), each sub-block's sum scaled in f32.
 
 use std::arch::x86_64::*;
 
@@ -116,18 +116,30 @@ fn high_bits(v: __m256i) -> __m256i {
     _mm256_slli_epi16::<4>(_mm256_and_si256(v, _mm256_set1_epi8(3)))
 }
 
-/// `acc + Σ values * activations` over each column's four bytes, in exact i32:
-/// `vpmaddubsw` then `vpmaddwd` against ones on AVX2, `vpdpbusd` on AVX-VNNI.
+/// One sub-block's `Σ u * q` per column on AVX2, exact: the `vpmaddubsw` pairs are added in
+/// i16 as far as no sum can leave its range, and widened by one `vpmaddwd` per such run
+/// instead of one per group of four values. The weights' multiplies are the kernel's busiest
+/// port, and a row block of a draft's verification step (two to four rows) is bound by them.
+/// With `|q| <= 127` (the activations' quantization), a pair of products is at most
+/// `2 * 15 * 127 = 3,810` for Q4_K, whose eight pairs per lane sum to at most 30,480, and
+/// `2 * 63 * 127 = 16,002` for Q6_K, two of which sum to 32,004: under 32,767 either way, so
+/// the integer is the one `dot4` would have produced.
+///
+/// # Safety
+/// AVX2; `a..a + 4 * groups` (32 bytes for Q4_K, 16 for Q6_K) must be readable.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn dot4<const VNNI: bool>(acc: __m256i, values: __m256i, acts: __m256i) -> __m256i {
-    if VNNI {
-        // SAFETY: `VNNI` is set only for weights packed for the AVX-VNNI path, whose
-        // callers enable the feature (`half_rows_dot_vnni`).
-        unsafe { dpbusd_vnni(acc, values, acts) }
+unsafe fn sub_block_dot_avx2<const Q6: bool>(w: &[__m256i; 8], a: *const i8) -> __m256i {
+    // SAFETY: the caller's.
+    let pair = |t: usize| _mm256_maddubs_epi16(w[t], unsafe { broadcast4(a.add(4 * t)) });
+    let ones = _mm256_set1_epi16(1);
+    if Q6 {
+        let p01 = _mm256_add_epi16(pair(0), pair(1));
+        let p23 = _mm256_add_epi16(pair(2), pair(3));
+        _mm256_add_epi32(_mm256_madd_epi16(p01, ones), _mm256_madd_epi16(p23, ones))
     } else {
-        let pairs = _mm256_maddubs_epi16(values, acts);
-        _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        let p = (1..8).fold(pair(0), |p, t| _mm256_add_epi16(p, pair(t)));
+        _mm256_madd_epi16(p, ones)
     }
 }
 
@@ -255,12 +267,20 @@ unsafe fn half_rows<const R: usize, const Q6: bool, const VNNI: bool>(
                 let ds = _mm256_mul_ps(d, _mm256_cvtepi32_ps(s));
                 let w = sub_block_values::<Q6>(base, o, j, val_off);
                 for i in 0..R {
-                    // One chain a row: two (as on AVX-512) left too few of the 16 registers.
-                    let mut sub = _mm256_setzero_si256();
-                    for (t, &wt) in w.iter().enumerate().take(groups) {
-                        let av = broadcast4(a[i].add(4 * (groups * j + t)));
-                        sub = dot4::<VNNI>(sub, wt, av);
-                    }
+                    let at = a[i].add(4 * groups * j);
+                    let sub = if VNNI {
+                        // One chain a row: two (as on AVX-512) left too few of the 16
+                        // registers.
+                        let mut sub = _mm256_setzero_si256();
+                        for (t, &wt) in w.iter().enumerate().take(groups) {
+                            // `VNNI` is set only for weights packed for the AVX-VNNI path,
+                            // whose callers enable the feature (`half_rows_dot_vnni`).
+                            sub = dpbusd_vnni(sub, wt, broadcast4(at.add(4 * t)));
+                        }
+                        sub
+                    } else {
+                        sub_block_dot_avx2::<Q6>(&w, at)
+                    };
                     let sum = _mm256_cvtepi32_ps(sub);
                     sb_acc[i] = _mm256_fmadd_ps(sum, ds, sb_acc[i]);
                 }

@@ -196,3 +196,54 @@ fn bad_shapes_and_paths_are_errors() {
         Err(KQuantGemmError::ActivationLen { .. })
     ));
 }
+
+/// Raw file superblocks of `n` columns by 256 whose every value is the format's largest
+/// (Q4_K 15, Q6_K 63 after the shift), with the largest scales: the integer sums of the
+/// kernels reach their bounds (see `avx256::sub_block_dot_avx2`).
+fn saturated_blocks(kind: KQuant, n: usize) -> Vec<u8> {
+    let one = half::f16::from_f32(1.0).to_le_bytes();
+    let block: Vec<u8> = match kind {
+        KQuant::Q4K => [&one[..], &one[..], &[0xFF; 12][..], &[0xFF; 128][..]].concat(),
+        KQuant::Q6K => [&[0xFF; 192][..], &[0x7F; 16][..], &one[..]].concat(),
+    };
+    block.repeat(n)
+}
+
+#[test]
+fn the_largest_values_and_activations_sum_exactly() {
+    for kind in [KQuant::Q4K, KQuant::Q6K] {
+        let (n, k) = (24, KQ_BLOCK);
+        let raw = saturated_blocks(kind, n);
+        // Every activation at +amax or -amax (quantized to ±127), in runs that fill whole
+        // sub-blocks with one sign and in an alternation.
+        let rows: [Vec<f32>; 4] = [
+            vec![1.0; k],
+            vec![-1.0; k],
+            (0..k)
+                .map(|i| if (i / 16) % 2 == 0 { 1.0 } else { -1.0 })
+                .collect(),
+            (0..k)
+                .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+                .collect(),
+        ];
+        let x = rows.concat();
+        for path in CpuPath::int8_paths() {
+            let w = PackedKQuant::from_blocks(&raw, kind, n, k, path).expect("pack");
+            let want = w.reference(&x, 4).expect("reference");
+            let got = w.matmul(&x, 4).expect("matmul");
+            assert_eq!(
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{kind:?} {path}"
+            );
+            // Each row's sum of ±amax·w is the weight's value times the sum of signs: the
+            // all-positive row's output is the largest.
+            assert!(
+                got[0] > 0.0 && got[n] < 0.0,
+                "{kind:?} {path}: {} {}",
+                got[0],
+                got[n]
+            );
+        }
+    }
+}
