@@ -38,17 +38,17 @@ pub(crate) trait MulAdd: Copy {
         dot8_portable::<Self>(a, bs)
     }
 
-    /// `o[c..c + GROUP] += Σ_j w[j] · vs[j][c..c + GROUP]`, position by position
-    /// ([`add_weighted_portable`] unless a compilation has a faster way to the same bits).
+    /// [`weighted_sums_portable`] unless a compilation has a faster way to the same bits.
     #[inline(always)]
-    fn add_weighted(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
-        add_weighted_portable::<Self>(w, vs, c, o)
+    fn weighted_sums(ws: &[f32], stride: usize, visible: &[usize], vs: &[&[f32]], out: &mut [f32]) {
+        weighted_sums_portable::<Self>(ws, stride, visible, vs, out)
     }
 }
 
-/// Output columns of one pass of the weighted sum of values: eight chunks of eight, eight
-/// independent accumulators that hide the latency of the multiply-add.
-const GROUP: usize = LANES * LANES;
+/// Queries whose weighted sums of values are computed together: each holds two vectors of
+/// accumulators, so six leave room in the sixteen AVX2 registers for the two value vectors and
+/// the broadcast weight.
+const WEIGHTED_QUERIES: usize = 6;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Unfused;
@@ -79,58 +79,182 @@ impl MulAdd for Fused {
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn add_weighted(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
+    fn weighted_sums(ws: &[f32], stride: usize, visible: &[usize], vs: &[&[f32]], out: &mut [f32]) {
         // SAFETY: as in `dot8`.
-        unsafe { add_weighted_avx2(w, vs, c, o) }
+        unsafe { weighted_sums_avx2(ws, stride, visible, vs, out) }
     }
 }
 
-/// [`MulAdd::add_weighted`] in portable code.
+/// For each query `i` (up to [`WEIGHTED_QUERIES`]), whose weights are `ws[i * stride..]`
+/// and output `out[i * d..(i + 1) * d]` (`d = out.len() / visible.len()`):
+/// `out[c] = madd(w[j], vs[j][c], out[c])` for `j` in `0..visible[i]`, in that order, as
+/// [`attend_row`] adds the values.
 #[inline(always)]
-fn add_weighted_portable<M: MulAdd>(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
-    let mut acc: [[f32; LANES]; LANES] = std::array::from_fn(|i| *lanes(o, c + i * LANES));
-    for (&w, v) in w.iter().zip(vs) {
-        let w = [w; LANES];
-        for (i, acc) in acc.iter_mut().enumerate() {
-            madd8::<M>(&w, lanes(v, c + i * LANES), acc);
+fn weighted_sums_portable<M: MulAdd>(
+    ws: &[f32],
+    stride: usize,
+    visible: &[usize],
+    vs: &[&[f32]],
+    out: &mut [f32],
+) {
+    let d = out.len() / visible.len().max(1);
+    for ((i, &seen), o) in visible.iter().enumerate().zip(out.chunks_exact_mut(d)) {
+        for (&w, v) in ws[i * stride..i * stride + seen].iter().zip(vs) {
+            for (o, &x) in o.iter_mut().zip(&v[..d]) {
+                *o = M::madd(w, x, *o);
+            }
         }
     }
-    for (i, acc) in acc.iter().enumerate() {
-        o[c + i * LANES..c + (i + 1) * LANES].copy_from_slice(acc);
-    }
 }
 
-/// [`add_weighted_portable`] under [`Fused`] with the accumulators in AVX2 registers and no
-/// bounds check in the loop (the portable loop's checks and spills made it the slowest part
-/// of attention): each column gets the same multiply-adds in the same order.
+/// Columns one pass of [`weighted_sums_avx2`] keeps in registers for every query: two vectors.
+#[cfg(target_arch = "x86_64")]
+const WEIGHTED_COLUMNS: usize = 2 * LANES;
+
+/// [`weighted_sums_portable`] under [`Fused`], sixteen columns at a time for all the queries
+/// together, a block of positions at a time: each value is loaded once for all of them (one
+/// query at a time, the values were read once per query, and the passes waited on the cache;
+/// a prefill chunk's attention took 1.4 times as long), and each output element gets the
+/// same multiply-adds in the same order.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn add_weighted_avx2(w: &[f32], vs: &[&[f32]], c: usize, o: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let out = &mut o[c..c + GROUP];
+unsafe fn weighted_sums_avx2(
+    ws: &[f32],
+    stride: usize,
+    visible: &[usize],
+    vs: &[&[f32]],
+    out: &mut [f32],
+) {
+    let q = visible.len();
+    assert!((1..=WEIGHTED_QUERIES).contains(&q), "{q} queries");
+    let d = out.len() / q;
+    let seen = visible.iter().copied().max().unwrap_or(0);
     assert!(
-        vs.iter().all(|v| v.len() >= c + GROUP),
-        "a value row is too short"
+        out.len() == q * d
+            && visible
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v <= stride && i * stride + v <= ws.len())
+            && vs.len() >= seen
+            && vs[..seen].iter().all(|v| v.len() >= d),
+        "weights, values or outputs too short"
     );
-    // SAFETY: `out` holds GROUP floats.
-    let mut acc: [__m256; LANES] =
-        std::array::from_fn(|i| unsafe { _mm256_loadu_ps(out.as_ptr().add(i * LANES)) });
-    for (&w, v) in w.iter().zip(vs) {
-        let wv = _mm256_set1_ps(w);
-        // SAFETY: checked above: `v` has `c + GROUP` floats.
-        let row = unsafe { v.as_ptr().add(c) };
-        for (i, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: `i * LANES + LANES <= GROUP`.
-            let x = unsafe { _mm256_loadu_ps(row.add(i * LANES)) };
-            *acc = _mm256_fmadd_ps(wv, x, *acc);
+    let groups = d / WEIGHTED_COLUMNS * WEIGHTED_COLUMNS;
+    let passes = groups / WEIGHTED_COLUMNS;
+    let common = visible.iter().copied().min().unwrap_or(0);
+    // The positions every query sees, a block at a time for all the queries and columns;
+    // while a block's passes run, the next block's value rows are prefetched whole, a share
+    // with each pass (in a pass of sixteen columns alone, a row's line was read 1 KiB after
+    // the last row's, which left each load waiting on memory in a decode step).
+    for b0 in (0..common).step_by(WEIGHTED_BLOCK) {
+        let b1 = (b0 + WEIGHTED_BLOCK).min(common);
+        let share = WEIGHTED_BLOCK.div_ceil(passes.max(1));
+        for (pass, c) in (0..groups).step_by(WEIGHTED_COLUMNS).enumerate() {
+            let next = b1 + pass * share;
+            for v in vs.iter().take(seen).skip(next).take(share) {
+                prefetch_row(&v[..d]);
+            }
+            // SAFETY: checked above: every query's weights and output and every value row `j <
+            // seen` are long enough for columns `c..c + 16 <= d`.
+            unsafe {
+                match q {
+                    1 => weighted_columns::<1>(ws, stride, vs, out, c, b0..b1),
+                    2 => weighted_columns::<2>(ws, stride, vs, out, c, b0..b1),
+                    3 => weighted_columns::<3>(ws, stride, vs, out, c, b0..b1),
+                    4 => weighted_columns::<4>(ws, stride, vs, out, c, b0..b1),
+                    5 => weighted_columns::<5>(ws, stride, vs, out, c, b0..b1),
+                    _ => weighted_columns::<6>(ws, stride, vs, out, c, b0..b1),
+                }
+            }
         }
     }
-    for (i, acc) in acc.iter().enumerate() {
-        // SAFETY: `out` holds GROUP floats.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(i * LANES), *acc) };
+    // Each query's further positions (rows of a prefill chunk see different numbers).
+    for (i, &seen) in visible.iter().enumerate() {
+        for c in (0..groups).step_by(WEIGHTED_COLUMNS) {
+            // SAFETY: as above, for query `i` alone (its weights and its output row).
+            unsafe {
+                weighted_columns::<1>(
+                    &ws[i * stride..],
+                    stride,
+                    vs,
+                    &mut out[i * d..(i + 1) * d],
+                    c,
+                    common..seen,
+                )
+            };
+        }
+    }
+    for ((i, &seen), o) in visible.iter().enumerate().zip(out.chunks_exact_mut(d)) {
+        for (&w, v) in ws[i * stride..i * stride + seen].iter().zip(vs) {
+            for (o, &x) in o[groups..].iter_mut().zip(&v[groups..d]) {
+                *o = w.mul_add(x, *o);
+            }
+        }
+    }
+}
+
+/// Positions `from` (in order) of columns `c..c + 16` of `Q` queries' weighted sums (see
+/// [`weighted_sums_avx2`]), each value loaded once for all of them.
+///
+/// # Safety
+/// AVX2 and FMA; `out` holds `Q` rows of `d >= c + 16` floats, each query `i`'s weights
+/// `ws[i * stride + j]` exist for `j` in `from`, and so do the value rows, each of `c + 16`
+/// floats or more.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weighted_columns<const Q: usize>(
+    ws: &[f32],
+    stride: usize,
+    vs: &[&[f32]],
+    out: &mut [f32],
+    c: usize,
+    from: std::ops::Range<usize>,
+) {
+    use std::arch::x86_64::*;
+    if from.is_empty() {
+        return;
+    }
+    let d = out.len() / Q;
+    let (w, o) = (ws.as_ptr(), out.as_mut_ptr());
+    // SAFETY (whole body): the caller's bounds.
+    unsafe {
+        let mut acc: [[__m256; 2]; Q] = std::array::from_fn(|i| {
+            let at = o.add(i * d + c);
+            [_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(LANES))]
+        });
+        for j in from {
+            let v = vs[j].as_ptr().add(c);
+            let (v0, v1) = (_mm256_loadu_ps(v), _mm256_loadu_ps(v.add(LANES)));
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let wj = _mm256_broadcast_ss(&*w.add(i * stride + j));
+                acc[0] = _mm256_fmadd_ps(wj, v0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(wj, v1, acc[1]);
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            let at = o.add(i * d + c);
+            _mm256_storeu_ps(at, acc[0]);
+            _mm256_storeu_ps(at.add(LANES), acc[1]);
+        }
+    }
+}
+
+/// Value rows per block of [`weighted_sums_avx2`]: a block of the paged cache.
+#[cfg(target_arch = "x86_64")]
+const WEIGHTED_BLOCK: usize = 16;
+
+/// Prefetch hints for the cache lines of `x`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_row(x: &[f32]) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    for line in (0..x.len()).step_by(16) {
+        // SAFETY: a prefetch never faults, and `line` is inside `x`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(x.as_ptr().add(line).cast()) };
     }
 }
 
@@ -453,10 +577,6 @@ unsafe fn attend_tile_avx2<'a>(
 /// Softmax sums computed side by side.
 const SUMS_TOGETHER: usize = 4;
 
-/// Keys and values read per block of the weighted sum: 64 of them (16 KiB at 64 dims) stay in
-/// the L1 cache while every query of the tile passes over them.
-const VALUE_BLOCK: usize = 64;
-
 /// [`attend_row`] for several queries that share keys and values (query heads of one kv head,
 /// rows of one chunk): every key and value is read once for all of them, and each query's
 /// output is computed with exactly [`attend_row`]'s operations in its order, so the two agree
@@ -531,42 +651,16 @@ fn attend_tile<'a, M: MulAdd, K, V>(
             }
         }
     }
-    // The weighted sum of values, position by position for each output element, in blocks of
-    // positions that stay in the L1 cache.
-    let mut values: Vec<&[f32]> = Vec::with_capacity(VALUE_BLOCK);
-    for j0 in (0..stride).step_by(VALUE_BLOCK) {
-        let j1 = (j0 + VALUE_BLOCK).min(stride);
-        values.clear();
-        values.extend((j0..j1).map(&value));
-        for ((t, w), o) in queries
-            .iter()
-            .zip(scores.chunks_exact(stride))
-            .zip(dst.chunks_exact_mut(d))
-        {
-            let end = t.visible.min(j1);
-            if end <= j0 {
-                continue;
-            }
-            let (w, vs) = (&w[j0..end], &values[..end - j0]);
-            let mut c = 0;
-            while c + GROUP <= d {
-                M::add_weighted(w, vs, c, o);
-                c += GROUP;
-            }
-            while c + LANES <= d {
-                let mut acc = *lanes(o, c);
-                for (&w, v) in w.iter().zip(vs) {
-                    madd8::<M>(&[w; LANES], lanes(v, c), &mut acc);
-                }
-                o[c..c + LANES].copy_from_slice(&acc);
-                c += LANES;
-            }
-            for c in c..d {
-                for (&w, v) in w.iter().zip(vs) {
-                    o[c] = M::madd(w, v[c], o[c]);
-                }
-            }
-        }
+    // The weighted sum of values, position by position for each output element, a few
+    // queries at a time, each value read once for all of them.
+    let values: Vec<&[f32]> = (0..stride).map(&value).collect();
+    for ((group, ws), out) in queries
+        .chunks(WEIGHTED_QUERIES)
+        .zip(scores.chunks(WEIGHTED_QUERIES * stride))
+        .zip(dst.chunks_mut(WEIGHTED_QUERIES * d))
+    {
+        let visible: Vec<usize> = group.iter().map(|t| t.visible).collect();
+        M::weighted_sums(ws, stride, &visible, &values, out);
     }
 }
 
