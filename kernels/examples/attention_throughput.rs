@@ -2,12 +2,21 @@
 //! disturbs it least) on Qwen2.5-Coder-0.5B's head shapes (14 query heads, 2 kv heads, 64
 //! dims) for a prefill chunk and a decode row over a Spider-sized context, or on the shapes
 //! given: `cargo run -p quorum-kernels --example attention_throughput [runs [heads kv_heads
-//! head_dim context]]` (Qwen2.5-Coder-1.5B over a business schema's prompt: `20 12 2 128
-//! 2500`). The kernel is the one this CPU runs (`RowKernel::detect`).
+//! head_dim context [layers]]]` (Qwen2.5-Coder-1.5B over a business schema's prompt: `20 12 2
+//! 128 2500`). The kernel is the one this CPU runs (`RowKernel::detect`).
+//!
+//! Then a whole decode step's attention as the engine reads it from the paged KV cache: one
+//! query row in each of `layers` layers (default 28, the 1.5B's), whose keys and values
+//! together outgrow the last-level cache at a 1,000-token context, so that each step reads
+//! them from memory as a decode step does after its weights have passed through the cache;
+//! the best and the median step.
 
 use std::time::Instant;
 
-use quorum_kernels::{AttentionDims, causal_attention_rows};
+use quorum_kernels::{AttentionDims, KvLayout, PagedChunk, PagedKvStore, causal_attention_rows};
+
+/// Tokens per block of the paged cache, as the engine's default.
+const BLOCK_SIZE: usize = 16;
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
     let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
@@ -27,10 +36,11 @@ fn main() -> anyhow::Result<()> {
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
     let runs = args.first().copied().unwrap_or(20);
-    let (heads, kv_heads, d, context) = match args[..] {
-        [_, heads, kv_heads, d, context] => (heads, kv_heads, d, context),
-        [] | [_] => (14, 2, 64, 1024),
-        _ => anyhow::bail!("give runs, or runs heads kv_heads head_dim context"),
+    let (heads, kv_heads, d, context, layers) = match args[..] {
+        [_, heads, kv_heads, d, context] => (heads, kv_heads, d, context, 28),
+        [_, heads, kv_heads, d, context, layers] => (heads, kv_heads, d, context, layers),
+        [] | [_] => (14, 2, 64, 1024, 28),
+        _ => anyhow::bail!("give runs, or runs heads kv_heads head_dim context [layers]"),
     };
     let k = values(kv_heads * context * d, 2);
     let v = values(kv_heads * context * d, 3);
@@ -58,5 +68,55 @@ fn main() -> anyhow::Result<()> {
             best * 1e3
         );
     }
+    paged_decode_step(runs, (layers, heads, kv_heads, d, context))
+}
+
+/// One decode step's attention over every layer of a paged cache (see the module docs).
+fn paged_decode_step(
+    runs: usize,
+    (layers, heads, kv_heads, d, context): (usize, usize, usize, usize, usize),
+) -> anyhow::Result<()> {
+    let layout = KvLayout {
+        num_layers: layers,
+        num_blocks: context.div_ceil(BLOCK_SIZE),
+        block_size: BLOCK_SIZE,
+        num_kv_heads: kv_heads,
+        head_dim: d,
+    };
+    let mut store = PagedKvStore::new(layout);
+    let slots: Vec<usize> = (0..context).collect();
+    let width = context * layout.token_width();
+    for layer in 0..layers {
+        let seed = 2 * layer as u32 + 10;
+        store.write(
+            layer,
+            &slots,
+            &values(width, seed),
+            &values(width, seed + 1),
+        )?;
+    }
+    let table: Vec<usize> = (0..layout.num_blocks).collect();
+    let chunk = PagedChunk {
+        offset: 0,
+        len: 1,
+        start: context - 1,
+        block_table: &table,
+    };
+    let q = values(heads * d, 7);
+    let mut steps = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        for layer in 0..layers {
+            std::hint::black_box(store.attend(layer, &q, heads, 1, &[chunk])?);
+        }
+        steps.push(t.elapsed().as_secs_f64());
+    }
+    steps.sort_by(f64::total_cmp);
+    let mb = (2 * layers * width * 4) as f64 / 1e6;
+    println!(
+        "paged decode step, {layers} layers over {context} positions ({mb:.0} MB of keys and values): best {:.2} ms, median {:.2} ms",
+        steps[0] * 1e3,
+        steps[steps.len() / 2] * 1e3,
+    );
     Ok(())
 }
