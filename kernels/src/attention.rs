@@ -114,7 +114,7 @@ const WEIGHTED_COLUMNS: usize = 2 * LANES;
 /// [`weighted_sums_portable`] under [`Fused`], sixteen columns at a time for all the queries
 /// together, a block of positions at a time: each value is loaded once for all of them (one
 /// query at a time, the values were read once per query, and the passes waited on the cache;
-/// a prefill chunk's attention took 1.4 times as long), and each output element gets the
+/// a prefill chunk's attention took 1.2 to 1.4 times as long), and each output element gets the
 /// same multiply-adds in the same order.
 ///
 /// # Safety
@@ -659,8 +659,11 @@ fn attend_tile<'a, M: MulAdd, K, V>(
         .zip(scores.chunks(WEIGHTED_QUERIES * stride))
         .zip(dst.chunks_mut(WEIGHTED_QUERIES * d))
     {
-        let visible: Vec<usize> = group.iter().map(|t| t.visible).collect();
-        M::weighted_sums(ws, stride, &visible, &values, out);
+        let mut visible = [0; WEIGHTED_QUERIES];
+        for (v, t) in visible.iter_mut().zip(group) {
+            *v = t.visible;
+        }
+        M::weighted_sums(ws, stride, &visible[..group.len()], &values, out);
     }
 }
 

@@ -118,12 +118,11 @@ fn high_bits(v: __m256i) -> __m256i {
 
 /// One sub-block's `Σ u * q` per column on AVX2, exact: the `vpmaddubsw` pairs are added in
 /// i16 as far as no sum can leave its range, and widened by one `vpmaddwd` per such run
-/// instead of one per group of four values. The weights' multiplies are the kernel's busiest
-/// port, and a row block of a draft's verification step (two to four rows) is bound by them.
-/// With `|q| <= 127` (the activations' quantization), a pair of products is at most
-/// `2 * 15 * 127 = 3,810` for Q4_K, whose eight pairs per lane sum to at most 30,480, and
-/// `2 * 63 * 127 = 16,002` for Q6_K, two of which sum to 32,004: under 32,767 either way, so
-/// the integer is the one `dot4` would have produced.
+/// instead of one per group of four values (on a cache-resident weight, one thread, Q4_K ran
+/// 1.2 to 1.5 times as fast; docs/RESULTS.md). With `|q| <= 127` (the activations'
+/// quantization), a pair of products is at most `2 * 15 * 127 = 3,810` for Q4_K, whose eight
+/// pairs per lane sum to at most 30,480, and `2 * 63 * 127 = 16,002` for Q6_K, two of which sum
+/// to 32,004: under 32,767 either way, so no sum saturates or wraps and the integer is exact.
 ///
 /// # Safety
 /// AVX2; `a..a + 4 * groups` (32 bytes for Q4_K, 16 for Q6_K) must be readable.

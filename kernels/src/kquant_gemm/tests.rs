@@ -236,8 +236,8 @@ fn the_largest_values_and_activations_sum_exactly() {
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 "{kind:?} {path}"
             );
-            // Each row's sum of ±amax·w is the weight's value times the sum of signs: the
-            // all-positive row's output is the largest.
+            // Every weight is positive, so the all-positive row's outputs are positive and the
+            // all-negative row's negative.
             assert!(
                 got[0] > 0.0 && got[n] < 0.0,
                 "{kind:?} {path}: {} {}",
