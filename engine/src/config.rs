@@ -44,6 +44,10 @@ pub struct EngineConfig {
     /// The dtype of the weights, activations and KV cache: f32 on the CPU; bf16 or f16 on a GPU
     /// halve the bytes each step reads ([`quorum_models::check_dtype`]).
     pub dtype: DType,
+    /// What the KV cache holds where its blocks are in host memory (the CPU's cache): f32, or
+    /// f16 at half the bytes each decode step reads of it ([`quorum_kernels::KvElement`]).
+    /// A device's blocks hold the model's dtype.
+    pub host_kv_dtype: DType,
     /// Keep the KV blocks in device tensors and attend with candle ops even on the CPU: the
     /// path every GPU takes (off the CPU the blocks are always there), forced here so that tests
     /// can run it where no GPU is.
@@ -98,6 +102,7 @@ impl EngineConfig {
             adapters: BTreeMap::new(),
             max_draft_tokens: DEFAULT_MAX_DRAFT_TOKENS,
             dtype: DType::F32,
+            host_kv_dtype: DType::F32,
             device_kv_on_cpu: false,
             gpu_memory_fraction: None,
             batch_invariant: false,

@@ -290,10 +290,10 @@ pub fn spawn_engine(
         num_kv_heads: mc.num_kv_heads,
         head_dim: mc.head_dim,
     };
-    // Host blocks hold f32 whatever the model's dtype; device blocks the model's dtype.
+    // Host blocks hold f32 or f16 whatever the model's dtype; device blocks the model's dtype.
     let kv_on_host = device.is_cpu() && !config.device_kv_on_cpu;
     let kv_dtype = if kv_on_host {
-        candle_core::DType::F32
+        config.host_kv_dtype
     } else {
         model.dtype()
     };
@@ -373,7 +373,11 @@ pub fn spawn_engine(
     let (tx, rx) = std::sync::mpsc::sync_channel(limit.max(1));
     // Off the CPU the blocks stay on the model's device, in its activation dtype.
     let store = if kv_on_host {
-        KvMemory::Host(PagedKvStore::new(layout))
+        KvMemory::Host(PagedKvStore::with_dtype(layout, kv_dtype).map_err(|e| {
+            EngineError::Config {
+                detail: e.to_string(),
+            }
+        })?)
     } else {
         KvMemory::Device(
             DeviceKvStore::new(layout, device, model.dtype()).map_err(|e| EngineError::Config {

@@ -9,10 +9,11 @@
 //! query row in each of `layers` layers (default 28, the 1.5B's), whose keys and values
 //! together outgrow the last-level cache at a 1,000-token context, so that each step reads
 //! them from memory as a decode step does after its weights have passed through the cache;
-//! the best and the median step.
+//! the best and the median step, for one sequence and for eight, with f32 and f16 blocks.
 
 use std::time::Instant;
 
+use candle_core::DType;
 use quorum_kernels::{AttentionDims, KvLayout, PagedChunk, PagedKvStore, causal_attention_rows};
 
 /// Tokens per block of the paged cache, as the engine's default.
@@ -71,52 +72,73 @@ fn main() -> anyhow::Result<()> {
     paged_decode_step(runs, (layers, heads, kv_heads, d, context))
 }
 
-/// One decode step's attention over every layer of a paged cache (see the module docs).
+/// One decode step's attention over every layer of a paged cache (see the module docs), for
+/// one sequence and for eight decoding together, with f32 and with f16 blocks, the two
+/// element types' steps interleaved so that both see the machine alike.
 fn paged_decode_step(
     runs: usize,
     (layers, heads, kv_heads, d, context): (usize, usize, usize, usize, usize),
 ) -> anyhow::Result<()> {
-    let layout = KvLayout {
-        num_layers: layers,
-        num_blocks: context.div_ceil(BLOCK_SIZE),
-        block_size: BLOCK_SIZE,
-        num_kv_heads: kv_heads,
-        head_dim: d,
-    };
-    let mut store = PagedKvStore::new(layout);
-    let slots: Vec<usize> = (0..context).collect();
-    let width = context * layout.token_width();
-    for layer in 0..layers {
-        let seed = 2 * layer as u32 + 10;
-        store.write(
-            layer,
-            &slots,
-            &values(width, seed),
-            &values(width, seed + 1),
-        )?;
-    }
-    let table: Vec<usize> = (0..layout.num_blocks).collect();
-    let chunk = PagedChunk {
-        offset: 0,
-        len: 1,
-        start: context - 1,
-        block_table: &table,
-    };
-    let q = values(heads * d, 7);
-    let mut steps = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        for layer in 0..layers {
-            std::hint::black_box(store.attend(layer, &q, heads, 1, &[chunk])?);
+    for sequences in [1, 8] {
+        let layout = KvLayout {
+            num_layers: layers,
+            num_blocks: sequences * context.div_ceil(BLOCK_SIZE),
+            block_size: BLOCK_SIZE,
+            num_kv_heads: kv_heads,
+            head_dim: d,
+        };
+        let width = layout.num_blocks * BLOCK_SIZE * layout.token_width();
+        let slots: Vec<usize> = (0..layout.num_blocks * BLOCK_SIZE).collect();
+        let mut stores = Vec::new();
+        for dtype in [DType::F32, DType::F16] {
+            let mut store = PagedKvStore::with_dtype(layout, dtype)?;
+            for layer in 0..layers {
+                let seed = 2 * layer as u32 + 10;
+                store.write(
+                    layer,
+                    &slots,
+                    &values(width, seed),
+                    &values(width, seed + 1),
+                )?;
+            }
+            stores.push(store);
         }
-        steps.push(t.elapsed().as_secs_f64());
+        let per_sequence = context.div_ceil(BLOCK_SIZE);
+        let tables: Vec<Vec<usize>> = (0..sequences)
+            .map(|s| (s * per_sequence..(s + 1) * per_sequence).collect())
+            .collect();
+        let chunks: Vec<PagedChunk<'_>> = tables
+            .iter()
+            .enumerate()
+            .map(|(s, table)| PagedChunk {
+                offset: s,
+                len: 1,
+                start: context - 1,
+                block_table: table,
+            })
+            .collect();
+        let q = values(heads * d * sequences, 7);
+        let mut steps = vec![Vec::with_capacity(runs); stores.len()];
+        for _ in 0..runs {
+            for (store, steps) in stores.iter().zip(&mut steps) {
+                let t = Instant::now();
+                for layer in 0..layers {
+                    std::hint::black_box(store.attend(layer, &q, heads, sequences, &chunks)?);
+                }
+                steps.push(t.elapsed().as_secs_f64());
+            }
+        }
+        for (store, steps) in stores.iter().zip(&mut steps) {
+            steps.sort_by(f64::total_cmp);
+            let bytes = store.dtype().size_in_bytes();
+            let mb = (2 * layers * sequences * context * layout.token_width() * bytes) as f64 / 1e6;
+            println!(
+                "paged decode step, {sequences} sequence(s), {:?} blocks, {layers} layers over {context} positions ({mb:.0} MB of keys and values): best {:.2} ms, median {:.2} ms",
+                store.dtype(),
+                steps[0] * 1e3,
+                steps[steps.len() / 2] * 1e3,
+            );
+        }
     }
-    steps.sort_by(f64::total_cmp);
-    let mb = (2 * layers * width * 4) as f64 / 1e6;
-    println!(
-        "paged decode step, {layers} layers over {context} positions ({mb:.0} MB of keys and values): best {:.2} ms, median {:.2} ms",
-        steps[0] * 1e3,
-        steps[steps.len() / 2] * 1e3,
-    );
     Ok(())
 }

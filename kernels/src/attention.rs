@@ -8,6 +8,8 @@
 
 use rayon::prelude::*;
 
+use crate::kv_element::KvElement;
+
 /// Shapes of one chunk's attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttentionDims {
@@ -34,14 +36,20 @@ pub(crate) trait MulAdd: Copy {
     /// [`dot`] of `a` with eight vectors at once ([`dot8_portable`] unless a compilation has
     /// a faster way to the same bits).
     #[inline(always)]
-    fn dot8(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
-        dot8_portable::<Self>(a, bs)
+    fn dot8<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
+        dot8_portable::<Self, E>(a, bs)
     }
 
     /// [`weighted_sums_portable`] unless a compilation has a faster way to the same bits.
     #[inline(always)]
-    fn weighted_sums(ws: &[f32], stride: usize, visible: &[usize], vs: &[&[f32]], out: &mut [f32]) {
-        weighted_sums_portable::<Self>(ws, stride, visible, vs, out)
+    fn weighted_sums<E: KvElement>(
+        ws: &[f32],
+        stride: usize,
+        visible: &[usize],
+        vs: &[&[E]],
+        out: &mut [f32],
+    ) {
+        weighted_sums_portable::<Self, E>(ws, stride, visible, vs, out)
     }
 }
 
@@ -71,15 +79,21 @@ impl MulAdd for Fused {
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn dot8(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
-        // SAFETY: `Fused` runs only inside the AVX2 + FMA compilations (`RowKernel::Avx2`,
-        // which `detect` chose because the CPU has both).
+    fn dot8<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
+        // SAFETY: `Fused` runs only inside the AVX2 + FMA + F16C compilations
+        // (`RowKernel::Avx2`, which `detect` chose because the CPU has all three).
         unsafe { dot8_avx2(a, bs) }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn weighted_sums(ws: &[f32], stride: usize, visible: &[usize], vs: &[&[f32]], out: &mut [f32]) {
+    fn weighted_sums<E: KvElement>(
+        ws: &[f32],
+        stride: usize,
+        visible: &[usize],
+        vs: &[&[E]],
+        out: &mut [f32],
+    ) {
         // SAFETY: as in `dot8`.
         unsafe { weighted_sums_avx2(ws, stride, visible, vs, out) }
     }
@@ -90,18 +104,18 @@ impl MulAdd for Fused {
 /// `out[c] = madd(w[j], vs[j][c], out[c])` for `j` in `0..visible[i]`, in that order, as
 /// [`attend_row`] adds the values.
 #[inline(always)]
-fn weighted_sums_portable<M: MulAdd>(
+fn weighted_sums_portable<M: MulAdd, E: KvElement>(
     ws: &[f32],
     stride: usize,
     visible: &[usize],
-    vs: &[&[f32]],
+    vs: &[&[E]],
     out: &mut [f32],
 ) {
     let d = out.len() / visible.len().max(1);
     for ((i, &seen), o) in visible.iter().enumerate().zip(out.chunks_exact_mut(d)) {
         for (&w, v) in ws[i * stride..i * stride + seen].iter().zip(vs) {
             for (o, &x) in o.iter_mut().zip(&v[..d]) {
-                *o = M::madd(w, x, *o);
+                *o = M::madd(w, x.to_f32(), *o);
             }
         }
     }
@@ -118,14 +132,14 @@ const WEIGHTED_COLUMNS: usize = 2 * LANES;
 /// same multiply-adds in the same order.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_sums_avx2(
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn weighted_sums_avx2<E: KvElement>(
     ws: &[f32],
     stride: usize,
     visible: &[usize],
-    vs: &[&[f32]],
+    vs: &[&[E]],
     out: &mut [f32],
 ) {
     let q = visible.len();
@@ -161,12 +175,12 @@ unsafe fn weighted_sums_avx2(
             // seen` are long enough for columns `c..c + 16 <= d`.
             unsafe {
                 match q {
-                    1 => weighted_columns::<1>(ws, stride, vs, out, c, b0..b1),
-                    2 => weighted_columns::<2>(ws, stride, vs, out, c, b0..b1),
-                    3 => weighted_columns::<3>(ws, stride, vs, out, c, b0..b1),
-                    4 => weighted_columns::<4>(ws, stride, vs, out, c, b0..b1),
-                    5 => weighted_columns::<5>(ws, stride, vs, out, c, b0..b1),
-                    _ => weighted_columns::<6>(ws, stride, vs, out, c, b0..b1),
+                    1 => weighted_columns::<1, E>(ws, stride, vs, out, c, b0..b1),
+                    2 => weighted_columns::<2, E>(ws, stride, vs, out, c, b0..b1),
+                    3 => weighted_columns::<3, E>(ws, stride, vs, out, c, b0..b1),
+                    4 => weighted_columns::<4, E>(ws, stride, vs, out, c, b0..b1),
+                    5 => weighted_columns::<5, E>(ws, stride, vs, out, c, b0..b1),
+                    _ => weighted_columns::<6, E>(ws, stride, vs, out, c, b0..b1),
                 }
             }
         }
@@ -176,7 +190,7 @@ unsafe fn weighted_sums_avx2(
         for c in (0..groups).step_by(WEIGHTED_COLUMNS) {
             // SAFETY: as above, for query `i` alone (its weights and its output row).
             unsafe {
-                weighted_columns::<1>(
+                weighted_columns::<1, E>(
                     &ws[i * stride..],
                     stride,
                     vs,
@@ -190,7 +204,7 @@ unsafe fn weighted_sums_avx2(
     for ((i, &seen), o) in visible.iter().enumerate().zip(out.chunks_exact_mut(d)) {
         for (&w, v) in ws[i * stride..i * stride + seen].iter().zip(vs) {
             for (o, &x) in o[groups..].iter_mut().zip(&v[groups..d]) {
-                *o = w.mul_add(x, *o);
+                *o = w.mul_add(x.to_f32(), *o);
             }
         }
     }
@@ -200,16 +214,16 @@ unsafe fn weighted_sums_avx2(
 /// [`weighted_sums_avx2`]), each value loaded once for all of them.
 ///
 /// # Safety
-/// AVX2 and FMA; `out` holds `Q` rows of `d >= c + 16` floats, each query `i`'s weights
+/// AVX2, FMA and F16C; `out` holds `Q` rows of `d >= c + 16` floats, each query `i`'s weights
 /// `ws[i * stride + j]` exist for `j` in `from`, and so do the value rows, each of `c + 16`
-/// floats or more.
+/// elements or more.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_columns<const Q: usize>(
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn weighted_columns<const Q: usize, E: KvElement>(
     ws: &[f32],
     stride: usize,
-    vs: &[&[f32]],
+    vs: &[&[E]],
     out: &mut [f32],
     c: usize,
     from: std::ops::Range<usize>,
@@ -228,7 +242,7 @@ unsafe fn weighted_columns<const Q: usize>(
         });
         for j in from {
             let v = vs[j].as_ptr().add(c);
-            let (v0, v1) = (_mm256_loadu_ps(v), _mm256_loadu_ps(v.add(LANES)));
+            let (v0, v1) = (E::load8(v), E::load8(v.add(LANES)));
             for (i, acc) in acc.iter_mut().enumerate() {
                 let wj = _mm256_broadcast_ss(&*w.add(i * stride + j));
                 acc[0] = _mm256_fmadd_ps(wj, v0, acc[0]);
@@ -250,9 +264,9 @@ const WEIGHTED_BLOCK: usize = 16;
 /// Prefetch hints for the cache lines of `x`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn prefetch_row(x: &[f32]) {
+fn prefetch_row<E>(x: &[E]) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    for line in (0..x.len()).step_by(16) {
+    for line in (0..x.len()).step_by(64 / std::mem::size_of::<E>()) {
         // SAFETY: a prefetch never faults, and `line` is inside `x`.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(x.as_ptr().add(line).cast()) };
     }
@@ -266,7 +280,7 @@ fn reduce8(acc: &[f32; LANES]) -> f32 {
 
 /// Dot product with eight independent accumulators (vectorizes; fixed order).
 #[inline(always)]
-fn dot<M: MulAdd>(a: &[f32], b: &[f32]) -> f32 {
+fn dot<M: MulAdd, E: KvElement>(a: &[f32], b: &[E]) -> f32 {
     let mut acc = [0f32; LANES];
     let chunks = a.len() / LANES * LANES;
     for (ca, cb) in a[..chunks]
@@ -274,12 +288,12 @@ fn dot<M: MulAdd>(a: &[f32], b: &[f32]) -> f32 {
         .zip(b[..chunks].chunks_exact(LANES))
     {
         for l in 0..LANES {
-            acc[l] = M::madd(ca[l], cb[l], acc[l]);
+            acc[l] = M::madd(ca[l], cb[l].to_f32(), acc[l]);
         }
     }
     let mut tail = 0f32;
     for (x, y) in a[chunks..].iter().zip(&b[chunks..]) {
-        tail = M::madd(*x, *y, tail);
+        tail = M::madd(*x, y.to_f32(), tail);
     }
     reduce8(&acc) + tail
 }
@@ -290,6 +304,15 @@ fn lanes(x: &[f32], at: usize) -> &[f32; LANES] {
     x[at..at + LANES]
         .try_into()
         .expect("a slice of LANES values")
+}
+
+/// Eight consecutive elements, widened to f32.
+#[inline(always)]
+fn widened<E: KvElement>(x: &[E], at: usize) -> [f32; LANES] {
+    let x: &[E; LANES] = x[at..at + LANES]
+        .try_into()
+        .expect("a slice of LANES values");
+    x.map(E::to_f32)
 }
 
 /// `acc[l] = madd(a[l], b[l], acc[l])` for the eight lanes.
@@ -303,19 +326,19 @@ fn madd8<M: MulAdd>(a: &[f32; LANES], b: &[f32; LANES], acc: &mut [f32; LANES]) 
 /// [`dot`] of `a` with eight vectors at once (each result equal to `dot`'s, bit for bit): the
 /// query is read once per chunk for eight keys.
 #[inline(always)]
-fn dot8_portable<M: MulAdd>(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
+fn dot8_portable<M: MulAdd, E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
     let mut acc = [[0f32; LANES]; LANES];
     let chunks = a.len() / LANES * LANES;
     for c in (0..chunks).step_by(LANES) {
         let ca = lanes(a, c);
         for (acc, b) in acc.iter_mut().zip(bs) {
-            madd8::<M>(ca, lanes(b, c), acc);
+            madd8::<M>(ca, &widened(b, c), acc);
         }
     }
     std::array::from_fn(|i| {
         let mut tail = 0f32;
         for (x, y) in a[chunks..].iter().zip(&bs[i][chunks..]) {
-            tail = M::madd(*x, *y, tail);
+            tail = M::madd(*x, y.to_f32(), tail);
         }
         reduce8(&acc[i]) + tail
     })
@@ -328,10 +351,10 @@ fn dot8_portable<M: MulAdd>(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
 /// ones' bits under [`Fused`].
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot8_avx2(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot8_avx2<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
     use std::arch::x86_64::*;
     let chunks = a.len() / LANES * LANES;
     let mut acc = [_mm256_setzero_ps(); LANES];
@@ -340,7 +363,7 @@ unsafe fn dot8_avx2(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
         let qa = unsafe { _mm256_loadu_ps(a.as_ptr().add(c)) };
         for (acc, b) in acc.iter_mut().zip(bs) {
             // SAFETY: as above.
-            let kb = unsafe { _mm256_loadu_ps(b.as_ptr().add(c)) };
+            let kb = unsafe { E::load8(b.as_ptr().add(c)) };
             *acc = _mm256_fmadd_ps(qa, kb, *acc);
         }
     }
@@ -362,7 +385,7 @@ unsafe fn dot8_avx2(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
     std::array::from_fn(|i| {
         let mut tail = 0f32;
         for (x, y) in a[chunks..].iter().zip(&bs[i][chunks..]) {
-            tail = x.mul_add(*y, tail);
+            tail = x.mul_add(y.to_f32(), tail);
         }
         sums[i] + tail
     })
@@ -509,7 +532,9 @@ pub(crate) enum RowKernel {
 impl RowKernel {
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
         {
             return Self::Avx2;
         }
@@ -521,16 +546,16 @@ impl RowKernel {
     /// tiled kernel is tested against.
     #[cfg(test)]
     #[inline]
-    pub fn attend<'a>(
+    pub fn attend<'a, E: KvElement>(
         self,
         row: Row<'_>,
-        key: impl Fn(usize) -> &'a [f32],
-        value: impl Fn(usize) -> &'a [f32],
+        key: impl Fn(usize) -> &'a [E],
+        value: impl Fn(usize) -> &'a [E],
         scores: &mut Vec<f32>,
         dst: &mut [f32],
     ) {
         match self {
-            Self::Baseline => attend_row::<Unfused, _, _>(row, key, value, scores, dst),
+            Self::Baseline => attend_row::<Unfused, E, _, _>(row, key, value, scores, dst),
             // SAFETY: `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Self::Avx2 => unsafe { attend_row_avx2(row, key, value, scores, dst) },
@@ -539,17 +564,19 @@ impl RowKernel {
 
     /// [`attend_tile`] in this compilation; `dst` is zeroed, `queries.len() * head_dim` floats.
     #[inline]
-    pub fn attend_tile<'a>(
+    pub fn attend_tile<'a, E: KvElement>(
         self,
         queries: &[TileQuery<'_>],
         scale: f32,
-        key: impl Fn(usize) -> &'a [f32],
-        value: impl Fn(usize) -> &'a [f32],
+        key: impl Fn(usize) -> &'a [E],
+        value: impl Fn(usize) -> &'a [E],
         scores: &mut Vec<f32>,
         dst: &mut [f32],
     ) {
         match self {
-            Self::Baseline => attend_tile::<Unfused, _, _>(queries, scale, key, value, scores, dst),
+            Self::Baseline => {
+                attend_tile::<Unfused, E, _, _>(queries, scale, key, value, scores, dst)
+            }
             // SAFETY: `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Self::Avx2 => unsafe { attend_tile_avx2(queries, scale, key, value, scores, dst) },
@@ -557,21 +584,21 @@ impl RowKernel {
     }
 }
 
-/// [`attend_tile`] compiled for AVX2 and FMA.
+/// [`attend_tile`] compiled for AVX2, FMA and F16C.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn attend_tile_avx2<'a>(
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn attend_tile_avx2<'a, E: KvElement>(
     queries: &[TileQuery<'_>],
     scale: f32,
-    key: impl Fn(usize) -> &'a [f32],
-    value: impl Fn(usize) -> &'a [f32],
+    key: impl Fn(usize) -> &'a [E],
+    value: impl Fn(usize) -> &'a [E],
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) {
-    attend_tile::<Fused, _, _>(queries, scale, key, value, scores, dst)
+    attend_tile::<Fused, E, _, _>(queries, scale, key, value, scores, dst)
 }
 
 /// Softmax sums computed side by side.
@@ -582,7 +609,7 @@ const SUMS_TOGETHER: usize = 4;
 /// output is computed with exactly [`attend_row`]'s operations in its order, so the two agree
 /// bit for bit.
 #[inline(always)]
-fn attend_tile<'a, M: MulAdd, K, V>(
+fn attend_tile<'a, M: MulAdd, E: KvElement, K, V>(
     queries: &[TileQuery<'_>],
     scale: f32,
     key: K,
@@ -590,8 +617,8 @@ fn attend_tile<'a, M: MulAdd, K, V>(
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) where
-    K: Fn(usize) -> &'a [f32],
-    V: Fn(usize) -> &'a [f32],
+    K: Fn(usize) -> &'a [E],
+    V: Fn(usize) -> &'a [E],
 {
     let stride = queries.iter().map(|t| t.visible).max().unwrap_or(0);
     if stride == 0 {
@@ -602,7 +629,7 @@ fn attend_tile<'a, M: MulAdd, K, V>(
     scores.resize(queries.len() * stride, 0.0);
     // Scores, eight keys at a time.
     for j0 in (0..stride).step_by(LANES) {
-        let keys: [&[f32]; LANES] = std::array::from_fn(|i| key((j0 + i).min(stride - 1)));
+        let keys: [&[E]; LANES] = std::array::from_fn(|i| key((j0 + i).min(stride - 1)));
         for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
             if t.visible >= j0 + LANES {
                 let r = M::dot8(t.q, &keys);
@@ -611,7 +638,7 @@ fn attend_tile<'a, M: MulAdd, K, V>(
                 }
             } else {
                 for j in j0..t.visible {
-                    s[j] = dot::<M>(t.q, keys[j - j0]) * scale;
+                    s[j] = dot::<M, E>(t.q, keys[j - j0]) * scale;
                 }
             }
         }
@@ -653,7 +680,7 @@ fn attend_tile<'a, M: MulAdd, K, V>(
     }
     // The weighted sum of values, position by position for each output element, a few
     // queries at a time, each value read once for all of them.
-    let values: Vec<&[f32]> = (0..stride).map(&value).collect();
+    let values: Vec<&[E]> = (0..stride).map(&value).collect();
     for ((group, ws), out) in queries
         .chunks(WEIGHTED_QUERIES)
         .zip(scores.chunks(WEIGHTED_QUERIES * stride))
@@ -688,40 +715,40 @@ fn max_of(s: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
 }
 
-/// [`attend_row`] compiled for AVX2 and FMA.
+/// [`attend_row`] compiled for AVX2, FMA and F16C.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA.
+/// The CPU must support AVX2, FMA and F16C.
 #[cfg(all(test, target_arch = "x86_64"))]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn attend_row_avx2<'a>(
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn attend_row_avx2<'a, E: KvElement>(
     row: Row<'_>,
-    key: impl Fn(usize) -> &'a [f32],
-    value: impl Fn(usize) -> &'a [f32],
+    key: impl Fn(usize) -> &'a [E],
+    value: impl Fn(usize) -> &'a [E],
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) {
-    attend_row::<Fused, _, _>(row, key, value, scores, dst)
+    attend_row::<Fused, E, _, _>(row, key, value, scores, dst)
 }
 
 /// Scores, softmax and the weighted sum of values for one query row, in a fixed order: the
 /// reference for [`attend_tile`], which every attention path (contiguous, paged) runs.
 #[cfg(test)]
 #[inline(always)]
-fn attend_row<'a, M: MulAdd, K, V>(
+fn attend_row<'a, M: MulAdd, E: KvElement, K, V>(
     row: Row<'_>,
     key: K,
     value: V,
     scores: &mut Vec<f32>,
     dst: &mut [f32],
 ) where
-    K: Fn(usize) -> &'a [f32],
-    V: Fn(usize) -> &'a [f32],
+    K: Fn(usize) -> &'a [E],
+    V: Fn(usize) -> &'a [E],
 {
     scores.clear();
     let mut max = f32::NEG_INFINITY;
     for j in 0..row.visible {
-        let s = dot::<M>(row.q, key(j)) * row.scale;
+        let s = dot::<M, E>(row.q, key(j)) * row.scale;
         max = max.max(s);
         scores.push(s);
     }
@@ -734,7 +761,7 @@ fn attend_row<'a, M: MulAdd, K, V>(
     for (j, p) in scores.iter().enumerate() {
         let w = p * inv;
         for (o, x) in dst.iter_mut().zip(value(j)) {
-            *o = M::madd(w, *x, *o);
+            *o = M::madd(w, x.to_f32(), *o);
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Paged KV cache memory on the CPU.
 //!
 //! Layout per layer, separately for keys and values: `[num_blocks, block_size, num_kv_heads,
-//! head_dim]` f32, so one token's heads are contiguous (a slot write is one copy) and a block is
-//! one contiguous range (a copy-on-write is one copy).
+//! head_dim]` elements, so one token's heads are contiguous (a slot write is one copy) and a
+//! block is one contiguous range (a copy-on-write is one copy). The elements are f32, or f16
+//! at half the bytes a decode step reads ([`KvElement`]).
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use rayon::prelude::*;
+
+use crate::kv_element::KvElement;
 
 /// Shape of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,31 +66,89 @@ pub enum PagedKvError {
     RowOutsideBatch { row: usize, tokens: usize },
     #[error("batch row {row} does not belong to exactly one chunk")]
     RowNotInOneChunk { row: usize },
+    #[error("a KV cache in host memory holds f32 or f16, not {dtype:?}")]
+    UnsupportedDtype { dtype: DType },
 }
 
 #[derive(Debug)]
 pub struct PagedKvStore {
     layout: KvLayout,
-    keys: Vec<Vec<f32>>,
-    values: Vec<Vec<f32>>,
+    blocks: Blocks,
 }
 
-impl PagedKvStore {
-    pub fn new(layout: KvLayout) -> Self {
+/// Every layer's key and value caches, in the element type the store was made with.
+#[derive(Debug)]
+pub(crate) enum Blocks {
+    F32(Layers<f32>),
+    F16(Layers<half::f16>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Layers<E> {
+    pub keys: Vec<Vec<E>>,
+    pub values: Vec<Vec<E>>,
+}
+
+impl<E: KvElement> Layers<E> {
+    fn zeroed(layout: KvLayout) -> Self {
         let zeros = || {
             (0..layout.num_layers)
-                .map(|_| vec![0f32; layout.layer_len()])
+                .map(|_| vec![E::default(); layout.layer_len()])
                 .collect()
         };
         Self {
-            layout,
             keys: zeros(),
             values: zeros(),
         }
     }
 
+    fn write(&mut self, layer: usize, w: usize, slots: &[usize], keys: &[f32], values: &[f32]) {
+        let (kc, vc) = (&mut self.keys[layer], &mut self.values[layer]);
+        for (i, &slot) in slots.iter().enumerate() {
+            E::convert_from(&mut kc[slot * w..(slot + 1) * w], &keys[i * w..(i + 1) * w]);
+            E::convert_from(
+                &mut vc[slot * w..(slot + 1) * w],
+                &values[i * w..(i + 1) * w],
+            );
+        }
+    }
+
+    fn copy_within(&mut self, from: std::ops::Range<usize>, to: usize) {
+        for cache in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            cache.copy_within(from.clone(), to);
+        }
+    }
+}
+
+impl PagedKvStore {
+    /// A store of f32 blocks.
+    pub fn new(layout: KvLayout) -> Self {
+        Self {
+            layout,
+            blocks: Blocks::F32(Layers::zeroed(layout)),
+        }
+    }
+
+    /// A store whose blocks hold `dtype` (f32 or f16).
+    pub fn with_dtype(layout: KvLayout, dtype: DType) -> Result<Self, PagedKvError> {
+        let blocks = match dtype {
+            DType::F32 => Blocks::F32(Layers::zeroed(layout)),
+            DType::F16 => Blocks::F16(Layers::zeroed(layout)),
+            dtype => return Err(PagedKvError::UnsupportedDtype { dtype }),
+        };
+        Ok(Self { layout, blocks })
+    }
+
     pub fn layout(&self) -> KvLayout {
         self.layout
+    }
+
+    /// What the blocks hold.
+    pub fn dtype(&self) -> DType {
+        match self.blocks {
+            Blocks::F32(_) => f32::DTYPE,
+            Blocks::F16(_) => half::f16::DTYPE,
+        }
     }
 
     fn check_layer(&self, layer: usize) -> Result<(), PagedKvError> {
@@ -124,14 +185,15 @@ impl PagedKvStore {
         Ok(())
     }
 
-    /// One layer's key and value caches.
-    pub(crate) fn layer_slices(&self, layer: usize) -> Result<(&[f32], &[f32]), PagedKvError> {
+    /// Every layer's caches, for a kernel to read layer `layer` of (checked here).
+    pub(crate) fn blocks_of(&self, layer: usize) -> Result<&Blocks, PagedKvError> {
         self.check_layer(layer)?;
-        Ok((&self.keys[layer], &self.values[layer]))
+        Ok(&self.blocks)
     }
 
     /// Writes token rows into flat slots (`block * block_size + offset`). `keys`/`values` hold
-    /// `slots.len()` rows of `num_kv_heads * head_dim` floats (token-major).
+    /// `slots.len()` rows of `num_kv_heads * head_dim` floats (token-major), rounded to the
+    /// store's element type.
     pub fn write(
         &mut self,
         layer: usize,
@@ -153,10 +215,9 @@ impl PagedKvStore {
         if let Some(&slot) = slots.iter().find(|&&s| s >= capacity) {
             return Err(PagedKvError::SlotOutOfRange { slot, capacity });
         }
-        let (kc, vc) = (&mut self.keys[layer], &mut self.values[layer]);
-        for (i, &slot) in slots.iter().enumerate() {
-            kc[slot * w..(slot + 1) * w].copy_from_slice(&keys[i * w..(i + 1) * w]);
-            vc[slot * w..(slot + 1) * w].copy_from_slice(&values[i * w..(i + 1) * w]);
+        match &mut self.blocks {
+            Blocks::F32(l) => l.write(layer, w, slots, keys, values),
+            Blocks::F16(l) => l.write(layer, w, slots, keys, values),
         }
         Ok(())
     }
@@ -180,13 +241,14 @@ impl PagedKvStore {
         let w = l.token_width();
         let n = num_tokens.min(l.block_size) * w;
         let (s, d) = (src * l.block_size * w, dst * l.block_size * w);
-        for cache in self.keys.iter_mut().chain(self.values.iter_mut()) {
-            cache.copy_within(s..s + n, d);
+        match &mut self.blocks {
+            Blocks::F32(l) => l.copy_within(s..s + n, d),
+            Blocks::F16(l) => l.copy_within(s..s + n, d),
         }
         Ok(())
     }
 
-    /// Gathers the first `context` tokens of a sequence into head-major tensors
+    /// Gathers the first `context` tokens of a sequence into head-major f32 tensors
     /// `[num_kv_heads, context, head_dim]` (keys, values), following its block table.
     pub fn gather(
         &self,
@@ -197,7 +259,12 @@ impl PagedKvStore {
         self.check_layer(layer)?;
         self.check_table(block_table, context)?;
         let l = self.layout;
-        let gather_one = |cache: &Vec<f32>| -> Vec<f32> {
+        fn gather_one<E: KvElement>(
+            l: KvLayout,
+            block_table: &[usize],
+            context: usize,
+            cache: &[E],
+        ) -> Vec<f32> {
             let (h_n, d, w) = (l.num_kv_heads, l.head_dim, l.token_width());
             let mut out = vec![0f32; h_n * context * d];
             // One head per task: heads write disjoint ranges of `out`.
@@ -208,32 +275,48 @@ impl PagedKvStore {
                         let slot =
                             block_table[pos / l.block_size] * l.block_size + pos % l.block_size;
                         let src = slot * w + h * d;
-                        dst[pos * d..(pos + 1) * d].copy_from_slice(&cache[src..src + d]);
+                        E::widen(&mut dst[pos * d..(pos + 1) * d], &cache[src..src + d]);
                     }
                 });
             out
-        };
+        }
         let shape = (l.num_kv_heads, context, l.head_dim);
         let to_tensor = |v: Vec<f32>| {
             Tensor::from_vec(v, shape, &Device::Cpu).expect("the buffer was sized from the shape")
         };
-        Ok((
-            to_tensor(gather_one(&self.keys[layer])),
-            to_tensor(gather_one(&self.values[layer])),
-        ))
+        let (keys, values) = match &self.blocks {
+            Blocks::F32(b) => (
+                gather_one(l, block_table, context, &b.keys[layer]),
+                gather_one(l, block_table, context, &b.values[layer]),
+            ),
+            Blocks::F16(b) => (
+                gather_one(l, block_table, context, &b.keys[layer]),
+                gather_one(l, block_table, context, &b.values[layer]),
+            ),
+        };
+        Ok((to_tensor(keys), to_tensor(values)))
     }
 
-    /// The whole key (or value) cache of a layer as a tensor `[num_blocks * block_size,
+    /// The whole key (or value) cache of a layer as an f32 tensor `[num_blocks * block_size,
     /// num_kv_heads, head_dim]`, for the reference implementation.
     pub fn layer_tensor(&self, layer: usize, values: bool) -> Result<Tensor, PagedKvError> {
         self.check_layer(layer)?;
-        let l = self.layout;
-        let data = if values {
-            &self.values[layer]
-        } else {
-            &self.keys[layer]
+        fn widened<E: KvElement>(layers: &Layers<E>, layer: usize, values: bool) -> Vec<f32> {
+            let data = if values {
+                &layers.values[layer]
+            } else {
+                &layers.keys[layer]
+            };
+            let mut out = vec![0f32; data.len()];
+            E::widen(&mut out, data);
+            out
+        }
+        let data = match &self.blocks {
+            Blocks::F32(b) => widened(b, layer, values),
+            Blocks::F16(b) => widened(b, layer, values),
         };
-        Ok(Tensor::from_slice(
+        let l = self.layout;
+        Ok(Tensor::from_vec(
             data,
             (l.num_blocks * l.block_size, l.num_kv_heads, l.head_dim),
             &Device::Cpu,

@@ -375,6 +375,7 @@ fn engine_config(spec: &ModelSpec, limits: &Limits, cpu_path: CpuPath) -> Engine
         adapters: spec.adapters.clone(),
         max_draft_tokens: limits.max_draft_tokens,
         dtype: spec.dtype,
+        host_kv_dtype: spec.kv_dtype,
         device_kv_on_cpu: false,
         gpu_memory_fraction: spec.gpu_memory_fraction,
         batch_invariant: spec.batch_invariant,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use quorum_engine::{
     EngineConfig, EngineEvent, EngineHandle, FinishReason, GenerateRequest, SamplingParams,
     spawn_engine,
@@ -92,8 +92,12 @@ fn run_all(h: &EngineHandle, prompts: &[Vec<u32>], max_new: u32) -> Vec<Vec<u32>
     rxs.into_iter().map(|rx| collect(rx).0).collect()
 }
 
-fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
-    let base = engine(model, |c| c.reencode = reencode);
+fn check_invariance(model: &str, max_new: u32, reencode: Reencode, kv: DType) {
+    let base = engine(model, |c| {
+        c.reencode = reencode;
+        c.host_kv_dtype = kv;
+    });
+    assert_eq!(base.info().kv_dtype, kv);
     let prompts: Vec<Vec<u32>> = QUESTIONS.iter().map(|q| prompt(&base, q)).collect();
     let alone: Vec<Vec<u32>> = prompts
         .iter()
@@ -101,7 +105,9 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         .collect();
 
     // Paged attention in the engine equals the dense-cache greedy loop (on the engine's
-    // kernels: the K-quant GEMM's arithmetic is not candle's).
+    // kernels: the K-quant GEMM's arithmetic is not candle's), whose cache holds f32: with f16
+    // blocks the engine computes over rounded keys and values, which
+    // `f16_blocks_attend_as_f32_blocks_holding_the_rounded_values` checks kernel by kernel.
     let ckpt = load_checkpoint_with(
         &model_path(model),
         &Device::Cpu,
@@ -115,7 +121,8 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         MatmulPolicy::engine(quorum_tests::cpu_path()),
     )
     .expect("model");
-    for (p, a) in prompts.iter().zip(&alone).take(3) {
+    let dense_compared = if kv == DType::F32 { 3 } else { 0 };
+    for (p, a) in prompts.iter().zip(&alone).take(dense_compared) {
         let cache = DenseKvCache::with_rowwise_attention();
         let g = greedy_generate_with_cache(
             &dense,
@@ -140,6 +147,7 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
     // The default checks prompt-lookup drafts; without them every output is the same.
     let plain = engine(model, |c| {
         c.reencode = reencode;
+        c.host_kv_dtype = kv;
         c.max_draft_tokens = 0;
     });
     assert_eq!(
@@ -171,6 +179,7 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
     let chunked = engine(model, |c| {
         c.max_batched_tokens = 7;
         c.reencode = reencode;
+        c.host_kv_dtype = kv;
     });
     assert_eq!(
         run_all(&chunked, &prompts, max_new),
@@ -179,7 +188,7 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
     );
 
     // So few blocks that 8 sequences cannot all stay resident: preemption by recompute.
-    let per_token = ckpt_bytes_per_token(&ckpt);
+    let per_token = ckpt_bytes_per_token(&ckpt, kv);
     // Room for about two prompts: admitted sequences run out of blocks as they decode, and the
     // scheduler must preempt (and later recompute) the latest arrival.
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
@@ -188,6 +197,7 @@ fn check_invariance(model: &str, max_new: u32, reencode: Reencode) {
         c.kv_cache_bytes = (per_token * (2 * longest + 8)) as u64;
         c.enable_prefix_caching = false;
         c.reencode = reencode;
+        c.host_kv_dtype = kv;
     });
     assert_eq!(
         run_all(&tight, &prompts, max_new),
@@ -285,32 +295,39 @@ fn device_kv_blocks_give_the_host_kernels_tokens() {
     );
 }
 
-fn ckpt_bytes_per_token(ckpt: &quorum_weights::Checkpoint) -> usize {
+fn ckpt_bytes_per_token(ckpt: &quorum_weights::Checkpoint, kv: DType) -> usize {
     let cfg = quorum_models::DecoderConfig::from_checkpoint(ckpt).expect("config");
-    2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 4
+    2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * kv.size_in_bytes()
 }
 
 #[test]
 fn smollm2_batching_invariance() {
-    check_invariance(SMOLLM2, 24, Reencode::Slow);
+    check_invariance(SMOLLM2, 24, Reencode::Slow, DType::F32);
 }
 
 #[test]
 fn qwen_batching_invariance() {
-    check_invariance(QWEN_05B, 16, Reencode::Slow);
+    check_invariance(QWEN_05B, 16, Reencode::Slow, DType::F32);
 }
 
 /// Every matrix Q8_0, so the Q8_0 GEMM runs every layer.
 #[test]
 fn qwen_batching_invariance_all_q8_0() {
-    check_invariance(QWEN_05B, 16, Reencode::All);
+    check_invariance(QWEN_05B, 16, Reencode::All, DType::F32);
 }
 
 /// The server's default for GGUF models on the CPU: Q4_K and Q6_K read as stored by the
 /// K-quant GEMM (the 0.5B's down projections), the rest re-encoded to Q8_0.
 #[test]
 fn qwen_batching_invariance_kernels() {
-    check_invariance(QWEN_05B, 16, Reencode::Kernels);
+    check_invariance(QWEN_05B, 16, Reencode::Kernels, DType::F32);
+}
+
+/// The same with the KV cache in f16 blocks: batched, speculative, prefix-cached, chunked and
+/// preempted, each request's tokens are the ones it gets alone.
+#[test]
+fn qwen_batching_invariance_f16_kv() {
+    check_invariance(QWEN_05B, 16, Reencode::Kernels, DType::F16);
 }
 
 /// A step whose rows mix plain greedy sequences with sampled ones: the greedy rows' arg-max is

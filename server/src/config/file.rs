@@ -128,6 +128,10 @@ pub struct RawModel {
     /// Weights, activations and KV cache of a decoder: `f32` (the default, the only one on the
     /// CPU), `bf16` or `f16` on a GPU, where each decode step then reads half the bytes.
     pub dtype: Option<String>,
+    /// What a decoder's KV cache holds on the CPU: `f32` (the default) or `f16`, at half the
+    /// bytes every decode step reads of it (docs/RESULTS.md). On a GPU the cache holds the
+    /// model's `dtype`.
+    pub kv_dtype: Option<String>,
     /// On a CUDA device: the KV cache takes this share (0 to 1] of the device memory free once
     /// the model is loaded, less a reserve for activations, instead of `limits.kv_cache_mib`.
     /// Models sharing a device load in order, each taking its share of what is left.

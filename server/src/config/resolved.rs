@@ -61,6 +61,8 @@ pub struct ModelSpec {
     pub reencode: Reencode,
     pub adapters: BTreeMap<String, PathBuf>,
     pub dtype: candle_core::DType,
+    /// See `RawModel::kv_dtype`: f32 or f16, checked to be set only for a model on the CPU.
+    pub kv_dtype: candle_core::DType,
     /// See `RawModel::gpu_memory_fraction`; checked to be in (0, 1] on a CUDA device.
     pub gpu_memory_fraction: Option<f64>,
     /// See `RawModel::batch_invariant`.
@@ -497,6 +499,8 @@ fn resolve_models(
             .with_context(|| format!("model `{name}`"))?;
         let dtype = parse_model_dtype(m.dtype.as_deref(), model_device)
             .with_context(|| format!("model `{name}`"))?;
+        let kv_dtype = parse_kv_dtype(m.kv_dtype.as_deref(), model_device)
+            .with_context(|| format!("model `{name}`"))?;
         check_gpu_memory_fraction(m.gpu_memory_fraction, model_device)
             .with_context(|| format!("model `{name}`"))?;
         let mut adapters = BTreeMap::new();
@@ -525,6 +529,7 @@ fn resolve_models(
             reencode,
             adapters,
             dtype,
+            kv_dtype,
             gpu_memory_fraction: m.gpu_memory_fraction,
             batch_invariant: m.batch_invariant.unwrap_or(false),
         });
@@ -734,6 +739,27 @@ pub(super) fn check_gpu_memory_fraction(
          (use limits.kv_cache_mib)"
     );
     Ok(())
+}
+
+/// A decoder's `kv_dtype`: f32 by default, or f16; only for a model on the CPU, whose KV cache
+/// is in host memory (a GPU's cache holds the model's `dtype`).
+pub(super) fn parse_kv_dtype(
+    spec: Option<&str>,
+    device: DeviceSpec,
+) -> anyhow::Result<candle_core::DType> {
+    let Some(spec) = spec else {
+        return Ok(candle_core::DType::F32);
+    };
+    ensure!(
+        device.is_cpu(),
+        "kv_dtype sets what the CPU's KV cache holds; this model is on {device}, whose cache \
+         holds the model's dtype (set `dtype`)"
+    );
+    match spec {
+        "f32" => Ok(candle_core::DType::F32),
+        "f16" => Ok(candle_core::DType::F16),
+        other => anyhow::bail!("kv_dtype `{other}`: the CPU's KV cache holds `f32` or `f16`"),
+    }
 }
 
 /// A decoder's `dtype`: f32 by default; bf16 or f16 only on a GPU (checked here, so a bad

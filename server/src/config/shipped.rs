@@ -114,6 +114,7 @@ pub(super) fn profile_models(
         reencode: None,
         adapters: BTreeMap::new(),
         dtype: None,
+        kv_dtype: None,
         gpu_memory_fraction: None,
         batch_invariant: None,
     };

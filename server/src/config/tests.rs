@@ -444,6 +444,29 @@ fn reencode_defaults_by_device_and_rejects_unknown_values() {
 }
 
 #[test]
+fn kv_dtype_is_f32_or_f16_and_only_for_the_cpu() {
+    use candle_core::DType;
+    assert_eq!(parse_kv_dtype(None, DeviceSpec::Cpu).unwrap(), DType::F32);
+    assert_eq!(parse_kv_dtype(None, DeviceSpec::Cuda(0)).unwrap(), DType::F32);
+    assert_eq!(
+        parse_kv_dtype(Some("f16"), DeviceSpec::Cpu).unwrap(),
+        DType::F16
+    );
+    assert_eq!(
+        parse_kv_dtype(Some("f32"), DeviceSpec::Cpu).unwrap(),
+        DType::F32
+    );
+    let err = parse_kv_dtype(Some("bf16"), DeviceSpec::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`bf16`") && err.contains("`f16`"), "{err}");
+    let err = parse_kv_dtype(Some("f16"), DeviceSpec::Cuda(0))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("dtype"), "{err}");
+}
+
+#[test]
 fn pipeline_masking_and_generator_adapters_parse() {
     let raw: RawPipeline = toml::from_str(
         r#"
