@@ -9,7 +9,8 @@
 //! query row in each of `layers` layers (default 28, the 1.5B's), whose keys and values
 //! together outgrow the last-level cache at a 1,000-token context, so that each step reads
 //! them from memory as a decode step does after its weights have passed through the cache;
-//! the best and the median step, for one sequence and for eight, with f32 and f16 blocks.
+//! the best and the median step, for one sequence and for eight, with f32 and f16 blocks; and
+//! a 256-row prefill chunk's attention over every layer from the same blocks.
 
 use std::time::Instant;
 
@@ -73,13 +74,15 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// One decode step's attention over every layer of a paged cache (see the module docs), for
-/// one sequence and for eight decoding together, with f32 and with f16 blocks, the two
-/// element types' steps interleaved so that both see the machine alike.
+/// one sequence and for eight decoding together, and one prefill chunk of 256 rows, with f32
+/// and with f16 blocks, the two element types' steps interleaved so that both see the machine
+/// alike.
 fn paged_decode_step(
     runs: usize,
     (layers, heads, kv_heads, d, context): (usize, usize, usize, usize, usize),
 ) -> anyhow::Result<()> {
-    for sequences in [1, 8] {
+    // (sequences, query rows of each): one decode row, eight decode rows, a prefill chunk.
+    for (sequences, rows) in [(1, 1), (8, 1), (1, 256.min(context))] {
         let layout = KvLayout {
             num_layers: layers,
             num_blocks: sequences * context.div_ceil(BLOCK_SIZE),
@@ -111,19 +114,20 @@ fn paged_decode_step(
             .iter()
             .enumerate()
             .map(|(s, table)| PagedChunk {
-                offset: s,
-                len: 1,
-                start: context - 1,
+                offset: s * rows,
+                len: rows,
+                start: context - rows,
                 block_table: table,
             })
             .collect();
-        let q = values(heads * d * sequences, 7);
+        let tokens = sequences * rows;
+        let q = values(heads * d * tokens, 7);
         let mut steps = vec![Vec::with_capacity(runs); stores.len()];
         for _ in 0..runs {
             for (store, steps) in stores.iter().zip(&mut steps) {
                 let t = Instant::now();
                 for layer in 0..layers {
-                    std::hint::black_box(store.attend(layer, &q, heads, sequences, &chunks)?);
+                    std::hint::black_box(store.attend(layer, &q, heads, tokens, &chunks)?);
                 }
                 steps.push(t.elapsed().as_secs_f64());
             }
@@ -132,8 +136,13 @@ fn paged_decode_step(
             steps.sort_by(f64::total_cmp);
             let bytes = store.dtype().size_in_bytes();
             let mb = (2 * layers * sequences * context * layout.token_width() * bytes) as f64 / 1e6;
+            let what = if rows == 1 {
+                "decode step"
+            } else {
+                "prefill chunk"
+            };
             println!(
-                "paged decode step, {sequences} sequence(s), {:?} blocks, {layers} layers over {context} positions ({mb:.0} MB of keys and values): best {:.2} ms, median {:.2} ms",
+                "paged {what}, {sequences} sequence(s) of {rows} row(s), {:?} blocks, {layers} layers over {context} positions ({mb:.0} MB of keys and values): best {:.2} ms, median {:.2} ms",
                 store.dtype(),
                 steps[0] * 1e3,
                 steps[steps.len() / 2] * 1e3,

@@ -40,6 +40,13 @@ pub(crate) trait MulAdd: Copy {
         dot8_portable::<Self, E>(a, bs)
     }
 
+    /// `dst[i] = src[i].to_f32()` ([`KvElement::widen`] unless a compilation has a faster way;
+    /// widening is exact, so every way gives the same values).
+    #[inline(always)]
+    fn widen<E: KvElement>(dst: &mut [f32], src: &[E]) {
+        E::widen(dst, src)
+    }
+
     /// [`weighted_sums_portable`] unless a compilation has a faster way to the same bits.
     #[inline(always)]
     fn weighted_sums<E: KvElement>(
@@ -87,6 +94,13 @@ impl MulAdd for Fused {
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
+    fn widen<E: KvElement>(dst: &mut [f32], src: &[E]) {
+        // SAFETY: as in `dot8`.
+        unsafe { widen_avx2(dst, src) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
     fn weighted_sums<E: KvElement>(
         ws: &[f32],
         stride: usize,
@@ -118,6 +132,26 @@ fn weighted_sums_portable<M: MulAdd, E: KvElement>(
                 *o = M::madd(w, x.to_f32(), *o);
             }
         }
+    }
+}
+
+/// [`KvElement::widen`] eight lanes at a time in registers (a call into the `half` crate per
+/// key cost a decode step more than widening in the dot products).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn widen_avx2<E: KvElement>(dst: &mut [f32], src: &[E]) {
+    use std::arch::x86_64::_mm256_storeu_ps;
+    assert_eq!(dst.len(), src.len(), "widening lengths");
+    let chunks = src.len() / LANES * LANES;
+    for c in (0..chunks).step_by(LANES) {
+        // SAFETY: `c + 8 <= chunks <= len` of both.
+        unsafe { _mm256_storeu_ps(dst.as_mut_ptr().add(c), E::load8(src.as_ptr().add(c))) };
+    }
+    for (d, x) in dst[chunks..].iter_mut().zip(&src[chunks..]) {
+        *d = x.to_f32();
     }
 }
 
@@ -627,9 +661,32 @@ fn attend_tile<'a, M: MulAdd, E: KvElement, K, V>(
     let d = dst.len() / queries.len();
     scores.clear();
     scores.resize(queries.len() * stride, 0.0);
+    // Keys that are not f32 are widened eight at a time into `widened`, once for all the
+    // queries (widening in the dot products repeated the conversion for each query, and a
+    // prefill chunk's scores took longer from f16 blocks than from f32 ones).
+    let mut widened = Vec::new();
     // Scores, eight keys at a time.
     for j0 in (0..stride).step_by(LANES) {
-        let keys: [&[E]; LANES] = std::array::from_fn(|i| key((j0 + i).min(stride - 1)));
+        let stored: [&[E]; LANES] = std::array::from_fn(|i| key((j0 + i).min(stride - 1)));
+        let keys: [&[f32]; LANES] = match stored.map(E::as_f32) {
+            [
+                Some(k0),
+                Some(k1),
+                Some(k2),
+                Some(k3),
+                Some(k4),
+                Some(k5),
+                Some(k6),
+                Some(k7),
+            ] => [k0, k1, k2, k3, k4, k5, k6, k7],
+            _ => {
+                widened.resize(LANES * d, 0.0);
+                for (w, k) in widened.chunks_exact_mut(d).zip(stored) {
+                    M::widen(w, &k[..d]);
+                }
+                std::array::from_fn(|i| &widened[i * d..(i + 1) * d])
+            }
+        };
         for (t, s) in queries.iter().zip(scores.chunks_exact_mut(stride)) {
             if t.visible >= j0 + LANES {
                 let r = M::dot8(t.q, &keys);
@@ -638,7 +695,7 @@ fn attend_tile<'a, M: MulAdd, E: KvElement, K, V>(
                 }
             } else {
                 for j in j0..t.visible {
-                    s[j] = dot::<M, E>(t.q, keys[j - j0]) * scale;
+                    s[j] = dot::<M, f32>(t.q, keys[j - j0]) * scale;
                 }
             }
         }

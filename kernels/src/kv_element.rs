@@ -10,7 +10,7 @@
 use candle_core::DType;
 
 /// A key or value element of the host KV cache.
-pub trait KvElement: Copy + Default + Send + Sync + 'static {
+pub trait KvElement: Copy + Send + Sync + 'static {
     /// The dtype the cache reports for blocks of this element.
     const DTYPE: DType;
 
@@ -20,11 +20,19 @@ pub trait KvElement: Copy + Default + Send + Sync + 'static {
     /// The element's exact value.
     fn to_f32(self) -> f32;
 
+    /// `len` zeros, allocated zeroed: the system commits the pages as they are first written,
+    /// so a cache sized for its whole budget is resident only as far as it was used (a fill
+    /// element by element would touch every page at start-up).
+    fn zeroed(len: usize) -> Vec<Self>;
+
     /// `dst[i] = from_f32(src[i])`; the slices have the same length.
     fn convert_from(dst: &mut [Self], src: &[f32]);
 
     /// `dst[i] = src[i].to_f32()`; the slices have the same length.
     fn widen(dst: &mut [f32], src: &[Self]);
+
+    /// The elements as they are, when they are f32 already.
+    fn as_f32(x: &[Self]) -> Option<&[f32]>;
 
     /// Eight consecutive elements from `p`, widened to f32 lanes.
     ///
@@ -48,12 +56,20 @@ impl KvElement for f32 {
         self
     }
 
+    fn zeroed(len: usize) -> Vec<Self> {
+        vec![0.0; len]
+    }
+
     fn convert_from(dst: &mut [Self], src: &[f32]) {
         dst.copy_from_slice(src);
     }
 
     fn widen(dst: &mut [f32], src: &[Self]) {
         dst.copy_from_slice(src);
+    }
+
+    fn as_f32(x: &[Self]) -> Option<&[f32]> {
+        Some(x)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -77,6 +93,12 @@ impl KvElement for half::f16 {
         half::f16::to_f32(self)
     }
 
+    fn zeroed(len: usize) -> Vec<Self> {
+        use half::vec::HalfBitsVecExt;
+        // The bits of 0.0 are 0, and a `Vec<u16>` of zeros is allocated zeroed.
+        vec![0u16; len].reinterpret_into()
+    }
+
     fn convert_from(dst: &mut [Self], src: &[f32]) {
         use half::slice::HalfFloatSliceExt;
         dst.convert_from_f32_slice(src);
@@ -85,6 +107,10 @@ impl KvElement for half::f16 {
     fn widen(dst: &mut [f32], src: &[Self]) {
         use half::slice::HalfFloatSliceExt;
         src.convert_to_f32_slice(dst);
+    }
+
+    fn as_f32(_: &[Self]) -> Option<&[f32]> {
+        None
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -93,7 +93,7 @@ impl<E: KvElement> Layers<E> {
     fn zeroed(layout: KvLayout) -> Self {
         let zeros = || {
             (0..layout.num_layers)
-                .map(|_| vec![E::default(); layout.layer_len()])
+                .map(|_| E::zeroed(layout.layer_len()))
                 .collect()
         };
         Self {
