@@ -447,7 +447,10 @@ fn reencode_defaults_by_device_and_rejects_unknown_values() {
 fn kv_dtype_is_f32_or_f16_and_only_for_the_cpu() {
     use candle_core::DType;
     assert_eq!(parse_kv_dtype(None, DeviceSpec::Cpu).unwrap(), DType::F32);
-    assert_eq!(parse_kv_dtype(None, DeviceSpec::Cuda(0)).unwrap(), DType::F32);
+    assert_eq!(
+        parse_kv_dtype(None, DeviceSpec::Cuda(0)).unwrap(),
+        DType::F32
+    );
     assert_eq!(
         parse_kv_dtype(Some("f16"), DeviceSpec::Cpu).unwrap(),
         DType::F16
