@@ -267,6 +267,12 @@ knobs! {
     mend_self_joins: bool = Some(true), Bounds::Any, aliases [],
         read |c| c.rules.mend_self_joins,
         write |c, v| c.rules.mend_self_joins = v;
+    /// A join on the wrong key (`p.patient_id = o.treatment_id`, where the second column is
+    /// declared a key to a third table, or a key to the first table's other column) is joined
+    /// by the schema's keys the same way, when the schema leaves exactly one way.
+    mend_wrong_keys: bool = Some(true), Bounds::Any, aliases [],
+        read |c| c.rules.mend_wrong_keys,
+        write |c, v| c.rules.mend_wrong_keys = v;
     /// A query that ran and found nothing has each `column = 'text'` checked against the
     /// database: a value the column does not store takes the column's spelling (the same but
     /// for case and spaces) or moves to the one other column of the table storing it; the

@@ -10,6 +10,14 @@
 //! that table is joined in between. Anything less certain (two keys, two bridges, a derived
 //! table, an alias used twice) is left alone, and the defect check still keeps such a query
 //! from outvoting a sound one.
+//!
+//! A join on the wrong key is mended the same way ([`mend_wrong_keys`], a rule of its own):
+//! `patients AS p JOIN outcomes AS o ON
+//! p.patient_id = o.treatment_id` equates a patient's key with a column that the schema
+//! declares a key to a third table (treatments), and no key links the two columns; the rows it
+//! pairs share a number, not a relation. Only that shape counts (one equality, both columns
+//! keys, one of them pointing elsewhere): a join on two columns the schema does not relate
+//! otherwise (names, codes, dates) may be what the question asks.
 
 use std::ops::ControlFlow;
 
@@ -27,6 +35,16 @@ use crate::schema::{ForeignKey, Schema};
 /// schema's keys instead, when the schema leaves one way to do it; `None` when nothing was
 /// mended.
 pub fn mend_self_joins(sql: &str, schema: &Schema) -> Option<String> {
+    mend(sql, schema, Mending::SelfComparisons)
+}
+
+/// `sql` with every join on the wrong key ([`Mender::on_a_wrong_key`]) joined by the schema's
+/// keys instead, when the schema leaves one way to do it; `None` when nothing was mended.
+pub fn mend_wrong_keys(sql: &str, schema: &Schema) -> Option<String> {
+    mend(sql, schema, Mending::WrongKeys)
+}
+
+fn mend(sql: &str, schema: &Schema, mending: Mending) -> Option<String> {
     let dialect = schema.dialect;
     let mut statements = Parser::parse_sql(dialect.parser().as_ref(), sql).ok()?;
     let [Statement::Query(query)] = statements.as_mut_slice() else {
@@ -35,15 +53,26 @@ pub fn mend_self_joins(sql: &str, schema: &Schema) -> Option<String> {
     let mut mender = Mender {
         schema,
         dialect,
+        mending,
         mended: 0,
     };
     let _ = query.visit(&mut mender);
     (mender.mended > 0).then(|| query.to_string())
 }
 
+/// Which joins a [`Mender`] mends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mending {
+    /// Joins whose condition compares a column with itself.
+    SelfComparisons,
+    /// Joins on the wrong key.
+    WrongKeys,
+}
+
 struct Mender<'a> {
     schema: &'a Schema,
     dialect: Dialect,
+    mending: Mending,
     mended: usize,
 }
 
@@ -88,9 +117,10 @@ impl Mender<'_> {
         }
     }
 
-    /// Mends `join` in place when its condition compares a column with itself and the
-    /// schema links its table to the tables before it in one way; returns the table to join
-    /// in between, when that way goes through one.
+    /// Mends `join` in place when its condition compares a column with itself, or (mending
+    /// wrong keys) is [`Self::on_a_wrong_key`], and the schema links its table to the tables
+    /// before it in one way; returns the table to join in between, when that way goes through
+    /// one.
     fn mend_join(
         &mut self,
         seen: &[Option<TableRef>],
@@ -108,11 +138,16 @@ impl Mender<'_> {
         };
         // A join that also compares two tables' columns has a key already: its
         // self-comparison is a slip beside it, not a join on nothing.
-        if !has_self_comparison(condition) || compares_two_tables(condition) {
-            return None;
-        }
+        let on_nothing = has_self_comparison(condition) && !compares_two_tables(condition);
         let right = right.as_ref()?;
         let left: Vec<&TableRef> = seen.iter().map(Option::as_ref).collect::<Option<_>>()?;
+        let mend = match self.mending {
+            Mending::SelfComparisons => on_nothing,
+            Mending::WrongKeys => self.on_a_wrong_key(condition, &left, right),
+        };
+        if !mend {
+            return None;
+        }
         let names_unique = {
             let mut names: Vec<&str> = left.iter().map(|t| t.name.as_str()).collect();
             names.push(&right.name);
@@ -129,7 +164,7 @@ impl Mender<'_> {
                     l.column(key.side(&l.table), self.dialect),
                     right.column(key.side(&right.table), self.dialect)
                 ))?;
-                replace_self_comparison(condition, on);
+                replace_condition(condition, on, on_nothing);
                 self.mended += 1;
                 None
             }
@@ -154,7 +189,7 @@ impl Mender<'_> {
                     middle.written
                 ))?;
                 let on = self.expr(&second)?;
-                replace_self_comparison(condition, on);
+                replace_condition(condition, on, on_nothing);
                 self.mended += 1;
                 Some(Bridge {
                     join: bridge,
@@ -162,6 +197,97 @@ impl Mender<'_> {
                 })
             }
         }
+    }
+
+    /// Whether `condition` is one equality of a column of `right` with a column of a table
+    /// of `left` that no chain of foreign keys relates ([`Self::reach`]), where one is declared
+    /// a key to the other's table but to another of its columns, or to a third table while the
+    /// other is a primary key of one column or a key to a table other than the first's.
+    fn on_a_wrong_key(&self, condition: &Expr, left: &[&TableRef], right: &TableRef) -> bool {
+        let mut condition = condition;
+        while let Expr::Nested(inner) = condition {
+            condition = inner;
+        }
+        let Expr::BinaryOp {
+            left: a,
+            op: BinaryOperator::Eq,
+            right: b,
+        } = condition
+        else {
+            return false;
+        };
+        // A qualified column of the join's table (`Some(true)`) or of an earlier one.
+        let side = |expr: &Expr| -> Option<(&TableRef, String, bool)> {
+            let [qualifier, column] = column_name(expr)?.try_into().ok()?;
+            if right.name == qualifier {
+                return Some((right, column, true));
+            }
+            let table = left.iter().find(|t| t.name == qualifier)?;
+            Some((table, column, false))
+        };
+        let (Some((ta, ca, a_is_right)), Some((tb, cb, b_is_right))) = (side(a), side(b)) else {
+            return false;
+        };
+        if a_is_right == b_is_right {
+            return false;
+        }
+        let is = |x: &str, y: &str| x.eq_ignore_ascii_case(y);
+        let keys = &self.schema.foreign_keys;
+        // Columns that name the same row somewhere (one a key to the other, both keys to one
+        // column, or through a chain of keys) are a join the schema allows.
+        let (reach_a, reach_b) = (self.reach(&ta.table, &ca), self.reach(&tb.table, &cb));
+        let related = reach_a.iter().any(|x| reach_b.contains(x));
+        // The column is declared a key to a table other than `other`'s.
+        let points_elsewhere = |t: &TableRef, c: &str, other: &TableRef| {
+            keys.iter().any(|k| {
+                is(&k.from_table, &t.table)
+                    && is(&k.from_column, c)
+                    && !is(&k.to_table, &other.table)
+            }) && !keys.iter().any(|k| {
+                is(&k.from_table, &t.table)
+                    && is(&k.from_column, c)
+                    && is(&k.to_table, &other.table)
+            })
+        };
+        let primary = |t: &TableRef, c: &str| {
+            self.schema
+                .table(&t.table)
+                .is_some_and(|table| matches!(table.primary_key.as_slice(), [key] if is(key, c)))
+        };
+        // The column is declared a key to `other`'s table, to a column other than `d`.
+        let points_past = |t: &TableRef, c: &str, other: &TableRef, d: &str| {
+            keys.iter().any(|k| {
+                is(&k.from_table, &t.table)
+                    && is(&k.from_column, c)
+                    && is(&k.to_table, &other.table)
+                    && !is(&k.to_column, d)
+            })
+        };
+        let wrong = |(t, c): (&TableRef, &str), (u, d): (&TableRef, &str)| {
+            points_past(t, c, u, d)
+                || points_elsewhere(t, c, u) && (primary(u, d) || points_elsewhere(u, d, t))
+        };
+        !related && (wrong((ta, &ca), (tb, &cb)) || wrong((tb, &cb), (ta, &ca)))
+    }
+
+    /// The columns `table.column` names a row of by the schema's foreign keys, itself first,
+    /// each as (table, column) in lower case.
+    fn reach(&self, table: &str, column: &str) -> Vec<(String, String)> {
+        let mut reached = vec![(table.to_lowercase(), column.to_lowercase())];
+        let mut next = 0;
+        while let Some((t, c)) = reached.get(next).cloned() {
+            next += 1;
+            for k in &self.schema.foreign_keys {
+                let to = (k.to_table.to_lowercase(), k.to_column.to_lowercase());
+                if k.from_table.eq_ignore_ascii_case(&t)
+                    && k.from_column.eq_ignore_ascii_case(&c)
+                    && !reached.contains(&to)
+                {
+                    reached.push(to);
+                }
+            }
+        }
+        reached
     }
 
     /// The one way the schema links `right` to a table of `left`: a key between them, else a
@@ -366,6 +492,16 @@ fn compares_two_tables(condition: &Expr) -> bool {
     }
 }
 
+/// Puts `with` in place of the self-comparison in `condition` (`on_nothing`) or of the whole
+/// condition, a join on the wrong key.
+fn replace_condition(condition: &mut Expr, with: Expr, on_nothing: bool) {
+    if on_nothing {
+        replace_self_comparison(condition, with);
+    } else {
+        *condition = with;
+    }
+}
+
 /// Replaces the first `AND`ed part of `condition` that compares a column with itself.
 fn replace_self_comparison(condition: &mut Expr, with: Expr) -> bool {
     if is_self_comparison(condition) {
@@ -396,6 +532,10 @@ mod tests {
 
     fn mend(db: &str, sql: &str) -> Option<String> {
         mend_self_joins(sql, &schema(db))
+    }
+
+    fn mend_key(db: &str, sql: &str) -> Option<String> {
+        mend_wrong_keys(sql, &schema(db))
     }
 
     #[test]
@@ -468,6 +608,66 @@ mod tests {
     }
 
     #[test]
+    fn a_join_on_the_wrong_key_takes_the_schemas() {
+        // A country's continent is no car maker's id; car makers name their country.
+        assert_eq!(
+            mend_key(
+                "car_1",
+                "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Id = T2.Continent"
+            )
+            .as_deref(),
+            Some(
+                "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Country = T2.CountryId"
+            )
+        );
+        // A car maker's country is a country's id, not its continent.
+        assert_eq!(
+            mend_key(
+                "car_1",
+                "SELECT T2.Maker FROM countries AS T1 JOIN car_makers AS T2 ON (T1.Continent = T2.Country)"
+            )
+            .as_deref(),
+            Some("SELECT T2.Maker FROM countries AS T1 JOIN car_makers AS T2 ON T1.CountryId = T2.Country")
+        );
+        // No key between the two tables: the one table between them is joined.
+        assert_eq!(
+            mend_key(
+                "car_1",
+                "SELECT T1.Model FROM model_list AS T1 JOIN cars_data AS T2 ON T1.ModelId = T2.Id"
+            )
+            .as_deref(),
+            Some(
+                "SELECT T1.Model FROM model_list AS T1 JOIN car_names ON T1.Model = car_names.Model \
+                 JOIN cars_data AS T2 ON car_names.MakeId = T2.Id"
+            )
+        );
+        // Each of the two rules mends its own kind of join only.
+        assert_eq!(
+            mend(
+                "car_1",
+                "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Id = T2.Continent"
+            ),
+            None
+        );
+        assert_eq!(
+            mend_key(
+                "car_1",
+                "SELECT count(*) FROM countries AS T1 JOIN car_makers AS T2 ON T2.Country = T2.Country"
+            ),
+            None
+        );
+        // Joins on the schema's keys, or on columns it does not relate, stay as written.
+        for sql in [
+            "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Country = T2.CountryId",
+            "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.FullName = T2.CountryName",
+            "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Id = T2.CountryId",
+            "SELECT T1.Maker FROM car_makers AS T1 JOIN countries AS T2 ON T1.Id = T2.Continent AND T1.Maker = 'x'",
+        ] {
+            assert_eq!(mend_key("car_1", sql), None, "{sql}");
+        }
+    }
+
+    #[test]
     fn anything_uncertain_is_left_alone() {
         for (db, sql) in [
             // No self-comparison: nothing to mend.
@@ -536,7 +736,12 @@ mod tests {
 
     /// Of Spider's reference queries, only eight annotation slips on `activity_1` compare a
     /// column with itself (`ON T2.actid = T2.actid`, [`crate::defect`]); each is mended to the
-    /// key its join was meant to use, and nothing else is touched.
+    /// key its join was meant to use, and nothing else is touched. Six join on a wrong key:
+    /// `store_1`'s album joined to its tracks by their genre (`T1.id = T2.genre_id`) and
+    /// `tracking_share_transactions`' lot by a transaction's id (`T1.lot_id =
+    /// T2.transaction_id`), annotation slips both; each is joined by the schema's key (`T2.album_id`,
+    /// `T2.lot_id`). Joins of two keys to one row (`T2.person_id = T3.student_id`, both people's
+    /// ids) or through a chain of keys are left alone.
     #[test]
     fn spider_reference_queries_are_left_alone_but_the_annotation_slips() {
         const CHECKED: usize = 7876;
@@ -546,6 +751,7 @@ mod tests {
         assert!(examples.len() > 8000);
         let mut schemas = std::collections::HashMap::new();
         let mut mended = Vec::new();
+        let mut rekeyed: Vec<(usize, String)> = Vec::new();
         // Spider ships without a few train databases (soccer_1 among them); their queries
         // have no schema to mend by and are counted out.
         let mut checked = 0;
@@ -565,8 +771,11 @@ mod tests {
                 );
                 mended.push(i);
             }
+            rekeyed.extend(mend_wrong_keys(&e.query, schema).map(|sql| (i, sql)));
         }
         assert_eq!(checked, CHECKED);
         assert_eq!(mended, (6795..=6802).collect::<Vec<_>>());
+        let rekeyed: Vec<usize> = rekeyed.into_iter().map(|(i, _)| i).collect();
+        assert_eq!(rekeyed, [623, 624, 625, 626, 5864, 5865]);
     }
 }

@@ -8,8 +8,8 @@
 //! pipeline runs them on the error message. Before a generated query first runs on a database
 //! server, its windows of whole days start at midnight and its Sunday is numbered as the
 //! server numbers it ([`calendar_days`]). **Rewrites after
-//! a run** read a query that ran, in the fixed order of [`AFTER_RUN`]: a join on nothing gets
-//! the schema's keys ([`join_keys`]), a join the question does not speak of is dropped
+//! a run** read a query that ran, in the fixed order of [`AFTER_RUN`]: a join on nothing, or
+//! on the wrong key, gets the schema's keys ([`join_keys`]), a join the question does not speak of is dropped
 //! ([`unused_joins`]), a grouping whose groups the answer does not name, for a question that
 //! asks for totals, is dropped ([`unlabeled_groups`]), a grouping by a row's label gets the
 //! row's key ([`group_by_key`]), a
@@ -45,6 +45,10 @@ pub struct RuleSwitches {
     /// A join on nothing (`ON t.a = t.a`) joined by the schema's keys ([`join_keys`]).
     #[serde(default)]
     pub mend_self_joins: bool,
+    /// A join on the wrong key (a column declared a key to a third table equated with a
+    /// primary key) joined by the schema's keys ([`join_keys`]).
+    #[serde(default)]
+    pub mend_wrong_keys: bool,
     /// A join the question does not speak of, read only in its key, dropped ([`unused_joins`]).
     #[serde(default)]
     pub drop_unused_joins: bool,
@@ -102,8 +106,9 @@ pub trait QueryRule: Sync {
 }
 
 /// The rewrites after a run, in the order they apply.
-pub const AFTER_RUN: [&dyn QueryRule; 6] = [
+pub const AFTER_RUN: [&dyn QueryRule; 7] = [
     &MendSelfJoins,
+    &MendWrongKeys,
     &DropUnusedJoins,
     &DropUnlabeledGroups,
     &GroupByKey,
@@ -126,6 +131,20 @@ impl QueryRule for MendSelfJoins {
     }
     fn rewrite(&self, input: &RuleInput<'_>, _: &mut dyn Session) -> Option<Rewrite> {
         join_keys::mend_self_joins(input.sql, input.schema).map(Rewrite::when_it_runs)
+    }
+}
+
+struct MendWrongKeys;
+
+impl QueryRule for MendWrongKeys {
+    fn name(&self) -> &'static str {
+        "mend_wrong_keys"
+    }
+    fn switched_on(&self, switches: &RuleSwitches) -> bool {
+        switches.mend_wrong_keys
+    }
+    fn rewrite(&self, input: &RuleInput<'_>, _: &mut dyn Session) -> Option<Rewrite> {
+        join_keys::mend_wrong_keys(input.sql, input.schema).map(Rewrite::when_it_runs)
     }
 }
 
