@@ -36,8 +36,8 @@ pub(crate) trait MulAdd: Copy {
     /// [`dot`] of `a` with eight vectors at once ([`dot8_portable`] unless a compilation has
     /// a faster way to the same bits).
     #[inline(always)]
-    fn dot8<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
-        dot8_portable::<Self, E>(a, bs)
+    fn dot8(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
+        dot8_portable::<Self>(a, bs)
     }
 
     /// `dst[i] = src[i].to_f32()` ([`KvElement::widen`] unless a compilation has a faster way;
@@ -86,7 +86,7 @@ impl MulAdd for Fused {
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn dot8<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
+    fn dot8(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
         // SAFETY: `Fused` runs only inside the AVX2 + FMA + F16C compilations
         // (`RowKernel::Avx2`, which `detect` chose because the CPU has all three).
         unsafe { dot8_avx2(a, bs) }
@@ -340,15 +340,6 @@ fn lanes(x: &[f32], at: usize) -> &[f32; LANES] {
         .expect("a slice of LANES values")
 }
 
-/// Eight consecutive elements, widened to f32.
-#[inline(always)]
-fn widened<E: KvElement>(x: &[E], at: usize) -> [f32; LANES] {
-    let x: &[E; LANES] = x[at..at + LANES]
-        .try_into()
-        .expect("a slice of LANES values");
-    x.map(E::to_f32)
-}
-
 /// `acc[l] = madd(a[l], b[l], acc[l])` for the eight lanes.
 #[inline(always)]
 fn madd8<M: MulAdd>(a: &[f32; LANES], b: &[f32; LANES], acc: &mut [f32; LANES]) {
@@ -360,19 +351,19 @@ fn madd8<M: MulAdd>(a: &[f32; LANES], b: &[f32; LANES], acc: &mut [f32; LANES]) 
 /// [`dot`] of `a` with eight vectors at once (each result equal to `dot`'s, bit for bit): the
 /// query is read once per chunk for eight keys.
 #[inline(always)]
-fn dot8_portable<M: MulAdd, E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
+fn dot8_portable<M: MulAdd>(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
     let mut acc = [[0f32; LANES]; LANES];
     let chunks = a.len() / LANES * LANES;
     for c in (0..chunks).step_by(LANES) {
         let ca = lanes(a, c);
         for (acc, b) in acc.iter_mut().zip(bs) {
-            madd8::<M>(ca, &widened(b, c), acc);
+            madd8::<M>(ca, lanes(b, c), acc);
         }
     }
     std::array::from_fn(|i| {
         let mut tail = 0f32;
         for (x, y) in a[chunks..].iter().zip(&bs[i][chunks..]) {
-            tail = M::madd(*x, y.to_f32(), tail);
+            tail = M::madd(*x, *y, tail);
         }
         reduce8(&acc[i]) + tail
     })
@@ -388,7 +379,7 @@ fn dot8_portable<M: MulAdd, E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32
 /// The CPU must support AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot8_avx2<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES] {
+unsafe fn dot8_avx2(a: &[f32], bs: &[&[f32]; LANES]) -> [f32; LANES] {
     use std::arch::x86_64::*;
     let chunks = a.len() / LANES * LANES;
     let mut acc = [_mm256_setzero_ps(); LANES];
@@ -397,7 +388,7 @@ unsafe fn dot8_avx2<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES]
         let qa = unsafe { _mm256_loadu_ps(a.as_ptr().add(c)) };
         for (acc, b) in acc.iter_mut().zip(bs) {
             // SAFETY: as above.
-            let kb = unsafe { E::load8(b.as_ptr().add(c)) };
+            let kb = unsafe { _mm256_loadu_ps(b.as_ptr().add(c)) };
             *acc = _mm256_fmadd_ps(qa, kb, *acc);
         }
     }
@@ -419,7 +410,7 @@ unsafe fn dot8_avx2<E: KvElement>(a: &[f32], bs: &[&[E]; LANES]) -> [f32; LANES]
     std::array::from_fn(|i| {
         let mut tail = 0f32;
         for (x, y) in a[chunks..].iter().zip(&bs[i][chunks..]) {
-            tail = x.mul_add(y.to_f32(), tail);
+            tail = x.mul_add(*y, tail);
         }
         sums[i] + tail
     })
